@@ -1,0 +1,3 @@
+module github.com/svc-dev/svc/services/accounts
+
+go 1.26.0
