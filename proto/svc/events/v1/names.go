@@ -1,0 +1,25 @@
+package eventsv1
+
+// Topic names. Topics follow "<domain>.<event>.v1"; a breaking change to a
+// payload gets a new topic rather than a new meaning for an old one.
+const (
+	// TopicCatalog carries accounts' catalog upserts (Advertiser, User,
+	// Membership, Program, ApiKey, Partner, PartnerProgram, Link).
+	TopicCatalog = "accounts.catalog.v1"
+	// TopicCatalogApplied carries CatalogApplied acknowledgements.
+	TopicCatalogApplied = "catalog.applied.v1"
+)
+
+// Envelope.Type values, one per payload message. Consumers switch on these to
+// pick the message to unmarshal Envelope.Payload into.
+const (
+	TypeAdvertiserUpserted     = "catalog.advertiser.upserted"
+	TypeUserUpserted           = "catalog.user.upserted"
+	TypeMembershipUpserted     = "catalog.membership.upserted"
+	TypeProgramUpserted        = "catalog.program.upserted"
+	TypeAPIKeyUpserted         = "catalog.api_key.upserted"
+	TypePartnerUpserted        = "catalog.partner.upserted"
+	TypePartnerProgramUpserted = "catalog.partner_program.upserted"
+	TypeLinkUpserted           = "catalog.link.upserted"
+	TypeCatalogApplied         = "catalog.applied"
+)
