@@ -30,6 +30,10 @@ func Redact(_ []string, a slog.Attr) slog.Attr {
 		return a
 	}
 	if IsSecretKey(a.Key) {
+		// An empty value reveals nothing and tells a reader the secret is unset.
+		if a.Value.Kind() == slog.KindString && a.Value.String() == "" {
+			return a
+		}
 		return slog.String(a.Key, Masked)
 	}
 	switch a.Value.Kind() {
