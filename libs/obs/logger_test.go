@@ -147,7 +147,9 @@ func TestNewLogger_SecretsNeverReachOutput(t *testing.T) {
 		{"authorization header attr", func(l *slog.Logger) { l.Info("x", "Authorization", "Bearer "+apiKey) }},
 		{"password attr", func(l *slog.Logger) { l.Info("x", "db_password", password) }},
 		{"secret attr in group", func(l *slog.Logger) { l.Info("x", slog.Group("cfg", "client_secret", password)) }},
-		{"dsn value", func(l *slog.Logger) { l.Info("x", "database", "postgres://app:"+password+"@db:5432/svc?sslmode=disable") }},
+		{"dsn value", func(l *slog.Logger) {
+			l.Info("x", "database", "postgres://app:"+password+"@db:5432/svc?sslmode=disable")
+		}},
 		{"keyword dsn value", func(l *slog.Logger) { l.Info("x", "dsn", "host=db user=app password="+password+" dbname=svc") }},
 		{"dsn inside error", func(l *slog.Logger) {
 			l.Error("connect failed", "err", errors.New(`dial "postgres://app:`+password+`@db/svc": refused`))
