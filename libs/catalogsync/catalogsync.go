@@ -1,0 +1,100 @@
+// Package catalogsync is the consumer half of the catalog propagation
+// barrier. Accounts numbers every catalog event with a gapless sequence; a
+// service that keeps a replica of the catalog calls Applied inside the inbox
+// transaction of each catalog event, and this package advances the service's
+// contiguous watermark and acknowledges it on TopicApplied through the
+// service's own outbox. Accounts collects the acknowledgements and answers
+// GET /admin/v1/catalog/sync once every consumer has reached a sequence.
+package catalogsync
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svc-dev/svc/libs/catalogsync/migrations"
+	"github.com/svc-dev/svc/libs/outbox/outbox"
+	"github.com/svc-dev/svc/libs/pg"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// TopicApplied carries CatalogApplied acknowledgements to accounts.
+const TopicApplied = "catalog.applied.v1"
+
+// EventApplied is the envelope type of an acknowledgement.
+const EventApplied = "catalog.applied"
+
+// Migrate creates the progress tables in schema, with their own version
+// table so they never collide with the service's migrations.
+func Migrate(ctx context.Context, dsn, schema string, logger *slog.Logger) error {
+	return pg.Migrate(ctx, dsn, schema, migrations.FS, logger,
+		pg.WithVersionTable(schema+".catalogsync_db_version"))
+}
+
+// Applied records that the catalog event numbered seq has been applied in tx.
+// When that extends the run of applied numbers starting at the watermark, the
+// watermark moves and an acknowledgement is written to the outbox in tx.
+func Applied(ctx context.Context, tx pgx.Tx, service string, seq int64, now time.Time) error {
+	if seq <= 0 {
+		return nil
+	}
+	var wm int64
+	// The row lock serialises pods of one service applying in parallel.
+	if err := tx.QueryRow(ctx, `SELECT watermark FROM catalog_progress FOR UPDATE`).Scan(&wm); err != nil {
+		return fmt.Errorf("lock catalog progress: %w", err)
+	}
+	if seq <= wm {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO catalog_applied (seq) VALUES ($1) ON CONFLICT DO NOTHING`, seq); err != nil {
+		return fmt.Errorf("record applied seq %d: %w", seq, err)
+	}
+	// With wm+1 present, the first applied number whose successor is missing
+	// ends the contiguous run.
+	var next int64
+	err := tx.QueryRow(ctx, `
+		SELECT CASE WHEN EXISTS (SELECT 1 FROM catalog_applied WHERE seq = $1 + 1)
+		THEN (SELECT min(a.seq) FROM catalog_applied a
+		      WHERE a.seq > $1 AND NOT EXISTS (SELECT 1 FROM catalog_applied b WHERE b.seq = a.seq + 1))
+		ELSE $1 END`, wm).Scan(&next)
+	if err != nil {
+		return fmt.Errorf("advance catalog watermark: %w", err)
+	}
+	if next == wm {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE catalog_progress SET watermark = $1`, next); err != nil {
+		return fmt.Errorf("store catalog watermark: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM catalog_applied WHERE seq <= $1`, next); err != nil {
+		return fmt.Errorf("trim applied seqs: %w", err)
+	}
+	payload, err := proto.Marshal(&eventsv1.CatalogApplied{Service: service, Seq: next})
+	if err != nil {
+		return fmt.Errorf("marshal catalog ack: %w", err)
+	}
+	return outbox.Enqueue(ctx, tx, TopicApplied, &eventsv1.Envelope{
+		Id:         uuid.NewString(),
+		Type:       EventApplied,
+		OccurredAt: timestamppb.New(now),
+		Source:     service,
+		Payload:    payload,
+	})
+}
+
+// Watermark reads how far the catalog has been applied.
+func Watermark(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int64, error) {
+	var wm int64
+	if err := q.QueryRow(ctx, `SELECT watermark FROM catalog_progress`).Scan(&wm); err != nil {
+		return 0, fmt.Errorf("read catalog watermark: %w", err)
+	}
+	return wm, nil
+}

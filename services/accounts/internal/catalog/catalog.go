@@ -1,0 +1,185 @@
+// Package catalog holds the accounts service's domain: the program catalog
+// (advertisers, users, memberships, programs, program API keys, partners,
+// partner-program records and referral links) and the rules for changing it.
+// It knows nothing of HTTP, SQL or Kafka.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Error kinds. The HTTP layer maps them to statuses in one table.
+var (
+	ErrInvalid      = errors.New("invalid")
+	ErrNotFound     = errors.New("not found")
+	ErrConflict     = errors.New("conflict")
+	ErrUnavailable  = errors.New("unavailable")
+	ErrUnauthorized = errors.New("unauthorized")
+)
+
+// FieldError is a validation failure that names the offending field. Its
+// message is the one the client sees.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Message }
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+func invalid(field, msg string) error { return &FieldError{Field: field, Message: msg} }
+
+// NotFoundError names what was missing, e.g. "program 42 not found".
+type NotFoundError struct{ What string }
+
+func (e *NotFoundError) Error() string { return e.What + " not found" }
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
+// ConflictError explains which uniqueness rule a write broke.
+type ConflictError struct{ Message string }
+
+func (e *ConflictError) Error() string { return e.Message }
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Commission types, lead auth policies and payment tracking modes of the spec.
+const (
+	CommissionPercent          = "percent"
+	CommissionFixed            = "fixed"
+	CommissionRecurringPercent = "recurring_percent"
+	CommissionRecurringFixed   = "recurring_fixed"
+
+	LeadAuthServerRequired = "server_required"
+	LeadAuthBrowserAllowed = "browser_allowed"
+
+	PaymentProcessorConnect = "processor_connect"
+	PaymentS2S              = "s2s"
+
+	ProcessorNotConnected = "not_connected"
+	ProcessorConnected    = "connected"
+)
+
+// Defaults of a new program.
+const (
+	DefaultAttributionWindowDays = 60
+	DefaultHoldDays              = 30
+	DefaultDurationMonths        = 0
+)
+
+type Advertiser struct {
+	ID        int64
+	Name      string
+	Email     string
+	CreatedAt time.Time
+}
+
+type User struct {
+	ID           int64
+	Email        string
+	Name         string
+	AdvertiserID int64 // 0 when the user has no advertiser yet
+	Blocked      bool
+	CreatedAt    time.Time
+}
+
+type Membership struct {
+	ProgramID   int64
+	UserID      int64
+	Active      bool
+	Permissions []string
+}
+
+// ProcessorConnection is the state of the program's payment-processor
+// account, as last reported to accounts.
+type ProcessorConnection struct {
+	Status           string
+	AccountID        string
+	ChargesEnabled   bool
+	PayoutsEnabled   bool
+	DetailsSubmitted bool
+	ConnectedAt      *time.Time
+}
+
+type Program struct {
+	ID                    int64
+	AdvertiserID          int64
+	Name                  string
+	Domain                string
+	CommissionType        string
+	CommissionRate        string // canonical decimal, e.g. "12.5"
+	DurationMonths        int
+	CookieDuration        *int // days; set when created from the CLI
+	AttributionWindowDays int
+	HoldDays              int
+	LeadAuthPolicy        string
+	PaymentTrackingMode   string
+	Processor             ProcessorConnection
+	AllowedOrigins        []string
+	CreatedAt             time.Time
+	UpdatedAt             time.Time
+}
+
+type APIKey struct {
+	ID               int64
+	ProgramID        int64
+	Hash             []byte
+	Prefix           string
+	Test             bool
+	RotationMarkedAt *time.Time
+	RotationDeadline *time.Time
+	CreatedAt        time.Time
+}
+
+type Partner struct {
+	ID        int64
+	Name      string
+	Email     string
+	CreatedAt time.Time
+}
+
+type PartnerProgram struct {
+	ID        int64
+	PartnerID int64
+	ProgramID int64
+	Approved  bool
+	CreatedAt time.Time
+}
+
+type Link struct {
+	ID        int64
+	ProgramID int64
+	PartnerID int64
+	Code      string
+	Active    bool
+	CreatedAt time.Time
+}
+
+// Seq is the catalog sequence number a write was published under. Waiting
+// for every consumer to reach it is the propagation barrier.
+type Seq int64
+
+// Store persists the catalog. Every mutating method writes the entity and
+// its catalog event in one transaction and returns the event's sequence.
+type Store interface {
+	CreateAdvertiser(ctx context.Context, a Advertiser) (Advertiser, Seq, error)
+	CreateUser(ctx context.Context, u User) (User, Seq, error)
+	CreateProgram(ctx context.Context, p Program) (Program, Seq, error)
+	// UpdateProgram loads the program, applies fn and saves the result; fn
+	// returning an error aborts the write.
+	UpdateProgram(ctx context.Context, id int64, fn func(*Program) error) (Program, Seq, error)
+	UpsertMembership(ctx context.Context, m Membership) (Membership, Seq, error)
+	CreateAPIKey(ctx context.Context, k APIKey) (APIKey, Seq, error)
+	// UpdateAPIKey loads the key, applies fn and saves the result.
+	UpdateAPIKey(ctx context.Context, id int64, fn func(*APIKey) error) (APIKey, Seq, error)
+	CreatePartner(ctx context.Context, p Partner) (Partner, Seq, error)
+	CreatePartnerProgram(ctx context.Context, pp PartnerProgram) (PartnerProgram, Seq, error)
+	CreateLink(ctx context.Context, l Link) (Link, Seq, error)
+	UpdateLink(ctx context.Context, id int64, fn func(*Link) error) (Link, Seq, error)
+	GetUser(ctx context.Context, id int64) (User, error)
+	GetProgram(ctx context.Context, id int64) (Program, error)
+
+	// AppliedSeqs reports, per consuming service, the catalog sequence up to
+	// which it has applied every event.
+	AppliedSeqs(ctx context.Context) (map[string]Seq, error)
+}

@@ -1,0 +1,239 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Service is the catalog's use cases, as the admin API (and later the CLI
+// routes) call them.
+type Service interface {
+	CreateAdvertiser(ctx context.Context, in AdvertiserInput) (Advertiser, Seq, error)
+	CreateUser(ctx context.Context, in UserInput) (User, Seq, error)
+	CreateProgram(ctx context.Context, in ProgramInput) (Program, Seq, error)
+	UpdateProgram(ctx context.Context, id int64, in ProgramInput) (Program, Seq, error)
+	GetProgram(ctx context.Context, id int64) (Program, error)
+	PutMember(ctx context.Context, programID int64, in MemberInput) (Membership, Seq, error)
+	IssueKey(ctx context.Context, programID int64, test bool) (IssuedKey, Seq, error)
+	RotateKey(ctx context.Context, keyID int64, deadline time.Time) (APIKey, Seq, error)
+	CreatePartner(ctx context.Context, in PartnerInput) (Partner, Seq, error)
+	AddPartnerToProgram(ctx context.Context, programID int64, in PartnerProgramInput) (PartnerProgram, Seq, error)
+	CreateLink(ctx context.Context, programID int64, in LinkInput) (Link, Seq, error)
+	SetLinkActive(ctx context.Context, linkID int64, active bool) (Link, Seq, error)
+	IssueSession(ctx context.Context, userID int64) (Session, error)
+	// WaitForSync returns nil once every consumer has applied the catalog up
+	// to seq, and ErrUnavailable when timeout passes first.
+	WaitForSync(ctx context.Context, seq Seq, timeout time.Duration) error
+}
+
+// IssuedKey is a new program API key; Plain is shown to the caller once and
+// never stored.
+type IssuedKey struct {
+	APIKey
+	Plain string
+}
+
+type Session struct {
+	Token     string
+	ExpiresAt time.Time
+}
+
+// KeyGenerator makes a new program API key: the plain value, its hash and the
+// prefix kept for masked display.
+type KeyGenerator func(test bool) (plain string, hash []byte, prefix string, err error)
+
+// SessionIssuer signs dashboard session tokens that other services verify
+// with the public key alone.
+type SessionIssuer interface {
+	Issue(userID int64, kind string) (token string, expiresAt time.Time, err error)
+}
+
+// Config wires a service.
+type Config struct {
+	Store     Store
+	Keys      KeyGenerator
+	Sessions  SessionIssuer
+	Now       func() time.Time
+	Consumers []string      // services the sync barrier waits for
+	SyncPoll  time.Duration // how often the barrier re-reads consumer progress
+}
+
+type service struct {
+	cfg Config
+}
+
+// NewService validates the wiring and returns the catalog service.
+func NewService(cfg Config) (Service, error) {
+	if cfg.Store == nil || cfg.Keys == nil || cfg.Sessions == nil || cfg.Now == nil {
+		return nil, fmt.Errorf("catalog: store, key generator, session issuer and clock are required")
+	}
+	if cfg.SyncPoll <= 0 {
+		cfg.SyncPoll = 20 * time.Millisecond
+	}
+	return &service{cfg: cfg}, nil
+}
+
+func (s *service) CreateAdvertiser(ctx context.Context, in AdvertiserInput) (Advertiser, Seq, error) {
+	a, err := in.validate()
+	if err != nil {
+		return Advertiser{}, 0, err
+	}
+	return s.cfg.Store.CreateAdvertiser(ctx, a)
+}
+
+func (s *service) CreateUser(ctx context.Context, in UserInput) (User, Seq, error) {
+	u, err := in.validate()
+	if err != nil {
+		return User{}, 0, err
+	}
+	return s.cfg.Store.CreateUser(ctx, u)
+}
+
+func (s *service) CreateProgram(ctx context.Context, in ProgramInput) (Program, Seq, error) {
+	p := Program{
+		AttributionWindowDays: DefaultAttributionWindowDays,
+		HoldDays:              DefaultHoldDays,
+		DurationMonths:        DefaultDurationMonths,
+		LeadAuthPolicy:        LeadAuthServerRequired,
+		PaymentTrackingMode:   PaymentProcessorConnect,
+		Processor:             ProcessorConnection{Status: ProcessorNotConnected},
+		AllowedOrigins:        []string{},
+	}
+	if err := in.validateFields(true); err != nil {
+		return Program{}, 0, err
+	}
+	if err := in.apply(&p); err != nil {
+		return Program{}, 0, err
+	}
+	return s.cfg.Store.CreateProgram(ctx, p)
+}
+
+func (s *service) UpdateProgram(ctx context.Context, id int64, in ProgramInput) (Program, Seq, error) {
+	if in.AdvertiserID != nil {
+		return Program{}, 0, invalid("advertiser_id", "advertiser_id cannot be changed")
+	}
+	// Field checks run before the store is touched so bad input never opens
+	// a write; the checks that depend on the stored program run inside it.
+	if err := in.validateFields(false); err != nil {
+		return Program{}, 0, err
+	}
+	return s.cfg.Store.UpdateProgram(ctx, id, in.apply)
+}
+
+func (s *service) GetProgram(ctx context.Context, id int64) (Program, error) {
+	return s.cfg.Store.GetProgram(ctx, id)
+}
+
+func (s *service) PutMember(ctx context.Context, programID int64, in MemberInput) (Membership, Seq, error) {
+	m, err := in.validate(programID)
+	if err != nil {
+		return Membership{}, 0, err
+	}
+	return s.cfg.Store.UpsertMembership(ctx, m)
+}
+
+func (s *service) IssueKey(ctx context.Context, programID int64, test bool) (IssuedKey, Seq, error) {
+	plain, hash, prefix, err := s.cfg.Keys(test)
+	if err != nil {
+		return IssuedKey{}, 0, fmt.Errorf("generate api key: %w", err)
+	}
+	k, seq, err := s.cfg.Store.CreateAPIKey(ctx, APIKey{ProgramID: programID, Hash: hash, Prefix: prefix, Test: test})
+	if err != nil {
+		return IssuedKey{}, 0, err
+	}
+	return IssuedKey{APIKey: k, Plain: plain}, seq, nil
+}
+
+func (s *service) RotateKey(ctx context.Context, keyID int64, deadline time.Time) (APIKey, Seq, error) {
+	now := s.cfg.Now().UTC()
+	return s.cfg.Store.UpdateAPIKey(ctx, keyID, func(k *APIKey) error {
+		// Re-marking keeps the first marking time: Deprecation tells clients
+		// when they were first warned.
+		if k.RotationMarkedAt == nil {
+			k.RotationMarkedAt = &now
+		}
+		d := deadline.UTC()
+		k.RotationDeadline = &d
+		return nil
+	})
+}
+
+func (s *service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, Seq, error) {
+	p, err := in.validate()
+	if err != nil {
+		return Partner{}, 0, err
+	}
+	return s.cfg.Store.CreatePartner(ctx, p)
+}
+
+func (s *service) AddPartnerToProgram(ctx context.Context, programID int64, in PartnerProgramInput) (PartnerProgram, Seq, error) {
+	pp, err := in.validate(programID)
+	if err != nil {
+		return PartnerProgram{}, 0, err
+	}
+	return s.cfg.Store.CreatePartnerProgram(ctx, pp)
+}
+
+func (s *service) CreateLink(ctx context.Context, programID int64, in LinkInput) (Link, Seq, error) {
+	l, err := in.validate(programID)
+	if err != nil {
+		return Link{}, 0, err
+	}
+	return s.cfg.Store.CreateLink(ctx, l)
+}
+
+func (s *service) SetLinkActive(ctx context.Context, linkID int64, active bool) (Link, Seq, error) {
+	return s.cfg.Store.UpdateLink(ctx, linkID, func(l *Link) error {
+		l.Active = active
+		return nil
+	})
+}
+
+func (s *service) IssueSession(ctx context.Context, userID int64) (Session, error) {
+	if userID <= 0 {
+		return Session{}, invalid("user_id", "user_id must be a positive integer")
+	}
+	u, err := s.cfg.Store.GetUser(ctx, userID)
+	if err != nil {
+		return Session{}, err
+	}
+	if u.Blocked {
+		return Session{}, invalid("user_id", fmt.Sprintf("user %d is blocked", userID))
+	}
+	tok, exp, err := s.cfg.Sessions.Issue(u.ID, "dashboard")
+	if err != nil {
+		return Session{}, fmt.Errorf("issue session: %w", err)
+	}
+	return Session{Token: tok, ExpiresAt: exp}, nil
+}
+
+func (s *service) WaitForSync(ctx context.Context, seq Seq, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(s.cfg.SyncPoll)
+	defer t.Stop()
+	for {
+		applied, err := s.cfg.Store.AppliedSeqs(ctx)
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("read consumer progress: %w", err)
+		}
+		if err == nil && allReached(applied, s.cfg.Consumers, seq) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("catalog sequence %d not applied by every consumer within %s: %w", seq, timeout, ErrUnavailable)
+		case <-t.C:
+		}
+	}
+}
+
+func allReached(applied map[string]Seq, consumers []string, seq Seq) bool {
+	for _, c := range consumers {
+		if applied[c] < seq {
+			return false
+		}
+	}
+	return true
+}

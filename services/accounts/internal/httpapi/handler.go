@@ -1,0 +1,145 @@
+// Package httpapi is the accounts service's HTTP transport: the admin API
+// under /admin/v1/, guarded by the admin token, in the platform envelope.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
+)
+
+// HeaderCatalogSeq names the catalog sequence a write was published under;
+// GET /admin/v1/catalog/sync?seq=N waits for it.
+const HeaderCatalogSeq = "X-Catalog-Seq"
+
+// Route is one admin route, named for metrics.
+type Route struct {
+	Pattern string // net/http pattern, e.g. "POST /admin/v1/programs"
+	Name    string
+	Handler http.Handler
+}
+
+// Config carries what the transport needs besides the endpoints.
+type Config struct {
+	AdminToken string
+	Logger     *slog.Logger
+}
+
+// Routes lists every admin route. The caller mounts them (with metrics per
+// route name) on its mux.
+func Routes(set endpoints.Set, cfg Config) []Route {
+	opts := []kithttp.ServerOption{
+		kithttp.ServerErrorEncoder(encodeError(cfg.Logger)),
+	}
+	created := encodeResponse(http.StatusCreated, cfg.Logger)
+	ok := encodeResponse(http.StatusOK, cfg.Logger)
+	h := func(e func(ctx context.Context, req any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc) http.Handler {
+		return adminOnly(cfg.AdminToken, kithttp.NewServer(e, dec, enc, opts...))
+	}
+	return []Route{
+		{"POST /admin/v1/advertisers", "admin_create_advertiser", h(set.CreateAdvertiser, decodeAdvertiser, created)},
+		{"POST /admin/v1/users", "admin_create_user", h(set.CreateUser, decodeUser, created)},
+		{"POST /admin/v1/programs", "admin_create_program", h(set.CreateProgram, decodeCreateProgram, created)},
+		{"GET /admin/v1/programs/{id}", "admin_get_program", h(set.GetProgram, decodeGetProgram, ok)},
+		{"PATCH /admin/v1/programs/{id}", "admin_update_program", h(set.UpdateProgram, decodeUpdateProgram, ok)},
+		{"POST /admin/v1/programs/{id}/members", "admin_put_member", h(set.PutMember, decodeMember, created)},
+		{"POST /admin/v1/programs/{id}/keys", "admin_issue_key", h(set.IssueKey, decodeIssueKey, created)},
+		{"POST /admin/v1/keys/{id}/rotation", "admin_rotate_key", h(set.RotateKey, decodeRotateKey, ok)},
+		{"POST /admin/v1/partners", "admin_create_partner", h(set.CreatePartner, decodePartner, created)},
+		{"POST /admin/v1/programs/{id}/partners", "admin_add_partner", h(set.AddPartnerToProgram, decodeAddPartner, created)},
+		{"POST /admin/v1/programs/{id}/links", "admin_create_link", h(set.CreateLink, decodeCreateLink, created)},
+		{"PATCH /admin/v1/links/{id}", "admin_set_link_active", h(set.SetLinkActive, decodeSetLinkActive, ok)},
+		{"POST /admin/v1/sessions", "admin_issue_session", h(set.IssueSession, decodeSession, created)},
+		{"GET /admin/v1/catalog/sync", "admin_catalog_sync", h(set.WaitForSync, decodeSync, ok)},
+	}
+}
+
+// adminOnly refuses requests without the admin token before anything else
+// runs. Both sides are hashed first so the comparison takes the same time
+// whatever the lengths.
+func adminOnly(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		if !strings.HasPrefix(h, "Bearer ") {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, "Missing or malformed Authorization header. Expected: Bearer <admin_token>")
+			return
+		}
+		got := sha256.Sum256([]byte(strings.TrimPrefix(h, "Bearer ")))
+		if token == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, "Invalid admin token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func encodeResponse(status int, logger *slog.Logger) kithttp.EncodeResponseFunc {
+	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
+		r := resp.(endpoints.Response)
+		if r.Err != nil {
+			encodeError(logger)(ctx, r.Err, w)
+			return nil
+		}
+		if r.Seq > 0 {
+			w.Header().Set(HeaderCatalogSeq, strconv.FormatInt(int64(r.Seq), 10))
+		}
+		return httpkit.WriteJSON(w, status, map[string]any{"data": r.Data})
+	}
+}
+
+// statusOf is the service's one table from error kind to status.
+func statusOf(err error) int {
+	var de *httpkit.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return de.Status
+	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, httpkit.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, catalog.ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, catalog.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, catalog.ErrConflict):
+		return http.StatusConflict
+	case errors.Is(err, catalog.ErrUnavailable):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+func encodeError(logger *slog.Logger) kithttp.ErrorEncoder {
+	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		status := statusOf(err)
+		var details []httpkit.EnvelopeOption
+		message := err.Error()
+		var fe *catalog.FieldError
+		var hfe *httpkit.FieldError
+		var de *httpkit.DecodeError
+		switch {
+		case errors.As(err, &fe):
+			details = append(details, httpkit.WithDetail("field", fe.Field))
+		case errors.As(err, &hfe):
+			details = append(details, httpkit.WithDetail("field", hfe.Field))
+		case errors.As(err, &de):
+			message = de.Message
+		}
+		if status >= 500 && status != http.StatusGatewayTimeout {
+			// Internals are logged, never sent.
+			logger.ErrorContext(ctx, "admin request failed", "err", err)
+			message = "Internal server error"
+		}
+		_ = httpkit.WritePlatformError(w, status, message, details...)
+	}
+}
