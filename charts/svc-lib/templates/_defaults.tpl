@@ -1,0 +1,166 @@
+{{/*
+Defaults of every service chart. A service chart's values.yaml (and the
+umbrella's block for that service) override them key by key; lists are
+replaced, not appended. Kept here rather than in each service chart so a new
+service is one short values.yaml.
+*/}}
+{{- define "svc-lib.defaults" -}}
+# Service name: binary, DB schema, OTEL_SERVICE_NAME and the
+# app.kubernetes.io/name label. Required.
+serviceName: ""
+nameOverride: ""
+fullnameOverride: ""
+
+image:
+  # Empty registry: repository is used as is (skaffold passes a full repository).
+  registry: ""
+  # Empty: svc-<service>.
+  repository: ""
+  # Empty: global.image.tag, then the chart's appVersion.
+  tag: ""
+  # When set, the image is pinned by digest and tag is ignored.
+  digest: ""
+  pullPolicy: IfNotPresent
+
+replicaCount: 2
+# Container port; HTTP_ADDR is ":<port>". API, /healthz, /readyz and /metrics
+# are all served on it.
+port: 8080
+args: [serve]
+
+# DB_SCHEMA; empty means the service name.
+dbSchema: ""
+# Per-service overrides of the global settings of the same name.
+logLevel: ""
+kafkaBrokers: ""
+trustedProxies: ""
+otelEndpoint: ""
+
+# Extra plain environment variables. Values go through tpl, so a value may be
+# a template reading other values (e.g. .Values.global.sessionPublicKey, see
+# charts/tracking/values.yaml). Empty values are left out. They override the computed ones (HTTP_ADDR, LOG_LEVEL, ...).
+env: {}
+# Environment variables that must be non-empty after rendering.
+requiredEnv: []
+# Environment variables read from the service's Secret; the key in the Secret
+# is the variable's name.
+secretEnv: [DATABASE_URL]
+secret:
+  # Name of a Secret created outside the chart (production: External Secrets,
+  # sealed secrets, ...). Empty: the chart's own name (<fullname>).
+  existingSecret: ""
+  # Render the Secret from data below. For local development only: the values
+  # end up in the Helm release, which anyone reading the release can see.
+  create: false
+  data: {}
+
+resources:
+  requests:
+    cpu: 100m
+    memory: 128Mi
+  limits:
+    cpu: "1"
+    # Required: GOMEMLIMIT is derived from it.
+    memory: 256Mi
+
+podSecurityContext:
+  runAsNonRoot: true
+  # distroless "nonroot"; numeric so the kubelet can verify runAsNonRoot.
+  runAsUser: 65532
+  runAsGroup: 65532
+  fsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+securityContext:
+  runAsNonRoot: true
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  privileged: false
+  capabilities:
+    drop: [ALL]
+  seccompProfile:
+    type: RuntimeDefault
+
+probes:
+  startup:
+    path: /healthz
+    periodSeconds: 2
+    timeoutSeconds: 2
+    failureThreshold: 30
+  liveness:
+    path: /healthz
+    periodSeconds: 10
+    timeoutSeconds: 2
+    failureThreshold: 3
+  readiness:
+    path: /readyz
+    periodSeconds: 5
+    timeoutSeconds: 3
+    failureThreshold: 2
+
+# Endpoints are removed asynchronously from kube-proxy and ingress
+# controllers; sleeping before SIGTERM lets in-flight routing settle so a
+# rolling update drops no request. Needs Kubernetes >= 1.30 (sleep action);
+# 0 disables it.
+preStopSleepSeconds: 5
+terminationGracePeriodSeconds: 30
+
+migration:
+  enabled: true
+  # hook: a Helm pre-install/pre-upgrade Job (the release waits for it and
+  #       fails if it fails); the database must exist before the release.
+  # initContainer: every pod migrates before serving (safe: migrations take a
+  #       Postgres lock); for stacks that install the database in the same release.
+  mode: hook
+  args: [migrate]
+  backoffLimit: 2
+  activeDeadlineSeconds: 600
+
+service:
+  type: ClusterIP
+  port: 8080
+  annotations: {}
+
+serviceMonitor:
+  # auto: only when the cluster serves monitoring.coreos.com/v1 ServiceMonitor.
+  enabled: auto
+  interval: 30s
+  scrapeTimeout: 10s
+  labels: {}
+
+pdb:
+  enabled: true
+  maxUnavailable: 1
+
+autoscaling:
+  enabled: false
+  minReplicas: 2
+  maxReplicas: 6
+  targetCPUUtilizationPercentage: 70
+  # Leave empty to scale on CPU only.
+  targetMemoryUtilizationPercentage: ""
+
+topologySpread: true
+podAnnotations: {}
+podLabels: {}
+imagePullSecrets: []
+nodeSelector: {}
+tolerations: []
+affinity: {}
+
+global:
+  image:
+    registry: ""
+    tag: ""
+  imagePullSecrets: []
+  logLevel: info
+  # Comma-separated host:port list. Required.
+  kafkaBrokers: ""
+  # CIDRs of the proxies in front of the services (ingress controller, load
+  # balancer), comma-separated. X-Forwarded-For is trusted only from them.
+  trustedProxies: ""
+  # OTLP/HTTP endpoint; empty turns tracing off.
+  otelEndpoint: ""
+  # base64 Ed25519 public key verifying dashboard session tokens.
+  sessionPublicKey: ""
+{{- end -}}
