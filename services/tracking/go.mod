@@ -1,3 +1,22 @@
 module github.com/svc-dev/svc/services/tracking
 
 go 1.26.0
+
+require (
+	github.com/svc-dev/svc/libs/catalogsync v0.0.0
+	github.com/svc-dev/svc/libs/platform v0.0.0
+	github.com/svc-dev/svc/proto v0.0.0
+)
+
+replace (
+	github.com/svc-dev/svc/libs/auth => ../../libs/auth
+	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
+	github.com/svc-dev/svc/libs/httpkit => ../../libs/httpkit
+	github.com/svc-dev/svc/libs/kafkakit => ../../libs/kafkakit
+	github.com/svc-dev/svc/libs/obs => ../../libs/obs
+	github.com/svc-dev/svc/libs/outbox => ../../libs/outbox
+	github.com/svc-dev/svc/libs/pg => ../../libs/pg
+	github.com/svc-dev/svc/libs/platform => ../../libs/platform
+	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
+	github.com/svc-dev/svc/proto => ../../proto
+)

@@ -1,0 +1,3 @@
+module github.com/svc-dev/svc/libs/platform
+
+go 1.26.0

@@ -1,0 +1,371 @@
+// Package platform runs one svc service process: configuration from the
+// environment, logger, metrics, tracing, Postgres pool and migrations, Kafka
+// topics, the outbox relay, inbox consumers and the HTTP server with health
+// and metrics routes, all in one run group with graceful shutdown. A service
+// supplies a Spec (its name, migrations, topics and a Wire function that
+// builds its routes); everything else is the same for every service, so it
+// lives here once instead of in four cmd/ packages.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/svc-dev/svc/libs/catalogsync"
+	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/libs/kafkakit"
+	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/outbox/inbox"
+	"github.com/svc-dev/svc/libs/outbox/outbox"
+	"github.com/svc-dev/svc/libs/pg"
+)
+
+// Route is one HTTP route of a service. Name labels its metrics and spans.
+type Route struct {
+	Pattern string // net/http pattern, e.g. "POST /api/v1/track/click"
+	Name    string
+	Handler http.Handler
+}
+
+// Spec describes a service to the platform.
+type Spec struct {
+	Name       string
+	Migrations fs.FS
+	// CatalogReplica services keep a copy of the accounts catalog and take
+	// part in the catalog sync barrier.
+	CatalogReplica bool
+	// Topics this service produces to or consumes from; created at start
+	// before any consumer joins its group.
+	Topics []string
+	// Wire builds the service on the opened platform: it may add consumers
+	// and returns the service's routes.
+	Wire func(ctx context.Context, p *Platform) ([]Route, error)
+}
+
+// Config is the environment every service reads, with the same names.
+type Config struct {
+	HTTPAddr       string
+	DatabaseURL    string
+	Schema         string
+	DBMaxConns     int
+	KafkaBrokers   []string
+	LogLevel       string
+	TrustedProxies string
+	ShutdownGrace  time.Duration
+	TopicPartition int
+}
+
+// LoadConfig reads the common variables; service-specific ones are read by
+// the service's Wire through p.Env.
+func LoadConfig(service string, env *obs.Env) Config {
+	return Config{
+		HTTPAddr:       env.String("HTTP_ADDR", ":8080"),
+		DatabaseURL:    env.String("DATABASE_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable"),
+		Schema:         env.String("DB_SCHEMA", service),
+		DBMaxConns:     env.Int("DB_MAX_CONNS", 32),
+		KafkaBrokers:   env.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
+		LogLevel:       env.String("LOG_LEVEL", "info"),
+		TrustedProxies: env.String("TRUSTED_PROXIES", "127.0.0.1/32,::1/128"),
+		ShutdownGrace:  env.Duration("SHUTDOWN_GRACE", 10*time.Second),
+		TopicPartition: env.Int("KAFKA_TOPIC_PARTITIONS", 4),
+	}
+}
+
+// Platform is an opened service process.
+type Platform struct {
+	Name       string
+	Config     Config
+	Env        *obs.Env
+	Logger     *slog.Logger
+	Registry   *prometheus.Registry
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator
+	Pool       *pgxpool.Pool
+	Writer     *kafka.Writer
+	IPs        *httpkit.IPResolver
+	Now        func() time.Time
+
+	health    *obs.Health
+	metrics   *obs.HTTPMetrics
+	runners   []func(context.Context) error
+	closers   []func(context.Context) error
+	listener  net.Listener
+	addrReady chan struct{}
+}
+
+// Run is main() for a service: `serve` (the default) or `migrate`.
+func Run(ctx context.Context, spec Spec, args []string, getenv func(string) string, stdout io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	switch cmd {
+	case "serve":
+		inst, err := Start(ctx, spec, getenv, stdout)
+		if err != nil {
+			fmt.Fprintf(stdout, `{"level":"ERROR","msg":"start failed","service":%q,"err":%q}`+"\n", spec.Name, err.Error())
+			return 1
+		}
+		if err := inst.Wait(); err != nil {
+			inst.p.Logger.Error("stopped with error", "err", err)
+			return 1
+		}
+		return 0
+	case "migrate":
+		env := obs.NewEnv(getenv)
+		cfg := LoadConfig(spec.Name, env)
+		logger := obs.NewLogger(stdout, cfg.LogLevel)
+		if err := migrate(ctx, spec, cfg, logger); err != nil {
+			logger.Error("migrate failed", "err", err)
+			return 1
+		}
+		logger.Info("migrations applied", "schema", cfg.Schema)
+		return 0
+	default:
+		fmt.Fprintf(stdout, "usage: %s [serve|migrate]\n", spec.Name)
+		return 2
+	}
+}
+
+func migrate(ctx context.Context, spec Spec, cfg Config, logger *slog.Logger) error {
+	if err := pg.Migrate(ctx, cfg.DatabaseURL, cfg.Schema, spec.Migrations, logger); err != nil {
+		return fmt.Errorf("service migrations: %w", err)
+	}
+	if err := outbox.Migrate(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
+		return fmt.Errorf("outbox migrations: %w", err)
+	}
+	if spec.CatalogReplica {
+		if err := catalogsync.Migrate(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
+			return fmt.Errorf("catalog progress migrations: %w", err)
+		}
+	}
+	return nil
+}
+
+// Instance is a started service.
+type Instance struct {
+	p    *Platform
+	done chan error
+	stop context.CancelFunc
+}
+
+// Addr is the address the HTTP server listens on (useful with port 0).
+func (i *Instance) Addr() string { return i.p.listener.Addr().String() }
+
+// Platform exposes the opened platform (pool, logger) to tests.
+func (i *Instance) Platform() *Platform { return i.p }
+
+// Wait blocks until the service stops and returns why.
+func (i *Instance) Wait() error { return <-i.done }
+
+// Stop shuts the service down gracefully and waits for it.
+func (i *Instance) Stop() error {
+	i.stop()
+	return i.Wait()
+}
+
+// Start opens everything, migrates, wires the service and serves in the
+// background until ctx ends or Stop is called.
+func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io.Writer) (*Instance, error) {
+	env := obs.NewEnv(getenv)
+	cfg := LoadConfig(spec.Name, env)
+	if err := env.Err(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: time.Now}
+	ok := false
+	defer func() {
+		if !ok {
+			p.close(context.Background())
+		}
+	}()
+	if err := p.open(ctx, spec, stdout); err != nil {
+		return nil, err
+	}
+	routes, err := spec.Wire(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("wire %s: %w", spec.Name, err)
+	}
+	if err := env.Err(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	obs.LogConfig(p.Logger, env.Values())
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	p.listener = ln
+	runCtx, cancel := context.WithCancel(ctx)
+	inst := &Instance{p: p, done: make(chan error, 1), stop: cancel}
+	handler := p.handler(routes)
+	ok = true
+	go func() {
+		err := p.serve(runCtx, handler)
+		p.close(context.Background())
+		inst.done <- err
+	}()
+	p.Logger.Info("serving", "addr", ln.Addr().String())
+	return inst, nil
+}
+
+func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error {
+	cfg := p.Config
+	p.Logger = obs.NewLogger(stdout, cfg.LogLevel,
+		obs.WithContextAttr("request_id", httpkit.RequestIDFrom)).With("service", spec.Name)
+	p.Registry = obs.NewRegistry()
+	tp, prop, shutdown, err := obs.SetupTracing(ctx, spec.Name, p.Env.String)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	p.Tracer, p.Propagator = tp, prop
+	p.closers = append(p.closers, shutdown)
+	if p.IPs, err = httpkit.NewIPResolver(cfg.TrustedProxies); err != nil {
+		return fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
+	if p.metrics, err = obs.NewHTTPMetrics(p.Registry); err != nil {
+		return fmt.Errorf("http metrics: %w", err)
+	}
+	if err := migrate(ctx, spec, cfg, p.Logger); err != nil {
+		return err
+	}
+	p.Pool, err = pg.NewPool(ctx, cfg.DatabaseURL, pg.Options{Schema: cfg.Schema, MaxConns: int32(cfg.DBMaxConns), Tracing: true, AppName: spec.Name})
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	p.closers = append(p.closers, func(context.Context) error { p.Pool.Close(); return nil })
+
+	topics := make([]kafkakit.TopicSpec, 0, len(spec.Topics)*2)
+	for _, t := range spec.Topics {
+		topics = append(topics,
+			kafkakit.TopicSpec{Topic: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1},
+			kafkakit.TopicSpec{Topic: t + ".dlq", Partitions: 1, ReplicationFactor: 1})
+	}
+	if err := kafkakit.EnsureTopics(ctx, cfg.KafkaBrokers, topics); err != nil {
+		return fmt.Errorf("kafka topics: %w", err)
+	}
+	p.Writer = kafkakit.NewWriter(cfg.KafkaBrokers)
+	p.closers = append(p.closers, func(context.Context) error { return p.Writer.Close() })
+	relay, err := outbox.NewRelay(p.Pool, p.Writer, outbox.RelayConfig{
+		Schema: cfg.Schema, Logger: p.Logger, Registerer: p.Registry,
+	})
+	if err != nil {
+		return fmt.Errorf("outbox relay: %w", err)
+	}
+	p.runners = append(p.runners, relay.Run)
+	p.health = obs.NewHealth(
+		obs.Check{Name: "postgres", Fn: func(ctx context.Context) error { return p.Pool.Ping(ctx) }},
+		obs.Check{Name: "kafka", Fn: func(ctx context.Context) error { return kafkakit.Ping(ctx, cfg.KafkaBrokers) }},
+	)
+	return nil
+}
+
+// Consume adds an inbox consumer of topic in consumer group group; each
+// event's effect is applied by handler exactly once.
+func (p *Platform) Consume(topic, group string, handler inbox.Handler) error {
+	reader := kafkakit.NewReader(p.Config.KafkaBrokers, group, topic)
+	dlq := kafkakit.NewWriter(p.Config.KafkaBrokers, kafkakit.WithTopic(topic+".dlq"))
+	c, err := inbox.NewConsumer(p.Pool, reader, inbox.ConsumerConfig{
+		Name: group, Handler: handler, Logger: p.Logger, Registerer: p.Registry, DeadLetter: dlq,
+		Propagator: p.Propagator, Tracer: p.Tracer.Tracer("svc/" + p.Name + "/inbox"),
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s on %s: %w", group, topic, err)
+	}
+	p.runners = append(p.runners, c.Run)
+	p.closers = append(p.closers, func(context.Context) error { _ = dlq.Close(); return reader.Close() })
+	return nil
+}
+
+func (p *Platform) handler(routes []Route) http.Handler {
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, r.Handler))
+	}
+	mux.Handle("GET /healthz", p.health.Healthz())
+	mux.Handle("GET /readyz", p.health.Readyz())
+	mux.Handle("GET /metrics", obs.Handler(p.Registry))
+	var h http.Handler = mux
+	h = p.IPs.Middleware(h)
+	h = httpkit.RequestID(h)
+	return obs.HTTPTracing(h, p.Tracer, p.Propagator, p.Name)
+}
+
+// serve runs the HTTP server and every background runner until ctx ends or
+// one of them fails, then shuts the server down within the grace period.
+func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      70 * time.Second, // the sync barrier may wait up to 60s
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(p.Logger.Handler(), slog.LevelWarn),
+	}
+	errs := make(chan error, len(p.runners)+1)
+	var wg sync.WaitGroup
+	wg.Add(len(p.runners))
+	go func() {
+		if err := srv.Serve(p.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs <- fmt.Errorf("http server: %w", err)
+			return
+		}
+		errs <- nil
+	}()
+	for _, run := range p.runners {
+		go func() {
+			defer wg.Done()
+			err := run(ctx)
+			if err != nil && ctx.Err() == nil {
+				errs <- err
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errs:
+	}
+	p.health.Drain()
+	cancel()
+	shutdownCtx, stop := context.WithTimeout(context.Background(), p.Config.ShutdownGrace)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil && first == nil {
+		first = fmt.Errorf("http shutdown: %w", err)
+	}
+	// Runners hold pool connections and Kafka readers: let them finish
+	// before anything is closed.
+	wg.Wait()
+	p.Logger.Info("stopped")
+	return first
+}
+
+func (p *Platform) close(ctx context.Context) {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		if err := p.closers[i](ctx); err != nil && p.Logger != nil {
+			p.Logger.Warn("close", "err", err)
+		}
+	}
+	p.closers = nil
+}
+
+// Brokers is the configured Kafka bootstrap list, for logs and tests.
+func (p *Platform) Brokers() string { return strings.Join(p.Config.KafkaBrokers, ",") }

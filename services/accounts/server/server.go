@@ -1,0 +1,98 @@
+// Package server wires the accounts service onto the shared platform. It is
+// an importable package rather than code in cmd/ so the one-machine stack
+// and the cross-service tests run the real service in-process; cmd/accounts
+// only calls platform.Run with this Spec.
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"time"
+
+	"github.com/go-kit/kit/endpoint"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/catalogsync"
+	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/platform"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/httpapi"
+	"github.com/svc-dev/svc/services/accounts/internal/pgstore"
+	"github.com/svc-dev/svc/services/accounts/migrations"
+)
+
+// Name is the service's name: its schema, consumer-group prefix and logs.
+const Name = "accounts"
+
+// SessionIssuer names the issuer of dashboard session tokens.
+const SessionIssuer = "svc-accounts"
+
+// Spec describes accounts to the platform.
+func Spec() platform.Spec {
+	return platform.Spec{
+		Name:       Name,
+		Migrations: migrations.FS,
+		Topics:     []string{pgstore.TopicCatalog, catalogsync.TopicApplied},
+		Wire:       wire,
+	}
+}
+
+func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
+	adminToken := p.Env.Required("ADMIN_TOKEN")
+	seed := p.Env.Required("SESSION_SIGNING_KEY")
+	ttl := p.Env.Duration("SESSION_TTL", 12*time.Hour)
+	consumers := p.Env.List("CATALOG_CONSUMERS", nil)
+	if err := p.Env.Err(); err != nil {
+		return nil, err
+	}
+	priv, err := signingKey(seed)
+	if err != nil {
+		return nil, err
+	}
+	store := pgstore.New(p.Pool, p.Now)
+	svc, err := catalog.NewService(catalog.Config{
+		Store:     store,
+		Keys:      apikey.Generate,
+		Sessions:  session.NewIssuer(priv, SessionIssuer, ttl, p.Now),
+		Now:       p.Now,
+		Consumers: consumers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tracer := p.Tracer.Tracer("svc/accounts")
+	set := endpoints.New(svc, func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) })
+	if err := p.Consume(catalogsync.TopicApplied, Name+".catalog-acks", recordAck); err != nil {
+		return nil, err
+	}
+	var routes []platform.Route
+	for _, r := range httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger}) {
+		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
+	}
+	return routes, nil
+}
+
+// recordAck applies a consumer's catalog.applied acknowledgement.
+func recordAck(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	var ack eventsv1.CatalogApplied
+	if err := proto.Unmarshal(env.GetPayload(), &ack); err != nil {
+		return fmt.Errorf("decode catalog ack %s: %w", env.GetId(), err)
+	}
+	return pgstore.RecordAck(ctx, tx, ack.GetService(), ack.GetSeq())
+}
+
+// signingKey reads SESSION_SIGNING_KEY: the base64 32-byte Ed25519 seed.
+func signingKey(seed string) (ed25519.PrivateKey, error) {
+	b, err := base64.StdEncoding.DecodeString(seed)
+	if err != nil || len(b) != ed25519.SeedSize {
+		return nil, fmt.Errorf("SESSION_SIGNING_KEY must be a base64 %d-byte Ed25519 seed", ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(b), nil
+}
