@@ -1,0 +1,29 @@
+{{/*
+svc.assertPublicRoute: fails the render when an Ingress route could reach
+/admin/v1/. Admin routes are in-cluster only; this is the first of two
+guards (the second is deploy/manifestcheck on the rendered Ingress).
+A route is refused when its path
+  - is not absolute, or contains "//", "/./" or "/../" segments that a proxy
+    may normalise into something else;
+  - starts with /admin (Exact or Prefix);
+  - is a string prefix of /admin/ ("/", "/a", "/adm"...): a Prefix route on it
+    would match /admin/v1/...;
+and when pathType is not Exact or Prefix (ImplementationSpecific paths are
+regular expressions on some controllers and cannot be checked).
+*/}}
+{{- define "svc.assertPublicRoute" -}}
+{{- $path := toString .path -}}
+{{- $p := lower $path -}}
+{{- if not (has .pathType (list "Exact" "Prefix")) -}}
+{{- fail (printf "ingress route %q: pathType must be Exact or Prefix, got %q" $path (toString .pathType)) -}}
+{{- end -}}
+{{- if not .service -}}
+{{- fail (printf "ingress route %q: service is required" $path) -}}
+{{- end -}}
+{{- if or (not (hasPrefix "/" $p)) (contains "//" $p) (contains "/./" $p) (contains "/../" $p) (hasSuffix "/.." $p) (hasSuffix "/." $p) -}}
+{{- fail (printf "ingress route %q: path must be absolute and normalised" $path) -}}
+{{- end -}}
+{{- if or (hasPrefix "/admin" $p) (hasPrefix $p "/admin/") -}}
+{{- fail (printf "ingress route %q would expose /admin/v1/: admin routes are never on the public Ingress (use kubectl port-forward)" $path) -}}
+{{- end -}}
+{{- end -}}
