@@ -1,0 +1,255 @@
+// Package kafkakit builds segmentio/kafka-go readers and writers with safe
+// defaults, creates topics explicitly, and carries OpenTelemetry trace
+// context in message headers.
+//
+// kafka-go's zero-value defaults are unsafe for the outbox/inbox pattern:
+// a Writer{} does not wait for acknowledgements and batches for a second;
+// ReadMessage commits before processing. The constructors here fix that.
+package kafkakit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// Writer defaults.
+const (
+	// DefaultBatchTimeout bounds how long a partial batch waits; kafka-go's
+	// default of 1 s would add a second to every synchronous write.
+	DefaultBatchTimeout = 5 * time.Millisecond
+	// DefaultBatchSize is the most messages per produce request. The outbox
+	// relay writes whole batches in one WriteMessages call; this lets a
+	// 1,000-row batch go out in one request per partition.
+	DefaultBatchSize = 1000
+	// DefaultWriteTimeout bounds one produce round trip.
+	DefaultWriteTimeout = 10 * time.Second
+)
+
+// WriterOption adjusts a writer built by NewWriter. Any field of
+// kafka.Writer can be set with a custom option.
+type WriterOption func(*kafka.Writer)
+
+// WithTopic fixes the topic of every message. Without it each message must
+// carry its own Topic (the outbox relay publishes several topics per batch).
+func WithTopic(topic string) WriterOption {
+	return func(w *kafka.Writer) { w.Topic = topic }
+}
+
+// WithBatchSize overrides DefaultBatchSize.
+func WithBatchSize(n int) WriterOption {
+	return func(w *kafka.Writer) { w.BatchSize = n }
+}
+
+// WithBatchTimeout overrides DefaultBatchTimeout.
+func WithBatchTimeout(d time.Duration) WriterOption {
+	return func(w *kafka.Writer) { w.BatchTimeout = d }
+}
+
+// WithWriterLogger routes kafka-go's error log to logger (at warn level).
+func WithWriterLogger(logger *slog.Logger) WriterOption {
+	return func(w *kafka.Writer) { w.ErrorLogger = errorLogger(logger, "kafka writer") }
+}
+
+// NewWriter returns a synchronous writer that waits for all in-sync
+// replicas (RequireAll), partitions by message key with a hash balancer (so
+// events of one program keep their order), batches for at most a few
+// milliseconds, and never creates topics implicitly.
+func NewWriter(brokers []string, opts ...WriterOption) *kafka.Writer {
+	w := &kafka.Writer{
+		Addr:                   kafka.TCP(brokers...),
+		Balancer:               &kafka.Hash{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchTimeout:           DefaultBatchTimeout,
+		BatchSize:              DefaultBatchSize,
+		WriteTimeout:           DefaultWriteTimeout,
+		AllowAutoTopicCreation: false,
+		Async:                  false,
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// Reader defaults.
+const (
+	// DefaultMaxWait bounds how long a fetch waits for new data: low enough
+	// that an idle consumer picks up a new event quickly.
+	DefaultMaxWait = 250 * time.Millisecond
+	// DefaultMaxBytes caps one fetch response.
+	DefaultMaxBytes = 10 << 20
+)
+
+// ReaderOption adjusts the kafka.ReaderConfig before NewReader builds the
+// reader.
+type ReaderOption func(*kafka.ReaderConfig)
+
+// WithMaxWait overrides DefaultMaxWait.
+func WithMaxWait(d time.Duration) ReaderOption {
+	return func(c *kafka.ReaderConfig) { c.MaxWait = d }
+}
+
+// WithStartOffset sets where a group with no committed offset starts
+// (kafka.FirstOffset by default, so no event published before the first
+// deployment of a consumer is skipped).
+func WithStartOffset(offset int64) ReaderOption {
+	return func(c *kafka.ReaderConfig) { c.StartOffset = offset }
+}
+
+// WithReaderLogger routes kafka-go's error log to logger (at warn level).
+func WithReaderLogger(logger *slog.Logger) ReaderOption {
+	return func(c *kafka.ReaderConfig) { c.ErrorLogger = errorLogger(logger, "kafka reader") }
+}
+
+// NewReader returns a consumer-group reader for one topic. Offsets are
+// committed synchronously (CommitInterval 0) by CommitMessages, which
+// callers invoke only after their database transaction committed; use
+// FetchMessage, never ReadMessage (it commits before processing).
+func NewReader(brokers []string, groupID, topic string, opts ...ReaderOption) *kafka.Reader {
+	cfg := kafka.ReaderConfig{
+		Brokers:        brokers,
+		GroupID:        groupID,
+		Topic:          topic,
+		StartOffset:    kafka.FirstOffset,
+		MinBytes:       1,
+		MaxBytes:       DefaultMaxBytes,
+		MaxWait:        DefaultMaxWait,
+		CommitInterval: 0,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return kafka.NewReader(cfg)
+}
+
+// TopicSpec describes a topic for EnsureTopics.
+type TopicSpec struct {
+	Name string
+	// Partitions; 0 means the broker's default.
+	Partitions int
+	// ReplicationFactor; 0 means the broker's default.
+	ReplicationFactor int
+	// Configs are topic-level settings such as "retention.ms".
+	Configs map[string]string
+}
+
+// EnsureTopics creates the topics that do not exist yet and waits until
+// every requested topic has a leader for each partition. A topic that
+// already exists is left as it is (its partition count is not changed).
+//
+// Call it before starting consumers: a topic created after a consumer group
+// joined can get an empty assignment that never recovers.
+func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}
+
+	req := &kafka.CreateTopicsRequest{}
+	names := make([]string, 0, len(topics))
+	for _, t := range topics {
+		if t.Name == "" {
+			return errors.New("ensure topics: empty topic name")
+		}
+		tc := kafka.TopicConfig{Topic: t.Name, NumPartitions: -1, ReplicationFactor: -1}
+		if t.Partitions > 0 {
+			tc.NumPartitions = t.Partitions
+		}
+		if t.ReplicationFactor > 0 {
+			tc.ReplicationFactor = t.ReplicationFactor
+		}
+		for k, v := range t.Configs {
+			tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
+		}
+		req.Topics = append(req.Topics, tc)
+		names = append(names, t.Name)
+	}
+	resp, err := client.CreateTopics(ctx, req)
+	if err != nil {
+		return fmt.Errorf("create topics %v: %w", names, err)
+	}
+	for name, terr := range resp.Errors {
+		if terr != nil && !errors.Is(terr, kafka.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %s: %w", name, terr)
+		}
+	}
+	return waitForLeaders(ctx, client, names)
+}
+
+// waitForLeaders polls metadata until each topic has partitions and every
+// partition a leader: CreateTopics can return before the cluster has
+// propagated the new topic.
+func waitForLeaders(ctx context.Context, client *kafka.Client, names []string) error {
+	const pause = 50 * time.Millisecond
+	for {
+		md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+		var notReady string
+		if err != nil {
+			notReady = err.Error()
+		} else {
+			notReady = firstNotReady(md, names)
+		}
+		if notReady == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for topics %v: %s: %w", names, notReady, ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+func firstNotReady(md *kafka.MetadataResponse, names []string) string {
+	byName := make(map[string]kafka.Topic, len(md.Topics))
+	for _, t := range md.Topics {
+		byName[t.Name] = t
+	}
+	for _, n := range names {
+		t, ok := byName[n]
+		switch {
+		case !ok:
+			return "topic " + n + " not in metadata"
+		case t.Error != nil:
+			return "topic " + n + ": " + t.Error.Error()
+		case len(t.Partitions) == 0:
+			return "topic " + n + " has no partitions"
+		}
+		for _, p := range t.Partitions {
+			if p.Error != nil || p.Leader.Host == "" {
+				return fmt.Sprintf("topic %s partition %d has no leader", n, p.ID)
+			}
+		}
+	}
+	return ""
+}
+
+// Ping checks that the cluster answers a metadata request; services use it
+// for readiness. Bound it with a context deadline.
+func Ping(ctx context.Context, brokers []string) error {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{}})
+	if err != nil {
+		return fmt.Errorf("kafka metadata: %w", err)
+	}
+	if len(md.Brokers) == 0 {
+		return errors.New("kafka metadata: no brokers")
+	}
+	return nil
+}
+
+// errorLogger adapts slog to kafka-go's Logger interface.
+func errorLogger(logger *slog.Logger, component string) kafka.LoggerFunc {
+	return func(msg string, args ...any) {
+		logger.Warn(component+": "+fmt.Sprintf(msg, args...), "component", component)
+	}
+}
