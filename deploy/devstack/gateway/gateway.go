@@ -1,0 +1,81 @@
+// Package gateway is the local stand-in for the production ingress: it routes
+// request paths to the service that owns them, with the same table the Helm
+// umbrella chart's Ingress uses (kept equal by a test in this module).
+package gateway
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/svc-dev/svc/libs/httpkit"
+)
+
+// Rule sends paths starting with Prefix to Service. Longest prefix wins.
+type Rule struct {
+	Prefix  string
+	Service string
+	// Public rules are on the production ingress; the others (admin) are
+	// reachable only inside the cluster and on this local gateway.
+	Public bool
+}
+
+// Rules is the routing table, by owning service.
+func Rules() []Rule {
+	return []Rule{
+		{Prefix: "/api/v1/track/sale", Service: "commissions", Public: true},
+		{Prefix: "/api/v1/track/refund", Service: "commissions", Public: true},
+		{Prefix: "/api/v1/track/", Service: "tracking", Public: true},
+		{Prefix: "/svc.js", Service: "tracking", Public: true},
+		{Prefix: "/api/v1/cli/", Service: "accounts", Public: true},
+		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},
+		{Prefix: "/api/v1/programs/", Service: "accounts", Public: true},
+		{Prefix: "/api/tracking/", Service: "analytics", Public: true},
+		{Prefix: "/admin/v1/", Service: "accounts", Public: false},
+	}
+}
+
+// Route picks the rule for path, or false.
+func Route(path string) (Rule, bool) {
+	var best Rule
+	found := false
+	for _, r := range Rules() {
+		if strings.HasPrefix(path, r.Prefix) && len(r.Prefix) > len(best.Prefix) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// New returns the gateway handler. backends maps a service name to its base
+// URL; services not running are answered 503.
+func New(backends map[string]*url.URL) http.Handler {
+	proxies := map[string]*httputil.ReverseProxy{}
+	for name, target := range backends {
+		proxies[name] = &httputil.ReverseProxy{
+			Rewrite: func(r *httputil.ProxyRequest) {
+				r.SetURL(target)
+				// The services trust loopback, so they take the client
+				// address from this header, as behind the real ingress.
+				r.SetXForwarded()
+			},
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				_ = httpkit.WritePlatformError(w, http.StatusBadGateway, "The "+name+" service did not answer")
+			},
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rule, ok := Route(r.URL.Path)
+		if !ok {
+			_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.URL.Path)
+			return
+		}
+		p, ok := proxies[rule.Service]
+		if !ok {
+			_ = httpkit.WritePlatformError(w, http.StatusServiceUnavailable, "The "+rule.Service+" service is not part of this stack yet")
+			return
+		}
+		p.ServeHTTP(w, r)
+	})
+}

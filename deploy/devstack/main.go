@@ -1,0 +1,222 @@
+// Command devstack runs the whole svc stack on one machine (`make run`): an
+// embedded Kafka-protocol broker, every service built so far in-process on
+// loopback ports, and a gateway on 127.0.0.1:8080 that routes like the
+// production ingress. On first start it seeds the demo catalog through the
+// admin API. `devstack seed` seeds a running stack (`make seed`).
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/svc-dev/svc/deploy/devstack/gateway"
+	"github.com/svc-dev/svc/deploy/devstack/seed"
+	"github.com/svc-dev/svc/libs/kafkakit/embedded"
+	"github.com/svc-dev/svc/libs/platform"
+	accounts "github.com/svc-dev/svc/services/accounts/server"
+	tracking "github.com/svc-dev/svc/services/tracking/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := "run"
+	if len(args) > 0 && (args[0] == "run" || args[0] == "seed") {
+		cmd, args = args[0], args[1:]
+	}
+	fs := flag.NewFlagSet("devstack "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", envOr("GATEWAY_ADDR", "127.0.0.1:8080"), "gateway listen address")
+	dataDir := fs.String("data", envOr("DEVSTACK_DATA", ".data"), "directory for local state (keys, logs, broker data, private Postgres)")
+	seedFile := fs.String("seed", envOr("SEED_FILE", "deploy/seed/demo.json"), "demo catalog to load")
+	base := fs.String("base", envOr("SVC_BASE_URL", "http://127.0.0.1:8080"), "gateway URL of a running stack (seed only)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	switch cmd {
+	case "seed":
+		err = seedOnce(ctx, stdout, *base, adminToken(), *seedFile, "")
+	default:
+		err = runStack(ctx, stdout, *addr, *dataDir, *seedFile)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "devstack:", err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func adminToken() string { return envOr("ADMIN_TOKEN", "dev-admin-token") }
+
+func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string) error {
+	if err := os.MkdirAll(filepath.Join(dataDir, "logs"), 0o755); err != nil {
+		return err
+	}
+	dsn, stopPG, err := resolvePostgres(ctx, out, dataDir)
+	if err != nil {
+		return err
+	}
+	defer stopPG()
+
+	brokers := os.Getenv("KAFKA_BROKERS")
+	if brokers == "" {
+		brokers = "127.0.0.1:9092"
+		stopKafka, err := embedded.Start(brokers, embedded.Options{DataDir: filepath.Join(dataDir, "kafka")})
+		if err != nil {
+			return fmt.Errorf("start the embedded Kafka broker on %s (set KAFKA_BROKERS to use a running cluster): %w", brokers, err)
+		}
+		defer stopKafka()
+		fmt.Fprintf(out, "kafka     embedded broker on %s (data in %s)\n", brokers, filepath.Join(dataDir, "kafka"))
+	} else {
+		fmt.Fprintf(out, "kafka     %s\n", brokers)
+	}
+
+	signing, err := signingSeed(dataDir)
+	if err != nil {
+		return err
+	}
+	env := map[string]string{
+		"HTTP_ADDR":           "127.0.0.1:0",
+		"DATABASE_URL":        dsn,
+		"KAFKA_BROKERS":       brokers,
+		"ADMIN_TOKEN":         adminToken(),
+		"SESSION_SIGNING_KEY": signing,
+		"SESSION_PUBLIC_KEY":  publicKey(signing),
+		"CATALOG_CONSUMERS":   "tracking",
+		"TRUSTED_PROXIES":     "127.0.0.1/32,::1/128",
+	}
+	getenv := func(k string) string {
+		if v := os.Getenv(k); v != "" && k != "HTTP_ADDR" && k != "DB_SCHEMA" {
+			return v
+		}
+		return env[k]
+	}
+	backends := map[string]*url.URL{}
+	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
+		logPath := filepath.Join(dataDir, "logs", spec.Name+".log")
+		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer logFile.Close()
+		inst, err := platform.Start(ctx, spec, getenv, logFile)
+		if err != nil {
+			return fmt.Errorf("start %s (log: %s): %w", spec.Name, logPath, err)
+		}
+		defer func() { _ = inst.Stop() }()
+		backends[spec.Name] = &url.URL{Scheme: "http", Host: inst.Addr()}
+		fmt.Fprintf(out, "%-9s http://%s (log %s)\n", spec.Name, inst.Addr(), logPath)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s (set GATEWAY_ADDR to use another address): %w", addr, err)
+	}
+	srv := &http.Server{Handler: gateway.New(backends), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	baseURL := "http://" + ln.Addr().String()
+	fmt.Fprintf(out, "gateway   %s\n", baseURL)
+
+	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "seed.json")); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "stack is up; Ctrl-C stops it")
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping")
+	return nil
+}
+
+// seedOnce loads the demo catalog unless statePath records an earlier seed
+// whose program still exists, then prints the demo key and a curl to try.
+func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, statePath string) error {
+	c := &seed.Client{BaseURL: baseURL, AdminToken: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
+	var res seed.Result
+	reused := false
+	if statePath != "" {
+		if b, err := os.ReadFile(statePath); err == nil && json.Unmarshal(b, &res) == nil && res.ProgramID > 0 {
+			if err := c.Call(ctx, http.MethodGet, fmt.Sprintf("/admin/v1/programs/%d", res.ProgramID), nil, nil); err == nil {
+				reused = true
+			}
+		}
+	}
+	if !reused {
+		demo, err := seed.Load(seedFile)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "seeding   demo catalog from %s ...\n", seedFile)
+		if res, err = seed.Run(ctx, c, demo); err != nil {
+			return fmt.Errorf("seed: %w", err)
+		}
+		if statePath != "" {
+			b, _ := json.MarshalIndent(res, "", "  ")
+			if err := os.WriteFile(statePath, b, 0o600); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(out, "\ndemo      program %d, partner %d, link code %q, test key id %d\n", res.ProgramID, res.PartnerID, res.LinkCode, res.KeyID)
+	fmt.Fprintf(out, "demo key  %s\n\n", res.Key)
+	fmt.Fprintf(out, "Try it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n\n", token, baseURL, res.ProgramID)
+	return nil
+}
+
+// signingSeed returns the dashboard-session signing seed, made once and kept
+// in dataDir so tokens survive a restart of the local stack.
+func signingSeed(dataDir string) (string, error) {
+	if v := os.Getenv("SESSION_SIGNING_KEY"); v != "" {
+		return v, nil
+	}
+	path := filepath.Join(dataDir, "session-signing.key")
+	if b, err := os.ReadFile(path); err == nil {
+		return string(b), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	s := make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(s); err != nil {
+		return "", err
+	}
+	enc := base64.StdEncoding.EncodeToString(s)
+	return enc, os.WriteFile(path, []byte(enc), 0o600)
+}
+
+func publicKey(seedB64 string) string {
+	s, err := base64.StdEncoding.DecodeString(seedB64)
+	if err != nil || len(s) != ed25519.SeedSize {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(s).Public().(ed25519.PublicKey))
+}
