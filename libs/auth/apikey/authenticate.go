@@ -117,13 +117,17 @@ func (a *Authenticator) AuthenticateHeader(ctx context.Context, header string) (
 
 // Middleware authenticates every request with the rules of family m:
 //   - a rejected request (m.Rejects) gets WriteUnauthorized and stops;
-//   - a store failure calls onError, which writes the family's 500;
+//   - a store failure calls onError, which writes the family's 500 (nil
+//     means a bare platform-envelope 500 with no internal text);
 //   - an authenticated request continues with the key in its context
 //     (KeyFrom) and, for a key marked for rotation, the rotation headers
 //     and body warnings;
 //   - an anonymous request on an Optional family (lead) continues with no
 //     key in its context.
 func (a *Authenticator) Middleware(m Messages, onError func(http.ResponseWriter, *http.Request, error)) func(http.Handler) http.Handler {
+	if onError == nil {
+		onError = writeInternalError
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, outcome, err := a.Authenticate(r.Context(), r)

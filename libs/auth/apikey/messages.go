@@ -173,3 +173,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// writeInternalError is the fallback 500 of Middleware: no error text, which
+// may name hosts or queries, reaches the client.
+func writeInternalError(w http.ResponseWriter, _ *http.Request, _ error) {
+	writeJSON(w, http.StatusInternalServerError, platformBody{Error: platformError{
+		Status: http.StatusInternalServerError, Name: "InternalServerError", Message: "Internal server error", Code: "internal_error",
+	}})
+}
