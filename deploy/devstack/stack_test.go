@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svc-dev/svc/deploy/devstack/gateway"
+	"github.com/svc-dev/svc/deploy/devstack/seed"
+	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
+	"github.com/svc-dev/svc/libs/platform"
+	accounts "github.com/svc-dev/svc/services/accounts/server"
+	tracking "github.com/svc-dev/svc/services/tracking/server"
+)
+
+type testStack struct {
+	gateway  string
+	accounts *platform.Instance
+	tracking *platform.Instance
+}
+
+// startStack runs accounts and tracking in-process against one fresh
+// database (each in its own schema) and an embedded broker, behind the
+// gateway, as `make run` does.
+func startStack(t *testing.T) *testStack {
+	t.Helper()
+	seedKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, ed25519.SeedSize))
+	env := map[string]string{
+		"HTTP_ADDR":           "127.0.0.1:0",
+		"DATABASE_URL":        pgtest.NewDatabase(t),
+		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+		"ADMIN_TOKEN":         "stack-admin",
+		"SESSION_SIGNING_KEY": seedKey,
+		"CATALOG_CONSUMERS":   "tracking",
+		"LOG_LEVEL":           "warn",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &testStack{}
+	backends := map[string]*url.URL{}
+	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
+		inst, err := platform.Start(ctx, spec, func(k string) string { return env[k] }, io.Discard)
+		if err != nil {
+			cancel()
+			t.Fatalf("start %s: %v", spec.Name, err)
+		}
+		t.Cleanup(func() { _ = inst.Stop() })
+		backends[spec.Name] = &url.URL{Scheme: "http", Host: inst.Addr()}
+		if spec.Name == "accounts" {
+			s.accounts = inst
+		} else {
+			s.tracking = inst
+		}
+	}
+	t.Cleanup(cancel)
+	gw := httptest.NewServer(gateway.New(backends))
+	t.Cleanup(gw.Close)
+	s.gateway = gw.URL
+	return s
+}
+
+func client(base string) *seed.Client {
+	return &seed.Client{BaseURL: base, AdminToken: "stack-admin", HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// The catalog reaches tracking's replica through the real broker, and the
+// sync barrier answers only once it has.
+func TestCatalogReachesTrackingReplica(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	demo, err := seed.Load("../seed/demo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(s.gateway)
+	ctx := context.Background()
+	res, err := seed.Run(ctx, c, demo) // ends with GET /admin/v1/catalog/sync
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := s.tracking.Platform().Pool
+	if n := count(t, tp, `SELECT count(*) FROM programs WHERE id = $1 AND lead_auth_policy = 'browser_allowed' AND attribution_window_days = 60`, res.ProgramID); n != 1 {
+		t.Fatalf("program %d not in tracking's replica", res.ProgramID)
+	}
+	if n := count(t, tp, `SELECT count(*) FROM links WHERE id = $1 AND code = $2 AND active AND partner_id = $3`, res.LinkID, res.LinkCode, res.PartnerID); n != 1 {
+		t.Fatalf("link %d not in tracking's replica", res.LinkID)
+	}
+	if n := count(t, tp, `SELECT count(*) FROM api_keys WHERE id = $1 AND test AND program_id = $2`, res.KeyID, res.ProgramID); n != 1 {
+		t.Fatalf("key %d not in tracking's replica", res.KeyID)
+	}
+	if n := count(t, tp, `SELECT count(*) FROM partner_programs WHERE program_id = $1 AND partner_id = $2 AND approved`, res.ProgramID, res.PartnerID); n != 1 {
+		t.Fatal("partner-program not in tracking's replica")
+	}
+	if n := count(t, tp, `SELECT watermark FROM catalog_progress`); int64(n) != res.CatalogSeq {
+		t.Fatalf("tracking watermark %d, want %d", n, res.CatalogSeq)
+	}
+
+	// A later change (link turned off) propagates too, and the barrier
+	// covers exactly that write.
+	if err := c.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/links/%d", res.LinkID), map[string]any{"active": false}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Sync(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, tp, `SELECT count(*) FROM links WHERE id = $1 AND NOT active`, res.LinkID); n != 1 {
+		t.Fatal("link deactivation did not reach tracking before the barrier answered")
+	}
+	// Each catalog event was applied once: one inbox row per event.
+	ap := s.accounts.Platform().Pool
+	events := count(t, ap, `SELECT count(*) FROM outbox WHERE topic = 'accounts.catalog.v1'`)
+	if n := count(t, tp, `SELECT count(*) FROM inbox WHERE consumer = 'tracking.catalog'`); n != events {
+		t.Fatalf("tracking applied %d events, accounts published %d", n, events)
+	}
+}
+
+func TestGatewayRoutes(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ path, service string }{
+		{"/api/v1/track/click", "tracking"},
+		{"/api/v1/track/lead", "tracking"},
+		{"/api/v1/track/sale", "commissions"},
+		{"/api/v1/track/refund", "commissions"},
+		{"/api/v1/cli/auth/start", "accounts"},
+		{"/api/v1/programs/12/settings", "accounts"},
+		{"/api/v1/programs/me/readiness", "analytics"},
+		{"/api/tracking/performance/3", "analytics"},
+		{"/admin/v1/programs", "accounts"},
+	}
+	for _, tc := range cases {
+		r, ok := gateway.Route(tc.path)
+		if !ok || r.Service != tc.service {
+			t.Errorf("%s -> %+v, want %s", tc.path, r, tc.service)
+		}
+	}
+	for _, r := range gateway.Rules() {
+		if strings.HasPrefix(r.Prefix, "/admin") && r.Public {
+			t.Errorf("admin rule %s must not be public", r.Prefix)
+		}
+	}
+	gw := httptest.NewServer(gateway.New(map[string]*url.URL{}))
+	defer gw.Close()
+	resp, err := http.Get(gw.URL + "/api/tracking/performance/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("absent service: %d", resp.StatusCode)
+	}
+}
