@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# charts/lint.sh: check every chart in this directory.
+#
+#   charts/lint.sh        build dependencies, then for each chart: helm lint
+#                         --strict and helm template with each ci/*.yaml,
+#                         the output checked by deploy/manifestcheck; then
+#                         prove both /admin guards fire. (make helm-lint)
+#   charts/lint.sh deps   only build the file:// dependencies, bottom-up
+#                         (skaffold runs this before deploying).
+#
+# Needs helm (installed with `go install` when missing) and Go.
+# A ci values file may carry two header lines read by this script:
+#   # manifestcheck-expect: Kind=N,...   exact object counts of the render
+#   # helm-args: --api-versions ...      extra `helm template` arguments
+set -euo pipefail
+
+charts_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root_dir="$(dirname "$charts_dir")"
+HELM_VERSION="${HELM_VERSION:-v3.22.0}"
+RELEASE=svc
+NAMESPACE=svc
+
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'lint.sh: %s\n' "$*" >&2; exit 1; }
+
+find_helm() {
+  if command -v helm >/dev/null 2>&1; then
+    command -v helm
+    return
+  fi
+  local gobin
+  gobin="$(go env GOBIN)"
+  gobin="${gobin:-$(go env GOPATH)/bin}"
+  if [[ ! -x "$gobin/helm" ]]; then
+    log "helm not found: go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION (about a minute)"
+    (cd "$root_dir" && GOWORK=off GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+  fi
+  echo "$gobin/helm"
+}
+
+# Charts in dependency order: libraries, then service charts, then the
+# umbrella (the only chart depending on service charts).
+ordered_charts() {
+  local libs=() services=() umbrellas=() dir name
+  for dir in "$charts_dir"/*/; do
+    dir="${dir%/}"
+    [[ -f "$dir/Chart.yaml" ]] || continue
+    name="$(basename "$dir")"
+    if grep -qE '^type:[[:space:]]*library' "$dir/Chart.yaml"; then
+      libs+=("$name")
+    elif grep -qE 'repository:[[:space:]]*file://\.\./' "$dir/Chart.yaml" \
+      && grep -E 'repository:[[:space:]]*file://\.\./' "$dir/Chart.yaml" | grep -vq 'svc-lib'; then
+      umbrellas+=("$name")
+    else
+      services+=("$name")
+    fi
+  done
+  printf '%s\n' "${libs[@]}" "${services[@]}" "${umbrellas[@]}"
+}
+
+is_library() { grep -qE '^type:[[:space:]]*library' "$charts_dir/$1/Chart.yaml"; }
+
+build_deps() {
+  local chart
+  for chart in $(ordered_charts); do
+    if grep -q '^dependencies:' "$charts_dir/$chart/Chart.yaml"; then
+      log "helm dependency build $chart"
+      "$HELM" dependency build "$charts_dir/$chart" >/dev/null
+    fi
+  done
+}
+
+header() { # header <file> <name>: value of a "# <name>: value" line
+  sed -n "s/^# $2:[[:space:]]*//p" "$1" | head -n1
+}
+
+HELM="$(find_helm)"
+build_deps
+[[ "${1:-}" == "deps" ]] && exit 0
+[[ $# -eq 0 ]] || die "unknown argument $1 (use: lint.sh [deps])"
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+log "build deploy/manifestcheck"
+(cd "$root_dir/deploy/manifestcheck" && GOWORK=off go build -o "$tmp/manifestcheck" .)
+check="$tmp/manifestcheck"
+
+for chart in $(ordered_charts); do
+  dir="$charts_dir/$chart"
+  if is_library "$chart"; then
+    log "helm lint --strict $chart (library)"
+    "$HELM" lint --strict "$dir" >"$tmp/lint.out" 2>&1 || { cat "$tmp/lint.out" >&2; die "helm lint $chart failed"; }
+    continue
+  fi
+  shopt -s nullglob
+  values=("$dir"/ci/*.yaml)
+  shopt -u nullglob
+  [[ ${#values[@]} -gt 0 ]] || die "$chart has no ci/*.yaml values file to render with"
+  for v in "${values[@]}"; do
+    name="$chart/ci/$(basename "$v")"
+    log "helm lint --strict $name"
+    "$HELM" lint --strict "$dir" -f "$v" >"$tmp/lint.out" 2>&1 || { cat "$tmp/lint.out" >&2; die "helm lint $name failed"; }
+
+    read -r -a extra <<<"$(header "$v" helm-args)"
+    expect="$(header "$v" manifestcheck-expect)"
+    log "helm template $name ${extra[*]:+${extra[*]} }| manifestcheck -expect ${expect:-(none)}"
+    "$HELM" template "$RELEASE" "$dir" --namespace "$NAMESPACE" -f "$v" "${extra[@]}" >"$tmp/render.yaml" \
+      || die "helm template $name failed"
+    "$check" -expect "$expect" <"$tmp/render.yaml" || die "manifestcheck failed on $name"
+  done
+done
+
+# The admin guards must fire, not just exist: first at render time (the
+# umbrella refuses the route), then on a rendered Ingress altered after the
+# fact (manifestcheck refuses it).
+umbrella_values="$charts_dir/svc/ci/default-values.yaml"
+for path in /admin/v1 /Admin /adm /; do
+  log "expect the umbrella to refuse an ingress route on $path"
+  if "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
+      --set "ingress.routes[0].path=$path,ingress.routes[0].pathType=Prefix,ingress.routes[0].service=accounts" \
+      >/dev/null 2>"$tmp/err"; then
+    die "a route on $path rendered: the /admin guard in charts/svc is broken"
+  fi
+  grep -q 'would expose /admin/v1/' "$tmp/err" || { cat "$tmp/err" >&2; die "route on $path failed for another reason"; }
+done
+
+log "expect manifestcheck to refuse a rendered Ingress routing /admin/v1"
+"$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
+  | sed 's#path: /api/v1/cli$#path: /admin/v1#' >"$tmp/admin.yaml"
+grep -q 'path: /admin/v1$' "$tmp/admin.yaml" || die "could not plant an /admin path in the render"
+if "$check" <"$tmp/admin.yaml" >/dev/null 2>"$tmp/err"; then
+  die "manifestcheck accepted an Ingress routing /admin/v1"
+fi
+grep -q 'routes /admin/v1/' "$tmp/err" || { cat "$tmp/err" >&2; die "manifestcheck failed for another reason"; }
+
+log "all charts ok"
