@@ -37,8 +37,7 @@ func decodeLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 	return out
 }
 
-func spanContext(t *testing.T) (context.Context, trace.SpanContext) {
-	t.Helper()
+func spanContext() (context.Context, trace.SpanContext) {
 	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
 	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled})
@@ -50,7 +49,7 @@ func TestNewLogger_ContextRecordsCarryRequestAndTraceIDs(t *testing.T) {
 	var buf bytes.Buffer
 	logger := obs.NewLogger(&buf, "info", obs.WithContextAttr("request_id", requestIDFrom))
 
-	ctx, sc := spanContext(t)
+	ctx, sc := spanContext()
 	ctx = context.WithValue(ctx, requestIDKey{}, "req-123")
 	logger.InfoContext(ctx, "sale recorded", "program_id", 7)
 	logger.With("component", "relay").InfoContext(ctx, "with attrs")

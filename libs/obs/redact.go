@@ -25,8 +25,12 @@ var apiKeyPrefixes = [...]string{"svc_live_", "svc_test_"}
 // whose key looks secret, the password of URLs (DSNs) in any string or error
 // value, "password=" pairs of keyword DSNs, Bearer credentials and program API
 // keys. It is installed by NewLogger; exported for handlers built elsewhere.
-func Redact(_ []string, a slog.Attr) slog.Attr {
+func Redact(groups []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindGroup {
+		return a
+	}
+	// The handler's own time and level hold nothing secret.
+	if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
 		return a
 	}
 	if IsSecretKey(a.Key) {
@@ -55,9 +59,33 @@ func Redact(_ []string, a slog.Attr) slog.Attr {
 
 // IsSecretKey reports whether an attribute or config key names a secret.
 func IsSecretKey(key string) bool {
-	k := strings.ReplaceAll(strings.ToLower(key), "-", "_")
 	for _, p := range secretKeyParts {
-		if strings.Contains(k, p) {
+		if containsKeyPart(key, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsKeyPart is strings.Contains(normalised key, part) without
+// allocating: ASCII case-insensitive, with '-' in key matching '_' in part.
+// It runs for every attribute of every log line.
+func containsKeyPart(key, part string) bool {
+	n := len(part)
+	for i := 0; i+n <= len(key); i++ {
+		j := 0
+		for ; j < n; j++ {
+			c := key[i+j]
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			} else if c == '-' {
+				c = '_'
+			}
+			if c != part[j] {
+				break
+			}
+		}
+		if j == n {
 			return true
 		}
 	}
