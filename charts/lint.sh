@@ -9,9 +9,11 @@
 #                         (skaffold runs this before deploying).
 #
 # Needs helm (installed with `go install` when missing) and Go.
-# A ci values file may carry two header lines read by this script:
+# A ci values file may carry header lines read by this script:
 #   # manifestcheck-expect: Kind=N,...   exact object counts of the render
 #   # helm-args: --api-versions ...      extra `helm template` arguments
+#   # extra-values: values-local.yaml    values files (relative to the chart)
+#                                        applied before the ci file
 set -euo pipefail
 
 charts_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -99,13 +101,18 @@ for chart in $(ordered_charts); do
   [[ ${#values[@]} -gt 0 ]] || die "$chart has no ci/*.yaml values file to render with"
   for v in "${values[@]}"; do
     name="$chart/ci/$(basename "$v")"
+    files=()
+    for f in $(header "$v" extra-values); do
+      files+=(-f "$dir/$f")
+    done
+    files+=(-f "$v")
     log "helm lint --strict $name"
-    "$HELM" lint --strict "$dir" -f "$v" >"$tmp/lint.out" 2>&1 || { cat "$tmp/lint.out" >&2; die "helm lint $name failed"; }
+    "$HELM" lint --strict "$dir" "${files[@]}" >"$tmp/lint.out" 2>&1 || { cat "$tmp/lint.out" >&2; die "helm lint $name failed"; }
 
     read -r -a extra <<<"$(header "$v" helm-args)"
     expect="$(header "$v" manifestcheck-expect)"
     log "helm template $name ${extra[*]:+${extra[*]} }| manifestcheck -expect ${expect:-(none)}"
-    "$HELM" template "$RELEASE" "$dir" --namespace "$NAMESPACE" -f "$v" "${extra[@]}" >"$tmp/render.yaml" \
+    "$HELM" template "$RELEASE" "$dir" --namespace "$NAMESPACE" "${files[@]}" "${extra[@]}" >"$tmp/render.yaml" \
       || die "helm template $name failed"
     "$check" -expect "$expect" <"$tmp/render.yaml" || die "manifestcheck failed on $name"
   done

@@ -27,3 +27,17 @@ regular expressions on some controllers and cannot be checked).
 {{- fail (printf "ingress route %q would expose /admin/v1/: admin routes are never on the public Ingress (use kubectl port-forward)" $path) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Labels of the dev dependencies; argument: dict "root" . "name" <postgres|kafka>. */}}
+{{- define "svc.devSelector" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: dev-dependency
+{{- end -}}
+
+{{- define "svc.devLabels" -}}
+{{ include "svc.devSelector" . }}
+app.kubernetes.io/part-of: svc
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end -}}
