@@ -31,7 +31,7 @@ type Config struct {
 	// Limit is the number of requests allowed per key per window (>= 1).
 	Limit int
 	// Window is the window length; windows start at multiples of it since
-	// the zero time, so one-minute windows start on the minute. Default 1m.
+	// the Unix epoch, so one-minute windows start on the minute. Default 1m.
 	Window time.Duration
 	// MaxKeys caps the keys held at once. When a shard is full, its oldest
 	// key is evicted and would start counting again from zero. Default
@@ -134,9 +134,8 @@ func (l *Limiter) Limit() int { return int(l.limit) }
 // and a burst of refusals does not extend anything.
 func (l *Limiter) Allow(key string) Decision {
 	now := l.now()
-	start := now.Truncate(l.window)
-	reset := start.Add(l.window)
-	startNs := start.UnixNano()
+	startNs := l.windowStart(now)
+	resetNs := startNs + int64(l.window)
 
 	s := &l.shards[maphash.String(l.seed, key)&l.mask]
 	s.mu.Lock()
@@ -159,12 +158,23 @@ func (l *Limiter) Allow(key string) Decision {
 		Allowed:   allowed,
 		Limit:     int(l.limit),
 		Remaining: int(l.limit - c),
-		Reset:     reset,
+		Reset:     time.Unix(0, resetNs),
 	}
 	if !allowed {
-		d.RetryAfter = reset.Sub(now)
+		d.RetryAfter = time.Duration(resetNs - now.UnixNano())
 	}
 	return d
+}
+
+// windowStart is the start (Unix ns) of the window holding t. Integer
+// arithmetic instead of time.Truncate: it is on every request's path.
+func (l *Limiter) windowStart(t time.Time) int64 {
+	ns, w := t.UnixNano(), int64(l.window)
+	rem := ns % w
+	if rem < 0 { // floor for instants before 1970
+		rem += w
+	}
+	return ns - rem
 }
 
 // resetTo drops the previous window's entries: with fixed windows they are
@@ -217,7 +227,7 @@ func (l *Limiter) Len() int {
 // (active shards reset themselves). Calling it is optional: memory is capped
 // either way; a periodic Sweep returns an idle limiter's memory sooner.
 func (l *Limiter) Sweep() {
-	startNs := l.now().Truncate(l.window).UnixNano()
+	startNs := l.windowStart(l.now())
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
