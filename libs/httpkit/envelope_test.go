@@ -250,6 +250,27 @@ func TestErrorUnwrapsKindAndCause(t *testing.T) {
 	}
 }
 
+func TestErrorStatusCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *httpkit.Error
+		want int
+	}{
+		{"kind decides", httpkit.NewError(httpkit.ErrForbidden, "no"), 403},
+		{"no kind is a server failure", &httpkit.Error{Message: "x"}, 500},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.StatusCode(); got != tt.want {
+				t.Errorf("StatusCode = %d, want %d", got, tt.want)
+			}
+			if got := httpkit.KindStatus(tt.err); got != tt.want {
+				t.Errorf("KindStatus = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestErrorWithDetailDoesNotShareMaps(t *testing.T) {
 	base := httpkit.NewError(httpkit.ErrConflict, "dup").WithDetail("a", 1)
 	derived := base.WithDetail("b", 2)

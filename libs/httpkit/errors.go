@@ -125,8 +125,12 @@ func (e *Error) Unwrap() []error {
 	return errs
 }
 
-// StatusCode lets go-kit's DefaultErrorEncoder pick the status too.
+// StatusCode lets go-kit's DefaultErrorEncoder pick the status too. An
+// Error without a kind is a server failure.
 func (e *Error) StatusCode() int {
+	if e.Kind == nil {
+		return http.StatusInternalServerError
+	}
 	return KindStatus(e.Kind)
 }
 
