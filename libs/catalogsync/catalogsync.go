@@ -19,7 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svc-dev/svc/libs/catalogsync/migrations"
-	"github.com/svc-dev/svc/libs/outbox/outbox"
+	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
@@ -34,7 +34,7 @@ const EventApplied = "catalog.applied"
 // table so they never collide with the service's migrations.
 func Migrate(ctx context.Context, dsn, schema string, logger *slog.Logger) error {
 	return pg.Migrate(ctx, dsn, schema, migrations.FS, logger,
-		pg.WithVersionTable(schema+".catalogsync_db_version"))
+		pg.WithVersionTable("catalogsync_db_version"))
 }
 
 // Applied records that the catalog event numbered seq has been applied in tx.
@@ -79,13 +79,14 @@ func Applied(ctx context.Context, tx pgx.Tx, service string, seq int64, now time
 	if err != nil {
 		return fmt.Errorf("marshal catalog ack: %w", err)
 	}
-	return outbox.Enqueue(ctx, tx, TopicApplied, &eventsv1.Envelope{
+	_, err = outbox.Enqueue(ctx, tx, TopicApplied, &eventsv1.Envelope{
 		Id:         uuid.NewString(),
 		Type:       EventApplied,
 		OccurredAt: timestamppb.New(now),
 		Source:     service,
 		Payload:    payload,
 	})
+	return err
 }
 
 // Watermark reads how far the catalog has been applied.

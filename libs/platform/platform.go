@@ -31,7 +31,7 @@ import (
 	"github.com/svc-dev/svc/libs/kafkakit"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/outbox/inbox"
-	"github.com/svc-dev/svc/libs/outbox/outbox"
+	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
 )
 
@@ -100,6 +100,7 @@ type Platform struct {
 	IPs        *httpkit.IPResolver
 	Now        func() time.Time
 
+	getenv    func(string) string
 	health    *obs.Health
 	metrics   *obs.HTTPMetrics
 	runners   []func(context.Context) error
@@ -187,7 +188,7 @@ func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io
 	if err := env.Err(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: time.Now}
+	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: time.Now, getenv: getenv}
 	ok := false
 	defer func() {
 		if !ok {
@@ -228,7 +229,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	p.Logger = obs.NewLogger(stdout, cfg.LogLevel,
 		obs.WithContextAttr("request_id", httpkit.RequestIDFrom)).With("service", spec.Name)
 	p.Registry = obs.NewRegistry()
-	tp, prop, shutdown, err := obs.SetupTracing(ctx, spec.Name, p.Env.String)
+	tp, prop, shutdown, err := obs.SetupTracing(ctx, spec.Name, p.getenv)
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
@@ -252,8 +253,8 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	topics := make([]kafkakit.TopicSpec, 0, len(spec.Topics)*2)
 	for _, t := range spec.Topics {
 		topics = append(topics,
-			kafkakit.TopicSpec{Topic: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1},
-			kafkakit.TopicSpec{Topic: t + ".dlq", Partitions: 1, ReplicationFactor: 1})
+			kafkakit.TopicSpec{Name: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1},
+			kafkakit.TopicSpec{Name: t + ".dlq", Partitions: 1, ReplicationFactor: 1})
 	}
 	if err := kafkakit.EnsureTopics(ctx, cfg.KafkaBrokers, topics); err != nil {
 		return fmt.Errorf("kafka topics: %w", err)
@@ -278,10 +279,10 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 // event's effect is applied by handler exactly once.
 func (p *Platform) Consume(topic, group string, handler inbox.Handler) error {
 	reader := kafkakit.NewReader(p.Config.KafkaBrokers, group, topic)
-	dlq := kafkakit.NewWriter(p.Config.KafkaBrokers, kafkakit.WithTopic(topic+".dlq"))
+	dlq := kafkakit.NewWriter(p.Config.KafkaBrokers)
 	c, err := inbox.NewConsumer(p.Pool, reader, inbox.ConsumerConfig{
 		Name: group, Handler: handler, Logger: p.Logger, Registerer: p.Registry, DeadLetter: dlq,
-		Propagator: p.Propagator, Tracer: p.Tracer.Tracer("svc/" + p.Name + "/inbox"),
+		Propagator: p.Propagator, TracerProvider: p.Tracer,
 	})
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", group, topic, err)

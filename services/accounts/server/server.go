@@ -6,8 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -52,15 +50,19 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Env.Err(); err != nil {
 		return nil, err
 	}
-	priv, err := signingKey(seed)
+	priv, err := session.ParsePrivateKey(seed)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("SESSION_SIGNING_KEY: %w", err)
+	}
+	issuer, err := session.NewIssuer(priv, SessionIssuer, ttl, p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("session issuer: %w", err)
 	}
 	store := pgstore.New(p.Pool, p.Now)
 	svc, err := catalog.NewService(catalog.Config{
 		Store:     store,
 		Keys:      apikey.Generate,
-		Sessions:  session.NewIssuer(priv, SessionIssuer, ttl, p.Now),
+		Sessions:  issuer,
 		Now:       p.Now,
 		Consumers: consumers,
 	})
@@ -86,13 +88,4 @@ func recordAck(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		return fmt.Errorf("decode catalog ack %s: %w", env.GetId(), err)
 	}
 	return pgstore.RecordAck(ctx, tx, ack.GetService(), ack.GetSeq())
-}
-
-// signingKey reads SESSION_SIGNING_KEY: the base64 32-byte Ed25519 seed.
-func signingKey(seed string) (ed25519.PrivateKey, error) {
-	b, err := base64.StdEncoding.DecodeString(seed)
-	if err != nil || len(b) != ed25519.SeedSize {
-		return nil, fmt.Errorf("SESSION_SIGNING_KEY must be a base64 %d-byte Ed25519 seed", ed25519.SeedSize)
-	}
-	return ed25519.NewKeyFromSeed(b), nil
 }

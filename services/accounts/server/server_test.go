@@ -345,7 +345,11 @@ func TestSessionTokenVerifiesWithPublicKeyOnly(t *testing.T) {
 	}
 	tok := r.body["data"].(map[string]any)["token"].(string)
 	pub := ed25519.NewKeyFromSeed(testSeed).Public().(ed25519.PublicKey)
-	claims, err := session.NewVerifier(pub, server.SessionIssuer, time.Now).Verify(tok)
+	v, err := session.NewVerifier(pub, server.SessionIssuer, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := v.Verify(tok)
 	if err != nil || claims.UserID != uid {
 		t.Fatalf("verify: %+v %v", claims, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/svc-dev/svc/libs/outbox/outbox"
+	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
@@ -68,7 +68,7 @@ func (s *Store) publish(ctx context.Context, tx pgx.Tx, typ string, programID in
 		Source:     "accounts",
 		Payload:    payload,
 	}
-	if err := outbox.Enqueue(ctx, tx, TopicCatalog, env); err != nil {
+	if _, err := outbox.Enqueue(ctx, tx, TopicCatalog, env); err != nil {
 		return 0, fmt.Errorf("enqueue %s: %w", typ, err)
 	}
 	return catalog.Seq(seq), nil
