@@ -87,6 +87,16 @@ func BenchmarkAllowSingleKey(b *testing.B) {
 			}
 		})
 	}
+	b.Run("one-shard", func(b *testing.B) {
+		l, err := ratelimit.New(ratelimit.Config{Limit: math.MaxInt32, Shards: 1, Now: func() time.Time { return noon }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			l.Allow("ip:203.0.113.5")
+		}
+	})
 	b.Run("sharded-realclock", func(b *testing.B) {
 		l, err := ratelimit.New(ratelimit.Config{Limit: math.MaxInt32})
 		if err != nil {

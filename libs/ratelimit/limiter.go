@@ -137,7 +137,10 @@ func (l *Limiter) Allow(key string) Decision {
 	startNs := l.windowStart(now)
 	resetNs := startNs + int64(l.window)
 
-	s := &l.shards[maphash.String(l.seed, key)&l.mask]
+	s := &l.shards[0]
+	if l.mask != 0 { // one shard needs no hash
+		s = &l.shards[maphash.String(l.seed, key)&l.mask]
+	}
 	s.mu.Lock()
 	if s.start != startNs {
 		s.resetTo(startNs)
