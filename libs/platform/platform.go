@@ -30,8 +30,8 @@ import (
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/kafkakit"
 	"github.com/svc-dev/svc/libs/obs"
-	"github.com/svc-dev/svc/libs/outbox/inbox"
 	"github.com/svc-dev/svc/libs/outbox"
+	"github.com/svc-dev/svc/libs/outbox/inbox"
 	"github.com/svc-dev/svc/libs/pg"
 )
 
@@ -300,6 +300,9 @@ func (p *Platform) handler(routes []Route) http.Handler {
 	mux.Handle("GET /healthz", p.health.Healthz())
 	mux.Handle("GET /readyz", p.health.Readyz())
 	mux.Handle("GET /metrics", obs.Handler(p.Registry))
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.Method+" "+r.URL.Path)
+	}))
 	var h http.Handler = mux
 	h = p.IPs.Middleware(h)
 	h = httpkit.RequestID(h)
