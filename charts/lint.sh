@@ -141,4 +141,23 @@ if "$check" <"$tmp/admin.yaml" >/dev/null 2>"$tmp/err"; then
 fi
 grep -q 'routes /admin/v1/' "$tmp/err" || { cat "$tmp/err" >&2; die "manifestcheck failed for another reason"; }
 
+# The Ingress must route exactly like the local gateway
+# (deploy/devstack/gateway, owned by the dev stack): same public prefixes, same
+# owners. Rendered with every service enabled so all routes appear.
+gateway_go="$root_dir/deploy/devstack/gateway/gateway.go"
+if [[ -f "$gateway_go" ]]; then
+  log "compare the Ingress routes with the local gateway's public rules"
+  sed -nE 's/.*\{Prefix: "([^"]+)", Service: "([^"]+)", Public: true\}.*/\1 \2/p' "$gateway_go" \
+    | sed -E 's#^(/.*[^/])/? #\1 #' | sort -u >"$tmp/gateway.routes"
+  [[ -s "$tmp/gateway.routes" ]] || die "no public rule parsed from $gateway_go (format changed?)"
+  "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
+      --set commissions.enabled=true,analytics.enabled=true --show-only templates/ingress.yaml \
+    | awk -v rel="$RELEASE-" '/- path:/ { p = $3 } /name: / && p { n = $2; sub("^" rel, "", n); print p, n; p = "" }' \
+    | sort -u >"$tmp/ingress.routes"
+  diff -u --label gateway "$tmp/gateway.routes" --label ingress "$tmp/ingress.routes" >&2 \
+    || die "the Ingress routes differ from deploy/devstack/gateway (see diff above)"
+else
+  log "no deploy/devstack/gateway: route parity not checked"
+fi
+
 log "all charts ok"
