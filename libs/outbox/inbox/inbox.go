@@ -1,0 +1,395 @@
+// Package inbox applies Kafka events exactly once in effect: each event is
+// recorded in the service's inbox table in the same transaction as its
+// handler's writes, so a redelivered event (rebalance, restart, relay
+// re-publish) is a no-op. The tables come from outbox.Migrate.
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/svc-dev/svc/libs/kafkakit"
+	"github.com/svc-dev/svc/libs/outbox"
+	"github.com/svc-dev/svc/libs/outbox/internal/metrics"
+	"github.com/svc-dev/svc/libs/outbox/internal/wait"
+	"github.com/svc-dev/svc/libs/pg"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// Handler applies one event inside tx. Returning an error rolls tx back
+// (inbox row included) and the event is retried.
+type Handler func(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error
+
+// ConsumerConfig configures a Consumer. Name and Handler are required.
+type ConsumerConfig struct {
+	// Name identifies the consumer in the inbox key, metrics and logs; keep
+	// it stable (renaming it re-applies every event still in Kafka).
+	Name string
+	// Schema, when set, qualifies the inbox tables; otherwise they are
+	// found through the pool's search_path (pg.Options.Schema).
+	Schema  string
+	Handler Handler
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+	// Registerer receives the consumer metrics; nil means not exported.
+	Registerer prometheus.Registerer
+	// MaxAttempts is how many times a failing handler is tried before the
+	// message is dead-lettered (default 5).
+	MaxAttempts int
+	// Backoff is the pause after the first failure, doubled after each
+	// further one up to MaxBackoff (defaults 100 ms and 10 s). Transient
+	// database failures are retried at MaxBackoff without limit.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	// DeadLetter, when set, receives dead-lettered messages on topic
+	// "<topic>.dlq" (create it with kafkakit.EnsureTopics); it must not have
+	// a fixed Topic. Dead letters are always recorded in the dead_letters
+	// table as well.
+	DeadLetter *kafka.Writer
+	// TracerProvider and Propagator default to the otel globals.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
+}
+
+// Outcomes counted by consumer_applied_total.
+const (
+	OutcomeApplied      = "applied"
+	OutcomeDuplicate    = "duplicate"
+	OutcomeDeadLettered = "dead_lettered"
+)
+
+// DeadLetterSuffix is appended to a topic to name its dead-letter topic.
+const DeadLetterSuffix = ".dlq"
+
+// Consumer reads one kafka.Reader and applies each event through the inbox.
+type Consumer struct {
+	pool   *pgxpool.Pool
+	reader *kafka.Reader
+	cfg    ConsumerConfig
+	log    *slog.Logger
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+	inbox  string
+	dead   string
+	m      consumerMetrics
+}
+
+type consumerMetrics struct {
+	applied      *prometheus.CounterVec
+	errors       *prometheus.CounterVec
+	lag          *prometheus.GaugeVec
+	deadLettered *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+}
+
+// NewConsumer validates cfg and registers the consumer metrics. The caller
+// owns reader (and closes it after Run returns).
+func NewConsumer(pool *pgxpool.Pool, reader *kafka.Reader, cfg ConsumerConfig) (*Consumer, error) {
+	if pool == nil || reader == nil {
+		return nil, errors.New("inbox consumer: pool and reader are required")
+	}
+	if cfg.Name == "" || cfg.Handler == nil {
+		return nil, errors.New("inbox consumer: Name and Handler are required")
+	}
+	if cfg.DeadLetter != nil && cfg.DeadLetter.Topic != "" {
+		return nil, fmt.Errorf("inbox consumer %s: dead-letter writer has fixed topic %q", cfg.Name, cfg.DeadLetter.Topic)
+	}
+	inboxTable, deadTable := "inbox", "dead_letters"
+	if cfg.Schema != "" {
+		if err := pg.ValidSchema(cfg.Schema); err != nil {
+			return nil, fmt.Errorf("inbox consumer %s: %w", cfg.Name, err)
+		}
+		inboxTable = pgx.Identifier{cfg.Schema, "inbox"}.Sanitize()
+		deadTable = pgx.Identifier{cfg.Schema, "dead_letters"}.Sanitize()
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	prop := cfg.Propagator
+	if prop == nil {
+		prop = otel.GetTextMapPropagator()
+	}
+	m, err := newConsumerMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		pool:   pool,
+		reader: reader,
+		cfg:    cfg,
+		log:    logger.With("component", "inbox_consumer", "consumer", cfg.Name),
+		tracer: tp.Tracer("github.com/svc-dev/svc/libs/outbox/inbox"),
+		prop:   prop,
+		inbox:  inboxTable,
+		dead:   deadTable,
+		m:      m,
+	}, nil
+}
+
+func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
+	var err error
+	m := consumerMetrics{
+		applied: metrics.RegisterInto(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_applied_total", Help: "Kafka messages handled, by outcome (applied, duplicate, dead_lettered).",
+		}, []string{"consumer", "outcome"}), &err),
+		errors: metrics.RegisterInto(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_apply_errors_total", Help: "Failed attempts to apply a message (each retry counts).",
+		}, []string{"consumer"}), &err),
+		lag: metrics.RegisterInto(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "consumer_lag", Help: "Messages between the last fetched offset and the partition end.",
+		}, []string{"consumer"}), &err),
+		deadLettered: metrics.RegisterInto(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "consumer_dead_lettered_total", Help: "Messages given up on and dead-lettered.",
+		}, []string{"consumer"}), &err),
+		duration: metrics.RegisterInto(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "consumer_apply_duration_seconds", Help: "Duration of one successful apply transaction.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"consumer"}), &err),
+	}
+	if err != nil {
+		return m, fmt.Errorf("inbox consumer: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// Run fetches, applies and commits messages until ctx is cancelled, then
+// returns nil. Per message: decode the Envelope (undecodable: dead-letter at
+// once), start a consumer span from the trace headers, then in one
+// transaction insert the inbox row and, if it is new, call Handler; commit;
+// only then commit the Kafka offset. A handler that keeps failing is retried
+// with backoff MaxAttempts times, then dead-lettered, and the offset is
+// committed so the partition moves on.
+func (c *Consumer) Run(ctx context.Context) error {
+	for {
+		msg, err := c.reader.FetchMessage(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("inbox consumer %s: fetch: %w", c.cfg.Name, err)
+		}
+		if err := c.handle(ctx, msg); err != nil {
+			// Only cancellation gets here; the offset stays uncommitted and
+			// the message comes back after restart, where the inbox
+			// absorbs it if it was applied.
+			return nil
+		}
+		// The transaction is committed: record the offset even if shutdown
+		// has begun, or the next start redoes work (harmlessly, but slowly).
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err = c.reader.CommitMessages(commitCtx, msg)
+		cancel()
+		if err != nil {
+			// A rebalance can invalidate the commit; the message is then
+			// redelivered to its new owner and deduplicated by the inbox.
+			c.log.WarnContext(ctx, "commit offset failed", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
+		}
+		c.m.lag.WithLabelValues(c.cfg.Name).Set(float64(c.reader.Stats().Lag))
+	}
+}
+
+// handle returns an error only when ctx ended before msg was settled.
+func (c *Consumer) handle(ctx context.Context, msg kafka.Message) error {
+	env := &eventsv1.Envelope{}
+	if err := proto.Unmarshal(msg.Value, env); err != nil {
+		return c.deadLetter(ctx, msg, env, fmt.Errorf("undecodable envelope: %w", err), 0)
+	}
+	if !outbox.ValidUUID(env.GetId()) {
+		return c.deadLetter(ctx, msg, env, fmt.Errorf("undecodable envelope: id %q is not a UUID", env.GetId()), 0)
+	}
+
+	ctx = kafkakit.ExtractWith(ctx, c.prop, msg)
+	ctx, span := c.tracer.Start(ctx, msg.Topic+" process",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", msg.Topic),
+			attribute.String("messaging.consumer.group.name", c.cfg.Name),
+			attribute.Int("messaging.destination.partition.id", msg.Partition),
+			attribute.Int64("messaging.kafka.offset", msg.Offset),
+			attribute.String("messaging.message.id", env.GetId()),
+			attribute.String("event_type", env.GetType()),
+		))
+	defer span.End()
+	log := c.log.With("event_id", env.GetId(), "event_type", env.GetType(), "topic", msg.Topic,
+		"partition", msg.Partition, "offset", msg.Offset)
+
+	backoff := c.cfg.Backoff
+	for attempt := 1; ; {
+		start := time.Now()
+		applied, err := c.apply(ctx, env)
+		if err == nil {
+			outcome := OutcomeDuplicate
+			if applied {
+				outcome = OutcomeApplied
+				c.m.duration.WithLabelValues(c.cfg.Name).Observe(time.Since(start).Seconds())
+			}
+			c.m.applied.WithLabelValues(c.cfg.Name, outcome).Inc()
+			span.SetAttributes(attribute.String("outcome", outcome))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.m.errors.WithLabelValues(c.cfg.Name).Inc()
+		if transient(err) {
+			// The database, not the event, is at fault: dead-lettering would
+			// discard good events during an outage. Wait it out.
+			log.WarnContext(ctx, "apply failed on a transient error, retrying", "err", err)
+			if !wait.Sleep(ctx, c.cfg.MaxBackoff) {
+				return ctx.Err()
+			}
+			continue
+		}
+		if attempt >= c.cfg.MaxAttempts {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "dead-lettered")
+			return c.deadLetter(ctx, msg, env, err, attempt)
+		}
+		log.WarnContext(ctx, "apply failed, retrying", "attempt", attempt, "err", err)
+		if !wait.Sleep(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(backoff*2, c.cfg.MaxBackoff)
+		attempt++
+	}
+}
+
+// apply runs the inbox insert and the handler in one transaction; applied
+// is false when the event was already in the inbox.
+func (c *Consumer) apply(ctx context.Context, env *eventsv1.Envelope) (applied bool, err error) {
+	err = pg.InTx(ctx, c.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO `+c.inbox+` (consumer, event_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+			c.cfg.Name, env.GetId())
+		if err != nil {
+			return fmt.Errorf("insert inbox row: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		applied = true
+		if err := c.cfg.Handler(ctx, tx, env); err != nil {
+			return fmt.Errorf("handle %s: %w", env.GetType(), err)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// deadLetter records msg in dead_letters and, if configured, publishes it to
+// "<topic>.dlq", retrying until both succeed or ctx ends: the offset must not
+// be committed before the message is safe somewhere.
+func (c *Consumer) deadLetter(ctx context.Context, msg kafka.Message, env *eventsv1.Envelope, cause error, attempts int) error {
+	c.log.ErrorContext(ctx, "message dead-lettered",
+		"event_id", env.GetId(), "event_type", env.GetType(), "topic", msg.Topic,
+		"partition", msg.Partition, "offset", msg.Offset, "attempts", attempts, "err", cause)
+	headers := map[string]string{}
+	for _, h := range msg.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	for {
+		err := c.recordDeadLetter(ctx, msg, env, headers, cause, attempts)
+		if err == nil {
+			c.m.deadLettered.WithLabelValues(c.cfg.Name).Inc()
+			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeDeadLettered).Inc()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.log.ErrorContext(ctx, "dead-lettering failed, retrying", "topic", msg.Topic,
+			"partition", msg.Partition, "offset", msg.Offset, "err", err)
+		if !wait.Sleep(ctx, c.cfg.MaxBackoff) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *Consumer) recordDeadLetter(ctx context.Context, msg kafka.Message, env *eventsv1.Envelope, headers map[string]string, cause error, attempts int) error {
+	hj, err := json.Marshal(headers)
+	if err != nil {
+		return fmt.Errorf("encode headers: %w", err)
+	}
+	// The unique key makes a re-run after a crash (message dead-lettered,
+	// offset not yet committed) record it once.
+	_, err = c.pool.Exec(ctx, `
+		INSERT INTO `+c.dead+` (consumer, topic, partition, "offset", event_id, event_type, key, value, headers, error, attempts)
+		VALUES ($1, $2, $3, $4, NULLIF($5, ''), NULLIF($6, ''), $7, $8, $9, $10, $11)
+		ON CONFLICT (consumer, topic, partition, "offset") DO NOTHING`,
+		c.cfg.Name, msg.Topic, msg.Partition, msg.Offset, env.GetId(), env.GetType(), msg.Key, msg.Value, hj, cause.Error(), attempts)
+	if err != nil {
+		return fmt.Errorf("record dead letter: %w", err)
+	}
+	if c.cfg.DeadLetter == nil {
+		return nil
+	}
+	dlq := kafka.Message{
+		Topic: msg.Topic + DeadLetterSuffix,
+		Key:   msg.Key,
+		Value: msg.Value,
+		Headers: append(append([]kafka.Header(nil), msg.Headers...),
+			kafka.Header{Key: "dlq_consumer", Value: []byte(c.cfg.Name)},
+			kafka.Header{Key: "dlq_error", Value: []byte(cause.Error())},
+			kafka.Header{Key: "dlq_attempts", Value: []byte(strconv.Itoa(attempts))},
+			kafka.Header{Key: "dlq_source", Value: []byte(fmt.Sprintf("%s/%d/%d", msg.Topic, msg.Partition, msg.Offset))},
+		),
+	}
+	if err := c.cfg.DeadLetter.WriteMessages(ctx, dlq); err != nil {
+		return fmt.Errorf("publish to %s: %w", dlq.Topic, err)
+	}
+	return nil
+}
+
+// transient reports failures of the database connection rather than of the
+// event: connection loss, server shutdown, timeouts, serialization failures
+// and deadlocks.
+func transient(err error) bool {
+	if pg.IsRetryable(err) || pgconn.Timeout(err) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	code := pg.Code(err)
+	// Class 08: connection exception; 57P01-57P03: admin/crash shutdown,
+	// cannot connect now.
+	return len(code) == 5 && (code[:2] == "08" || code == "57P01" || code == "57P02" || code == "57P03")
+}

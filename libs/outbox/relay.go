@@ -1,0 +1,455 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/segmentio/kafka-go"
+
+	"github.com/svc-dev/svc/libs/outbox/internal/metrics"
+	"github.com/svc-dev/svc/libs/outbox/internal/wait"
+	"github.com/svc-dev/svc/libs/pg"
+)
+
+// RelayConfig configures a Relay. Only Schema is required.
+type RelayConfig struct {
+	// Schema holds the outbox table (the service's schema).
+	Schema string
+	// BatchSize is the most rows published per Kafka write (default 1000).
+	BatchSize int
+	// PollInterval is how often the relay looks for rows without a
+	// notification, a fallback for lost wake-ups (default 1 s).
+	PollInterval time.Duration
+	// LockRetryInterval is how often a standby relay retries the lock held by
+	// another instance (default 1 s): the takeover delay after a holder dies.
+	LockRetryInterval time.Duration
+	// ErrorBackoff is the pause after a failed batch or a lost connection
+	// (default 1 s).
+	ErrorBackoff time.Duration
+	// Retention is how long published rows are kept before the sweep deletes
+	// them (default 72 h): enough to investigate a consumer incident.
+	Retention time.Duration
+	// SweepInterval is the time between sweeps (default 1 min).
+	SweepInterval time.Duration
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+	// Registerer receives the relay metrics; nil means not exported.
+	Registerer prometheus.Registerer
+	// Now is the clock for sent_at, lag and retention (default time.Now).
+	Now func() time.Time
+	// AfterPublish, when set, is called after a batch was written to Kafka
+	// and before its rows are marked sent. If it returns an error the batch
+	// stays unmarked and Run returns that error: a test seam reproducing a
+	// crash between publish and mark. Leave nil in services.
+	AfterPublish func(ids []int64) error
+}
+
+// Relay publishes committed outbox rows of one schema to Kafka. Run it in
+// every instance of the service: an advisory lock lets one publish while the
+// others wait to take over.
+type Relay struct {
+	pool   *pgxpool.Pool
+	writer *kafka.Writer
+	cfg    RelayConfig
+	log    *slog.Logger
+	table  string // quoted "<schema>"."outbox"
+	lockID int64
+	notify string // channel "<schema>_outbox"
+	m      relayMetrics
+}
+
+type relayMetrics struct {
+	backlog       prometheus.Gauge
+	oldestAge     prometheus.Gauge
+	lag           prometheus.Histogram
+	published     prometheus.Counter
+	errors        prometheus.Counter
+	active        prometheus.Gauge
+	swept         prometheus.Counter
+	writeDuration prometheus.Histogram
+}
+
+// NewRelay validates cfg and registers the relay metrics. writer must not
+// have a fixed Topic: every row names its own.
+func NewRelay(pool *pgxpool.Pool, writer *kafka.Writer, cfg RelayConfig) (*Relay, error) {
+	if pool == nil || writer == nil {
+		return nil, errors.New("outbox relay: pool and writer are required")
+	}
+	if writer.Topic != "" {
+		return nil, fmt.Errorf("outbox relay: writer has fixed topic %q; rows carry their own topics", writer.Topic)
+	}
+	if err := pg.ValidSchema(cfg.Schema); err != nil {
+		return nil, fmt.Errorf("outbox relay: %w", err)
+	}
+	setDefault(&cfg.BatchSize, 1000)
+	setDefault(&cfg.PollInterval, time.Second)
+	setDefault(&cfg.LockRetryInterval, time.Second)
+	setDefault(&cfg.ErrorBackoff, time.Second)
+	setDefault(&cfg.Retention, 72*time.Hour)
+	setDefault(&cfg.SweepInterval, time.Minute)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newRelayMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{
+		pool:   pool,
+		writer: writer,
+		cfg:    cfg,
+		log:    logger.With("component", "outbox_relay", "schema", cfg.Schema),
+		table:  pgx.Identifier{cfg.Schema, "outbox"}.Sanitize(),
+		lockID: relayLockID(cfg.Schema),
+		notify: cfg.Schema + "_outbox",
+		m:      m,
+	}, nil
+}
+
+func setDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
+func newRelayMetrics(reg prometheus.Registerer) (relayMetrics, error) {
+	// RegisterInto keeps the already-registered twin when another relay of
+	// this process registered first, so both update the same series.
+	var err error
+	m := relayMetrics{
+		backlog: metrics.RegisterInto(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_backlog", Help: "Outbox rows not yet published (reported by the active relay).",
+		}), &err),
+		oldestAge: metrics.RegisterInto(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_oldest_unsent_age_seconds", Help: "Age of the oldest unpublished outbox row; 0 when there is none.",
+		}), &err),
+		lag: metrics.RegisterInto(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outbox_relay_lag_seconds", Help: "Time from outbox insert to publication.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}), &err),
+		published: metrics.RegisterInto(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_published_total", Help: "Outbox rows published to Kafka and marked sent.",
+		}), &err),
+		errors: metrics.RegisterInto(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_publish_errors_total", Help: "Failed outbox batches (read, publish or mark).",
+		}), &err),
+		active: metrics.RegisterInto(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_relay_active", Help: "1 while this instance holds the relay lock.",
+		}), &err),
+		swept: metrics.RegisterInto(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_swept_total", Help: "Published outbox rows deleted after retention.",
+		}), &err),
+		writeDuration: metrics.RegisterInto(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "outbox_publish_duration_seconds", Help: "Duration of one batch write to Kafka.",
+			Buckets: prometheus.DefBuckets,
+		}), &err),
+	}
+	if err != nil {
+		return m, fmt.Errorf("outbox relay: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// relayLockID derives the advisory-lock key that elects one relay per schema.
+func relayLockID(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("outbox-relay:" + schema))
+	return int64(h.Sum64())
+}
+
+// afterPublishError marks a failure reported by the AfterPublish seam: it
+// ends Run instead of being retried.
+type afterPublishError struct{ err error }
+
+func (e *afterPublishError) Error() string { return "after publish: " + e.err.Error() }
+func (e *afterPublishError) Unwrap() error { return e.err }
+
+// Run publishes until ctx is cancelled, then returns nil. Database and Kafka
+// failures are logged, counted and retried after ErrorBackoff; they never end
+// Run. Only an AfterPublish failure does, with that error.
+//
+// Each session takes a dedicated connection out of the pool, waits for the
+// schema's advisory lock on it (one active relay per schema; the lock is
+// released when the connection closes, so a dead holder's lock passes to a
+// standby), LISTENs for Enqueue's notifications and publishes.
+func (r *Relay) Run(ctx context.Context) error {
+	for {
+		err := r.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if ape, ok := errors.AsType[*afterPublishError](err); ok {
+			return fmt.Errorf("outbox relay stopped: %w", ape)
+		}
+		r.log.WarnContext(ctx, "outbox relay session ended, retrying", "err", err)
+		if !wait.Sleep(ctx, r.cfg.ErrorBackoff) {
+			return nil
+		}
+	}
+}
+
+func (r *Relay) session(ctx context.Context) error {
+	pc, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire relay connection: %w", err)
+	}
+	// Hijacked, the connection never returns to the pool holding our lock
+	// and LISTEN; closing it releases both.
+	conn := pc.Hijack()
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if err := r.acquireLock(ctx, conn); err != nil {
+		return err
+	}
+	r.m.active.Set(1)
+	defer r.m.active.Set(0)
+	r.log.InfoContext(ctx, "outbox relay active")
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.notify}.Sanitize()); err != nil {
+		return fmt.Errorf("listen %s: %w", r.notify, err)
+	}
+
+	var lastStats, lastSweep time.Time
+	for {
+		n, err := r.publishBatch(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			if _, ok := errors.AsType[*afterPublishError](err); ok {
+				return err
+			}
+			r.m.errors.Inc()
+			r.log.WarnContext(ctx, "outbox batch failed", "err", err)
+			if !wait.Sleep(ctx, r.cfg.ErrorBackoff) {
+				return ctx.Err()
+			}
+			continue
+		case n == r.cfg.BatchSize:
+			// More rows are probably waiting: go on without sleeping, but keep
+			// the gauges fresh during a long drain.
+			if r.cfg.Now().Sub(lastStats) >= r.cfg.PollInterval {
+				lastStats = r.refreshStats(ctx)
+			}
+			continue
+		}
+		lastStats = r.refreshStats(ctx)
+		if now := r.cfg.Now(); now.Sub(lastSweep) >= r.cfg.SweepInterval {
+			lastSweep = now
+			r.sweep(ctx, now.Add(-r.cfg.Retention))
+		}
+		if err := r.waitForWork(ctx, conn); err != nil {
+			return err
+		}
+	}
+}
+
+// acquireLock polls pg_try_advisory_lock rather than blocking in
+// pg_advisory_lock, so a standby notices cancellation and a broken
+// connection promptly.
+func (r *Relay) acquireLock(ctx context.Context, conn *pgx.Conn) error {
+	logged := false
+	for {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, r.lockID).Scan(&ok); err != nil {
+			return fmt.Errorf("try relay lock: %w", err)
+		}
+		if ok {
+			return nil
+		}
+		if !logged {
+			r.log.InfoContext(ctx, "outbox relay standing by: another instance holds the lock")
+			logged = true
+		}
+		if !wait.Sleep(ctx, r.cfg.LockRetryInterval) {
+			return ctx.Err()
+		}
+	}
+}
+
+// waitForWork returns when a notification arrives or PollInterval passes. An
+// error means the listening connection is gone (or ctx ended): the session
+// must end, which also gives up the lock.
+func (r *Relay) waitForWork(ctx context.Context, conn *pgx.Conn) error {
+	waitCtx, cancel := context.WithTimeout(ctx, r.cfg.PollInterval)
+	defer cancel()
+	_, err := conn.WaitForNotification(waitCtx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case waitCtx.Err() != nil && !conn.IsClosed():
+		// Poll interval elapsed; pgconn keeps the connection usable after a
+		// deadline-induced timeout.
+		return nil
+	default:
+		return fmt.Errorf("wait for outbox notification: %w", err)
+	}
+}
+
+// publishBatch publishes the oldest unsent rows in one Kafka write and marks
+// them sent, in one transaction whose row locks also keep a second relay
+// (should two ever believe they hold the lock) off the same rows. A failure
+// after the write leaves the rows unsent: they are published again later,
+// never lost.
+func (r *Relay) publishBatch(ctx context.Context) (int, error) {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin outbox batch: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
+
+	rows, err := tx.Query(ctx, `
+		SELECT id, event_id::text, topic, key, event_type, payload, headers, created_at
+		FROM `+r.table+`
+		WHERE sent_at IS NULL
+		ORDER BY id
+		LIMIT $1
+		FOR UPDATE`, r.cfg.BatchSize)
+	if err != nil {
+		return 0, fmt.Errorf("read outbox batch: %w", err)
+	}
+	var (
+		ids     []int64
+		created []time.Time
+		msgs    []kafka.Message
+	)
+	for rows.Next() {
+		var (
+			id                             int64
+			eventID, topic, key, eventType string
+			payload                        []byte
+			headers                        map[string]string
+			createdAt                      time.Time
+		)
+		if err := rows.Scan(&id, &eventID, &topic, &key, &eventType, &payload, &headers, &createdAt); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("scan outbox row: %w", err)
+		}
+		ids = append(ids, id)
+		created = append(created, createdAt)
+		msgs = append(msgs, kafka.Message{
+			Topic:   topic,
+			Key:     []byte(key),
+			Value:   payload,
+			Headers: messageHeaders(headers, eventID, eventType),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("read outbox batch: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+
+	start := r.cfg.Now()
+	err = r.writer.WriteMessages(ctx, msgs...)
+	r.m.writeDuration.Observe(r.cfg.Now().Sub(start).Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("publish %d outbox events (ids %d..%d): %w", len(ids), ids[0], ids[len(ids)-1], err)
+	}
+	if r.cfg.AfterPublish != nil {
+		if err := r.cfg.AfterPublish(ids); err != nil {
+			return 0, &afterPublishError{err: err}
+		}
+	}
+	now := r.cfg.Now()
+	if _, err := tx.Exec(ctx, `UPDATE `+r.table+` SET sent_at = $1 WHERE id = ANY($2)`, now, ids); err != nil {
+		return 0, fmt.Errorf("mark %d outbox events sent: %w", len(ids), err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit outbox batch: %w", err)
+	}
+	r.m.published.Add(float64(len(ids)))
+	for _, c := range created {
+		r.m.lag.Observe(max(now.Sub(c).Seconds(), 0))
+	}
+	r.log.DebugContext(ctx, "outbox batch published", "count", len(ids), "first_id", ids[0], "last_id", ids[len(ids)-1])
+	return len(ids), nil
+}
+
+// messageHeaders turns the stored trace headers into Kafka headers (sorted,
+// so identical rows give identical messages) and adds event_id and
+// event_type, which consumers and tools read without decoding the payload.
+func messageHeaders(stored map[string]string, eventID, eventType string) []kafka.Header {
+	keys := make([]string, 0, len(stored))
+	for k := range stored {
+		if k != HeaderEventID && k != HeaderEventType {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]kafka.Header, 0, len(keys)+2)
+	for _, k := range keys {
+		out = append(out, kafka.Header{Key: k, Value: []byte(stored[k])})
+	}
+	return append(out,
+		kafka.Header{Key: HeaderEventID, Value: []byte(eventID)},
+		kafka.Header{Key: HeaderEventType, Value: []byte(eventType)},
+	)
+}
+
+// Kafka header names set by the relay on every message.
+const (
+	HeaderEventID   = "event_id"
+	HeaderEventType = "event_type"
+)
+
+// refreshStats updates the backlog gauges; failures only cost freshness.
+func (r *Relay) refreshStats(ctx context.Context) time.Time {
+	now := r.cfg.Now()
+	var (
+		n      int64
+		oldest *time.Time
+	)
+	err := r.pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM `+r.table+` WHERE sent_at IS NULL`).Scan(&n, &oldest)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "outbox backlog query failed", "err", err)
+		}
+		return now
+	}
+	r.m.backlog.Set(float64(n))
+	age := 0.0
+	if oldest != nil {
+		age = max(now.Sub(*oldest).Seconds(), 0)
+	}
+	r.m.oldestAge.Set(age)
+	return now
+}
+
+// sweep deletes rows published before cutoff, in chunks so no single
+// statement holds many row locks or bloats one transaction.
+func (r *Relay) sweep(ctx context.Context, cutoff time.Time) {
+	const chunk = 5000
+	for {
+		tag, err := r.pool.Exec(ctx, `
+			DELETE FROM `+r.table+`
+			WHERE id IN (SELECT id FROM `+r.table+` WHERE sent_at < $1 LIMIT $2)`, cutoff, chunk)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.WarnContext(ctx, "outbox sweep failed", "err", err)
+			}
+			return
+		}
+		r.m.swept.Add(float64(tag.RowsAffected()))
+		if tag.RowsAffected() < chunk {
+			return
+		}
+	}
+}
