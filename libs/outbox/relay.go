@@ -242,12 +242,16 @@ func (r *Relay) session(ctx context.Context) error {
 		case n == r.cfg.BatchSize:
 			// More rows are probably waiting: go on without sleeping, but keep
 			// the gauges fresh during a long drain.
-			if r.cfg.Now().Sub(lastStats) >= r.cfg.PollInterval {
+			if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.PollInterval {
 				lastStats = r.refreshStats(ctx)
 			}
 			continue
 		}
-		lastStats = r.refreshStats(ctx)
+		// Caught up. Under a steady trickle this point is reached once per
+		// event, so the count query is limited to one per PollInterval.
+		if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.PollInterval {
+			lastStats = r.refreshStats(ctx)
+		}
 		if now := r.cfg.Now(); now.Sub(lastSweep) >= r.cfg.SweepInterval {
 			lastSweep = now
 			r.sweep(ctx, now.Add(-r.cfg.Retention))

@@ -192,6 +192,7 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 // with backoff MaxAttempts times, then dead-lettered, and the offset is
 // committed so the partition moves on.
 func (c *Consumer) Run(ctx context.Context) error {
+	var lastLag time.Time
 	for {
 		msg, err := c.reader.FetchMessage(ctx)
 		if err != nil {
@@ -216,7 +217,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 			// redelivered to its new owner and deduplicated by the inbox.
 			c.log.WarnContext(ctx, "commit offset failed", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
 		}
-		c.m.lag.WithLabelValues(c.cfg.Name).Set(float64(c.reader.Stats().Lag))
+		// Stats snapshots and resets the reader's counters: once a second
+		// is plenty for a gauge.
+		if now := time.Now(); now.Sub(lastLag) >= time.Second {
+			lastLag = now
+			c.m.lag.WithLabelValues(c.cfg.Name).Set(float64(c.reader.Stats().Lag))
+		}
 	}
 }
 
