@@ -147,8 +147,6 @@ func TestEnqueue(t *testing.T) {
 		tid, _ := trace.TraceIDFromHex("0102030405060708090a0b0c0d0e0f10")
 		sid, _ := trace.SpanIDFromHex("0102030405060708")
 		tctx := trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
-		id := e.Enqueue(t, topic, &eventsv1.Envelope{Id: outbox.NewEventID(), Type: "test.traced"})
-		_ = id
 		var got string
 		err := pg.InTx(tctx, e.Pool, func(tx pgx.Tx) error {
 			id, err := outbox.Enqueue(tctx, tx, topic, &eventsv1.Envelope{Type: "test.traced"})
@@ -532,4 +530,30 @@ func TestTraceContextFlowsFromEnqueueToHandler(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("handler never called")
 	}
+}
+
+func TestRelayLockPassesOnWhenTheHoldersConnectionDies(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, topic)
+	regs := []*prometheus.Registry{prometheus.NewRegistry(), prometheus.NewRegistry()}
+	for _, reg := range regs {
+		startRelay(t, e, relayOpts{reg: reg})
+	}
+	active := func() float64 {
+		return testenv.Metric(t, regs[0], "outbox_relay_active") + testenv.Metric(t, regs[1], "outbox_relay_active")
+	}
+	testenv.Eventually(t, 10*time.Second, "one relay active", func() bool { return active() == 1 })
+
+	// Kill the lock holder's backend, as when its pod dies: the lock is
+	// released, and one relay (either) must hold it again and publish.
+	var killed bool
+	err := e.Pool.QueryRow(testenv.Ctx(t), `
+		SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&killed)
+	if err != nil || !killed {
+		t.Fatalf("terminate lock holder: %v (killed=%v)", err, killed)
+	}
+	e.Enqueue(t, topic, testenv.Envelope("test.after.kill", 1, 1))
+	testenv.Eventually(t, 30*time.Second, "event published after the kill", func() bool { return unsent(t, e) == 0 })
+	testenv.Eventually(t, 10*time.Second, "exactly one relay active again", func() bool { return active() == 1 })
 }
