@@ -120,6 +120,8 @@ func NewReader(brokers []string, groupID, topic string, opts ...ReaderOption) *k
 		MaxBytes:       DefaultMaxBytes,
 		MaxWait:        DefaultMaxWait,
 		CommitInterval: 0,
+		// Partitions added to a topic later are picked up without a restart.
+		WatchPartitionChanges: true,
 	}
 	for _, o := range opts {
 		o(&cfg)

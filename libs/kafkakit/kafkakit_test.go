@@ -60,6 +60,9 @@ func TestNewReaderDefaults(t *testing.T) {
 	if c.MaxWait != kafkakit.DefaultMaxWait {
 		t.Errorf("MaxWait = %v", c.MaxWait)
 	}
+	if !c.WatchPartitionChanges {
+		t.Error("WatchPartitionChanges = false")
+	}
 }
 
 func TestHeaderCarrier(t *testing.T) {
