@@ -1,6 +1,6 @@
 // Package gateway is the local stand-in for the production ingress: it routes
 // request paths to the service that owns them, with the same table the Helm
-// umbrella chart's Ingress uses (kept equal by a test in this module).
+// umbrella chart's Ingress uses (charts/lint.sh checks that the two agree).
 package gateway
 
 import (
