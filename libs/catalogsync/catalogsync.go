@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -80,7 +79,7 @@ func Applied(ctx context.Context, tx pgx.Tx, service string, seq int64, now time
 		return fmt.Errorf("marshal catalog ack: %w", err)
 	}
 	_, err = outbox.Enqueue(ctx, tx, TopicApplied, &eventsv1.Envelope{
-		Id:         uuid.NewString(),
+		Id:         outbox.NewEventID(),
 		Type:       EventApplied,
 		OccurredAt: timestamppb.New(now),
 		Source:     service,

@@ -3,7 +3,6 @@ module github.com/svc-dev/svc/libs/catalogsync
 go 1.26.0
 
 require (
-	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/svc-dev/svc/libs/outbox v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0

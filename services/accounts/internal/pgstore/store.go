@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
@@ -60,7 +59,7 @@ func (s *Store) publish(ctx context.Context, tx pgx.Tx, typ string, programID in
 		return 0, fmt.Errorf("marshal %s: %w", typ, err)
 	}
 	env := &eventsv1.Envelope{
-		Id:         uuid.NewString(),
+		Id:         outbox.NewEventID(),
 		Type:       typ,
 		OccurredAt: timestamppb.New(s.now()),
 		ProgramId:  programID,
