@@ -18,6 +18,7 @@ import (
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
@@ -47,6 +48,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	seed := p.Env.Required("SESSION_SIGNING_KEY")
 	ttl := p.Env.Duration("SESSION_TTL", 12*time.Hour)
 	consumers := p.Env.List("CATALOG_CONSUMERS", nil)
+	adminLimit := p.Env.Int("ADMIN_RATE_LIMIT", 1200)
 	if err := p.Env.Err(); err != nil {
 		return nil, err
 	}
@@ -74,8 +76,17 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Consume(catalogsync.TopicApplied, Name+".catalog-acks", recordAck); err != nil {
 		return nil, err
 	}
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: adminLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("ADMIN_RATE_LIMIT: %w", err)
+	}
+	refusals, err := ratelimit.NewRefusalCounter(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("admin"), ratelimit.WithOnRefuse(refusals.Inc))
 	var routes []platform.Route
-	for _, r := range httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger}) {
+	for _, r := range httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger, Limit: limit}) {
 		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
 	}
 	return routes, nil

@@ -386,3 +386,28 @@ func TestCatalogSyncBarrier(t *testing.T) {
 		wantError(t, s.admin("GET", "/admin/v1/catalog/sync?seq=1&timeout=2h", ""), 400, "BadRequestError", "timeout must be a duration such as 5s or 500ms, at most 60s")
 	})
 }
+
+func TestAdminRateLimited(t *testing.T) {
+	t.Parallel()
+	s := start(t, map[string]string{"ADMIN_RATE_LIMIT": "2"})
+	for i := 0; i < 2; i++ {
+		r := s.admin("POST", "/admin/v1/partners", `{"name":"P","email":"p@x.example"}`)
+		if r.status != 201 || r.header.Get("X-RateLimit-Limit") != "2" || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(1-i) {
+			t.Fatalf("request %d: %d %v", i, r.status, r.header)
+		}
+		if r.header.Get("Retry-After") != "" {
+			t.Fatal("Retry-After only on 429")
+		}
+	}
+	r := s.admin("POST", "/admin/v1/partners", `{"name":"P","email":"p@x.example"}`)
+	if r.status != 429 || r.header.Get("Retry-After") == "" {
+		t.Fatalf("third request: %d %v", r.status, r.header)
+	}
+	e, _ := r.body["error"].(map[string]any)
+	if e["code"] != "rate_limited" || hasKey(r.body, "data") {
+		t.Fatalf("429 body %s", r.raw)
+	}
+	if n := s.count("partners"); n != 2 {
+		t.Fatalf("refused request wrote: %d partners", n)
+	}
+}

@@ -34,6 +34,9 @@ type Route struct {
 type Config struct {
 	AdminToken string
 	Logger     *slog.Logger
+	// Limit, when set, wraps every admin route (rate limiting runs before
+	// the token check, so guessing tokens is limited too).
+	Limit func(http.Handler) http.Handler
 }
 
 // Routes lists every admin route. The caller mounts them (with metrics per
@@ -45,7 +48,11 @@ func Routes(set endpoints.Set, cfg Config) []Route {
 	created := encodeResponse(http.StatusCreated, cfg.Logger)
 	ok := encodeResponse(http.StatusOK, cfg.Logger)
 	h := func(e func(ctx context.Context, req any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc) http.Handler {
-		return adminOnly(cfg.AdminToken, kithttp.NewServer(e, dec, enc, opts...))
+		h := adminOnly(cfg.AdminToken, kithttp.NewServer(e, dec, enc, opts...))
+		if cfg.Limit != nil {
+			h = cfg.Limit(h)
+		}
+		return h
 	}
 	return []Route{
 		{"POST /admin/v1/advertisers", "admin_create_advertiser", h(set.CreateAdvertiser, decodeAdvertiser, created)},
