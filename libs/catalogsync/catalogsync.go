@@ -24,10 +24,10 @@ import (
 )
 
 // TopicApplied carries CatalogApplied acknowledgements to accounts.
-const TopicApplied = "catalog.applied.v1"
+const TopicApplied = eventsv1.TopicCatalogApplied
 
 // EventApplied is the envelope type of an acknowledgement.
-const EventApplied = "catalog.applied"
+const EventApplied = eventsv1.TypeCatalogApplied
 
 // Migrate creates the progress tables in schema, with their own version
 // table so they never collide with the service's migrations.

@@ -38,7 +38,7 @@ func Spec() platform.Spec {
 	return platform.Spec{
 		Name:       Name,
 		Migrations: migrations.FS,
-		Topics:     []string{pgstore.TopicCatalog, catalogsync.TopicApplied},
+		Topics:     []string{eventsv1.TopicCatalog, catalogsync.TopicApplied},
 		Wire:       wire,
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/platform"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/tracking/internal/replica"
 	"github.com/svc-dev/svc/services/tracking/migrations"
 )
@@ -15,8 +16,6 @@ import (
 // Name is the service's name: its schema, consumer-group prefix and logs.
 const Name = "tracking"
 
-// TopicCatalog is the accounts catalog topic tracking replicates.
-const TopicCatalog = "accounts.catalog.v1"
 
 // Spec describes tracking to the platform.
 func Spec() platform.Spec {
@@ -24,13 +23,13 @@ func Spec() platform.Spec {
 		Name:           Name,
 		Migrations:     migrations.FS,
 		CatalogReplica: true,
-		Topics:         []string{TopicCatalog, catalogsync.TopicApplied},
+		Topics:         []string{eventsv1.TopicCatalog, catalogsync.TopicApplied},
 		Wire:           wire,
 	}
 }
 
 func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
-	if err := p.Consume(TopicCatalog, Name+".catalog", replica.Applier{Now: p.Now}.Apply); err != nil {
+	if err := p.Consume(eventsv1.TopicCatalog, Name+".catalog", replica.Applier{Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
 	// The public tracking routes (click, lead, visit, config) come with the

@@ -8,6 +8,9 @@ const (
 	TopicCatalog = "accounts.catalog.v1"
 	// TopicCatalogApplied carries CatalogApplied acknowledgements.
 	TopicCatalogApplied = "catalog.applied.v1"
+	// TopicTracking carries tracking's ClickRecorded, LeadRecorded and
+	// VisitRecorded events.
+	TopicTracking = "tracking.events.v1"
 )
 
 // Envelope.Type values, one per payload message. Consumers switch on these to
@@ -22,4 +25,7 @@ const (
 	TypePartnerProgramUpserted = "catalog.partner_program.upserted"
 	TypeLinkUpserted           = "catalog.link.upserted"
 	TypeCatalogApplied         = "catalog.applied"
+	TypeClickRecorded          = "tracking.click.recorded"
+	TypeLeadRecorded           = "tracking.lead.recorded"
+	TypeVisitRecorded          = "tracking.visit.recorded"
 )

@@ -19,21 +19,9 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
-// TopicCatalog carries every catalog change, keyed by program id.
-const TopicCatalog = "accounts.catalog.v1"
-
-// Event types on TopicCatalog. Each carries the entity's full current state,
-// so applying one twice or late is harmless.
-const (
-	EventAdvertiser     = "catalog.advertiser.upserted"
-	EventUser           = "catalog.user.upserted"
-	EventProgram        = "catalog.program.upserted"
-	EventMembership     = "catalog.membership.upserted"
-	EventAPIKey         = "catalog.api_key.upserted"
-	EventPartner        = "catalog.partner.upserted"
-	EventPartnerProgram = "catalog.partner_program.upserted"
-	EventLink           = "catalog.link.upserted"
-)
+// Catalog events go to eventsv1.TopicCatalog keyed by program id. Each
+// carries the entity's full current state, so applying one twice or late is
+// harmless.
 
 // Store implements catalog.Store.
 type Store struct {
@@ -67,7 +55,7 @@ func (s *Store) publish(ctx context.Context, tx pgx.Tx, typ string, programID in
 		Source:     "accounts",
 		Payload:    payload,
 	}
-	if _, err := outbox.Enqueue(ctx, tx, TopicCatalog, env); err != nil {
+	if _, err := outbox.Enqueue(ctx, tx, eventsv1.TopicCatalog, env); err != nil {
 		return 0, fmt.Errorf("enqueue %s: %w", typ, err)
 	}
 	return catalog.Seq(seq), nil
@@ -134,7 +122,7 @@ func (s *Store) CreateAdvertiser(ctx context.Context, a catalog.Advertiser) (cat
 			return fmt.Errorf("insert advertiser: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventAdvertiser, 0, &eventsv1.Advertiser{
+		seq, err = s.publish(ctx, tx, eventsv1.TypeAdvertiserUpserted, 0, &eventsv1.Advertiser{
 			Id: a.ID, Name: a.Name, Email: a.Email, CreatedAt: ts(a.CreatedAt),
 		})
 		return err
@@ -154,7 +142,7 @@ func (s *Store) CreateUser(ctx context.Context, u catalog.User) (catalog.User, c
 			return fmt.Errorf("insert user: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventUser, 0, userEvent(u))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeUserUpserted, 0, userEvent(u))
 		return err
 	})
 	return u, seq, err
@@ -242,7 +230,7 @@ func (s *Store) CreateProgram(ctx context.Context, p catalog.Program) (catalog.P
 		if p, err = scanProgram(row); err != nil {
 			return fmt.Errorf("insert program: %w", err)
 		}
-		seq, err = s.publish(ctx, tx, EventProgram, p.ID, programEvent(p))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeProgramUpserted, p.ID, programEvent(p))
 		return err
 	})
 	return p, seq, err
@@ -288,7 +276,7 @@ func (s *Store) UpdateProgram(ctx context.Context, id int64, fn func(*catalog.Pr
 		if p, err = scanProgram(row); err != nil {
 			return fmt.Errorf("update program %d: %w", id, err)
 		}
-		seq, err = s.publish(ctx, tx, EventProgram, p.ID, programEvent(p))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeProgramUpserted, p.ID, programEvent(p))
 		return err
 	})
 	return p, seq, err
@@ -303,7 +291,7 @@ func (s *Store) UpsertMembership(ctx context.Context, m catalog.Membership) (cat
 			return fmt.Errorf("upsert membership: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventMembership, m.ProgramID, &eventsv1.Membership{
+		seq, err = s.publish(ctx, tx, eventsv1.TypeMembershipUpserted, m.ProgramID, &eventsv1.Membership{
 			ProgramId: m.ProgramID, UserId: m.UserID, Active: m.Active, Permissions: m.Permissions,
 		})
 		return err
@@ -326,7 +314,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k catalog.APIKey) (catalog.API
 			return fmt.Errorf("insert api key: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventAPIKey, k.ProgramID, keyEvent(k))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeAPIKeyUpserted, k.ProgramID, keyEvent(k))
 		return err
 	})
 	return k, seq, err
@@ -354,7 +342,7 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id int64, fn func(*catalog.API
 			id, k.RotationMarkedAt, k.RotationDeadline); err != nil {
 			return fmt.Errorf("update api key %d: %w", id, err)
 		}
-		seq, err = s.publish(ctx, tx, EventAPIKey, k.ProgramID, keyEvent(k))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeAPIKeyUpserted, k.ProgramID, keyEvent(k))
 		return err
 	})
 	return k, seq, err
@@ -368,7 +356,7 @@ func (s *Store) CreatePartner(ctx context.Context, p catalog.Partner) (catalog.P
 			return fmt.Errorf("insert partner: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventPartner, 0, &eventsv1.Partner{Id: p.ID, Name: p.Name, Email: p.Email, CreatedAt: ts(p.CreatedAt)})
+		seq, err = s.publish(ctx, tx, eventsv1.TypePartnerUpserted, 0, &eventsv1.Partner{Id: p.ID, Name: p.Name, Email: p.Email, CreatedAt: ts(p.CreatedAt)})
 		return err
 	})
 	return p, seq, err
@@ -382,7 +370,7 @@ func (s *Store) CreatePartnerProgram(ctx context.Context, pp catalog.PartnerProg
 			return fmt.Errorf("insert partner-program: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventPartnerProgram, pp.ProgramID, &eventsv1.PartnerProgram{
+		seq, err = s.publish(ctx, tx, eventsv1.TypePartnerProgramUpserted, pp.ProgramID, &eventsv1.PartnerProgram{
 			Id: pp.ID, PartnerId: pp.PartnerID, ProgramId: pp.ProgramID, Approved: pp.Approved, CreatedAt: ts(pp.CreatedAt),
 		})
 		return err
@@ -402,7 +390,7 @@ func (s *Store) CreateLink(ctx context.Context, l catalog.Link) (catalog.Link, c
 			return fmt.Errorf("insert link: %w", err)
 		}
 		var err error
-		seq, err = s.publish(ctx, tx, EventLink, l.ProgramID, linkEvent(l))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeLinkUpserted, l.ProgramID, linkEvent(l))
 		return err
 	})
 	return l, seq, err
@@ -428,7 +416,7 @@ func (s *Store) UpdateLink(ctx context.Context, id int64, fn func(*catalog.Link)
 		if _, err := tx.Exec(ctx, `UPDATE links SET active = $2 WHERE id = $1`, id, l.Active); err != nil {
 			return fmt.Errorf("update link %d: %w", id, err)
 		}
-		seq, err = s.publish(ctx, tx, EventLink, l.ProgramID, linkEvent(l))
+		seq, err = s.publish(ctx, tx, eventsv1.TypeLinkUpserted, l.ProgramID, linkEvent(l))
 		return err
 	})
 	return l, seq, err

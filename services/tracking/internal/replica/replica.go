@@ -35,7 +35,7 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 	seq := env.GetSeq()
 	switch env.GetType() {
-	case "catalog.program.upserted":
+	case eventsv1.TypeProgramUpserted:
 		var p eventsv1.Program
 		if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
 			return fmt.Errorf("decode program event %s: %w", env.GetId(), err)
@@ -53,7 +53,7 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 		if err != nil {
 			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}
-	case "catalog.api_key.upserted":
+	case eventsv1.TypeAPIKeyUpserted:
 		var k eventsv1.ApiKey
 		if err := proto.Unmarshal(env.GetPayload(), &k); err != nil {
 			return fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
@@ -68,7 +68,7 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 		if err != nil {
 			return fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
 		}
-	case "catalog.partner_program.upserted":
+	case eventsv1.TypePartnerProgramUpserted:
 		var pp eventsv1.PartnerProgram
 		if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
 			return fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
@@ -81,7 +81,7 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 		if err != nil {
 			return fmt.Errorf("upsert partner-program %d: %w", pp.GetId(), err)
 		}
-	case "catalog.link.upserted":
+	case eventsv1.TypeLinkUpserted:
 		var l eventsv1.Link
 		if err := proto.Unmarshal(env.GetPayload(), &l); err != nil {
 			return fmt.Errorf("decode link event %s: %w", env.GetId(), err)
