@@ -16,7 +16,6 @@ import (
 // Name is the service's name: its schema, consumer-group prefix and logs.
 const Name = "tracking"
 
-
 // Spec describes tracking to the platform.
 func Spec() platform.Spec {
 	return platform.Spec{

@@ -1,0 +1,216 @@
+// Package enrich derives the server-side attributes stored on every click
+// event: geo (country, region, city) from a MaxMind-format database and
+// device type, OS and browser from the User-Agent.
+//
+// An Enricher is safe for concurrent use. Enrich never fails: whatever cannot
+// be derived is left empty, because a click must be recorded even when its
+// visitor cannot be located or its browser is unknown.
+package enrich
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/oschwald/maxminddb-golang/v2"
+)
+
+// Device types stored on click events. An unknown device is "".
+const (
+	DeviceDesktop = "desktop"
+	DeviceMobile  = "mobile"
+	DeviceTablet  = "tablet"
+	DeviceBot     = "bot"
+)
+
+// DefaultUACacheSize is the number of distinct User-Agents whose parse result
+// is kept when Config.UACacheSize is 0. A few thousand strings cover nearly
+// all real browser traffic; the bound is what keeps rotating bot UAs from
+// growing memory (at most about 1 KiB per entry, see maxUALen).
+const DefaultUACacheSize = 4096
+
+// maxUALen bounds the User-Agent bytes parsed and cached. Real browser UAs are
+// a few hundred bytes; anything past this is either junk or an attempt to
+// make each click expensive.
+const maxUALen = 1024
+
+// maxBrowserLen drops browser names that are not plausible family names: for
+// an unrecognised UA the parser may fall back to the whole string.
+const maxBrowserLen = 64
+
+// Config configures New.
+type Config struct {
+	// GeoIPPath is the path of a MaxMind DB (.mmdb) file with the GeoIP2 /
+	// GeoLite2 City or Country layout (env GEOIP_DB). Empty disables geo:
+	// the geo fields of Info stay empty.
+	GeoIPPath string
+	// UACacheSize is the number of distinct User-Agents whose parse result
+	// is cached (LRU). 0 means DefaultUACacheSize; a negative value disables
+	// the cache.
+	UACacheSize int
+}
+
+// Info is what a click event stores about its visitor. Every field may be
+// empty when it cannot be derived.
+type Info struct {
+	Country    string // ISO 3166-1 alpha-2, e.g. "US"
+	Region     string // first subdivision's ISO 3166-2 code without the country, e.g. "CA"; its English name when the database has no code
+	City       string // English city name, e.g. "Mountain View"
+	DeviceType string // DeviceDesktop, DeviceMobile, DeviceTablet, DeviceBot or ""
+	OS         string // family: "Windows", "macOS", "iOS", "Android", "Linux", "ChromeOS", ...
+	Browser    string // family: "Chrome", "Safari", "Firefox", "Edge", "Opera", "Samsung Browser", bot names, ...
+}
+
+// GeoDBInfo describes the geo database an Enricher opened, for the startup
+// log line.
+type GeoDBInfo struct {
+	Path      string
+	Type      string // metadata database_type, e.g. "GeoLite2-City"
+	BuildTime time.Time
+	IPVersion uint
+}
+
+// Enricher derives Info. Create it with New and Close it on shutdown.
+type Enricher struct {
+	geo     *maxminddb.Reader // nil when no database is configured
+	geoInfo GeoDBInfo
+	uaCache *lru.Cache[string, uaInfo] // nil when caching is disabled
+}
+
+// New opens the geo database named by cfg.GeoIPPath, if any, and checks it
+// completely, so that a missing, truncated or corrupt file (or a database of
+// the wrong kind, such as an ASN database) stops the service at startup
+// instead of silently producing empty geo on every click.
+func New(cfg Config) (*Enricher, error) {
+	e := &Enricher{}
+	if cfg.GeoIPPath != "" {
+		r, info, err := openGeo(cfg.GeoIPPath)
+		if err != nil {
+			return nil, err
+		}
+		e.geo, e.geoInfo = r, info
+	}
+	size := cfg.UACacheSize
+	if size == 0 {
+		size = DefaultUACacheSize
+	}
+	if size > 0 {
+		c, err := lru.New[string, uaInfo](size)
+		if err != nil {
+			_ = e.Close()
+			return nil, fmt.Errorf("create user-agent cache: %w", err)
+		}
+		e.uaCache = c
+	}
+	return e, nil
+}
+
+func openGeo(path string) (*maxminddb.Reader, GeoDBInfo, error) {
+	r, err := maxminddb.Open(path)
+	if err != nil {
+		return nil, GeoDBInfo{}, fmt.Errorf("open geoip database %q: %w", path, err)
+	}
+	// Open only reads the metadata at the end of the file; Verify walks the
+	// search tree and data section, so a file damaged in the middle fails
+	// here rather than on some visitor's click.
+	if err := r.Verify(); err != nil {
+		_ = r.Close()
+		return nil, GeoDBInfo{}, fmt.Errorf("verify geoip database %q: %w", path, err)
+	}
+	md := r.Metadata
+	if !isLocationDB(md.DatabaseType) {
+		_ = r.Close()
+		return nil, GeoDBInfo{}, fmt.Errorf("geoip database %q is of type %q: want a City or Country database (GeoIP2/GeoLite2 City, Country or Enterprise layout)", path, md.DatabaseType)
+	}
+	return r, GeoDBInfo{Path: path, Type: md.DatabaseType, BuildTime: md.BuildTime(), IPVersion: md.IPVersion}, nil
+}
+
+// isLocationDB reports whether a database type carries the country/city
+// layout. MaxMind also ships ASN, ISP, Domain and anonymity databases in the
+// same file format; opening one of those by mistake would otherwise go
+// unnoticed.
+func isLocationDB(dbType string) bool {
+	t := strings.ToLower(dbType)
+	return strings.Contains(t, "city") || strings.Contains(t, "country") || strings.Contains(t, "enterprise")
+}
+
+// GeoDB describes the opened geo database; ok is false when none is configured.
+func (e *Enricher) GeoDB() (info GeoDBInfo, ok bool) {
+	if e == nil || e.geo == nil {
+		return GeoDBInfo{}, false
+	}
+	return e.geoInfo, true
+}
+
+// Close releases the geo database (its memory map). Enrich must not be called
+// after Close.
+func (e *Enricher) Close() error {
+	if e == nil || e.geo == nil {
+		return nil
+	}
+	err := e.geo.Close()
+	e.geo = nil
+	if err != nil {
+		return fmt.Errorf("close geoip database: %w", err)
+	}
+	return nil
+}
+
+// Enrich derives the visitor's geo from ip and device, OS and browser from
+// userAgent. An invalid ip (the zero netip.Addr) yields no geo; an IPv4-mapped
+// IPv6 address is looked up as IPv4.
+func (e *Enricher) Enrich(ip netip.Addr, userAgent string) Info {
+	if e == nil {
+		return Info{}
+	}
+	var info Info
+	info.Country, info.Region, info.City = e.lookupGeo(ip)
+	ua := e.parseUA(userAgent)
+	info.DeviceType, info.OS, info.Browser = ua.device, ua.os, ua.browser
+	return info
+}
+
+// cityRecord holds the only fields read from a record; the reader skips the
+// rest (other languages, geoname ids, location, postal, traits), which keeps
+// a lookup to a handful of small allocations.
+type cityRecord struct {
+	Country struct {
+		ISOCode string `maxminddb:"iso_code"`
+	} `maxminddb:"country"`
+	Subdivisions []struct {
+		ISOCode string `maxminddb:"iso_code"`
+		Names   struct {
+			En string `maxminddb:"en"`
+		} `maxminddb:"names"`
+	} `maxminddb:"subdivisions"`
+	City struct {
+		Names struct {
+			En string `maxminddb:"en"`
+		} `maxminddb:"names"`
+	} `maxminddb:"city"`
+}
+
+func (e *Enricher) lookupGeo(ip netip.Addr) (country, region, city string) {
+	if e.geo == nil || !ip.IsValid() {
+		return "", "", ""
+	}
+	// Proxies and dual-stack listeners report IPv4 clients as ::ffff:a.b.c.d;
+	// the database stores them under its IPv4 subtree.
+	ip = ip.Unmap()
+	var rec cityRecord
+	// Not found, an IPv6 address in an IPv4-only database and a record that
+	// does not decode all mean "location unknown": a click is never refused
+	// for it. Verify at startup makes the last one practically impossible.
+	if err := e.geo.Lookup(ip).Decode(&rec); err != nil {
+		return "", "", ""
+	}
+	if len(rec.Subdivisions) > 0 {
+		region = rec.Subdivisions[0].ISOCode
+		if region == "" {
+			region = rec.Subdivisions[0].Names.En
+		}
+	}
+	return rec.Country.ISOCode, region, rec.City.Names.En
+}

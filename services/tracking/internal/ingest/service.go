@@ -1,0 +1,395 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Service is the tracking use cases.
+type Service interface {
+	Click(ctx context.Context, in ClickInput) (ClickOutput, error)
+	Lead(ctx context.Context, in LeadInput) (LeadOutput, error)
+	Visit(ctx context.Context, in VisitInput) error
+	Config(ctx context.Context, in ProgramRef) (Program, error)
+	// OriginAllowedSomewhere answers browser preflights, which carry no
+	// body and so name no program.
+	OriginAllowedSomewhere(ctx context.Context, origin string) (bool, error)
+}
+
+// ProgramRef is a program id as a client sent it (string or integer).
+type ProgramRef struct {
+	Sent  bool
+	Valid bool // a positive whole number
+	ID    int64
+}
+
+// ClickInput is a decoded click request.
+type ClickInput struct {
+	AffiliateURL     string
+	AffiliateURLSent bool
+	Program          ProgramRef
+	ExistingClickID  string
+	VisitorIP        string
+	UserAgent        string // body's user_agent, else the request header's
+	Details          ClickDetails
+	TestMode         bool
+	TestProgramID    int64 // additional_data.program_id; 0 when absent
+	Key              *Key  // a recognised program key, or nil
+	ClientIP         netip.Addr
+	Origin           string
+}
+
+// ClickOutput answers a click: Test is set in test mode.
+type ClickOutput struct {
+	ClickID          string
+	PartnerCode      string
+	CookieWindowDays int
+	Test             *TestEvent
+}
+
+// TestEvent answers a test-mode click or lead.
+type TestEvent struct {
+	EventID   int64
+	ProgramID int64
+	Message   string
+}
+
+// LeadInput is a decoded lead request. Key is nil in browser mode.
+type LeadInput struct {
+	Key           *Key
+	ClickID       string
+	CustomerKey   string
+	Email         string
+	Program       ProgramRef // read in browser mode only
+	TestMode      bool
+	TestProgramID int64
+	EventName     string
+	Origin        string
+}
+
+// LeadOutput answers a lead.
+type LeadOutput struct {
+	Provisional bool
+	Message     string
+	Test        *TestEvent
+}
+
+// VisitInput is a decoded visit request.
+type VisitInput struct {
+	Program     ProgramRef
+	PageURL     string
+	ClickID     string
+	ReferrerURL string
+	SessionID   string
+	ClientIP    netip.Addr
+	Origin      string
+}
+
+// Config wires the service.
+type Config struct {
+	Store    Store
+	Enricher Enricher
+	Now      func() time.Time
+}
+
+type service struct {
+	store    Store
+	enricher Enricher
+	now      func() time.Time
+}
+
+// NewService checks the wiring and returns the service.
+func NewService(cfg Config) (Service, error) {
+	if cfg.Store == nil || cfg.Enricher == nil || cfg.Now == nil {
+		return nil, fmt.Errorf("ingest: store, enricher and clock are required")
+	}
+	return &service{store: cfg.Store, enricher: cfg.Enricher, now: cfg.Now}, nil
+}
+
+var clickIDShape = regexp.MustCompile(`^cust_[0-9]{1,20}_[0-9]{1,20}$`)
+
+// newClickID makes an id of the shape cust_<number>_<number>: the creation
+// time in milliseconds and 53 random bits, unique without coordination.
+func (s *service) newClickID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return clickIDPrefix + strconv.FormatInt(s.now().UnixMilli(), 10) + "_" +
+		strconv.FormatUint(binary.BigEndian.Uint64(b[:])>>11, 10)
+}
+
+// referralCode extracts the aff (or via) value of a fully-qualified URL.
+func referralCode(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fail(ErrInvalid, MsgInvalidAffiliateURL)
+	}
+	q := u.Query()
+	if code := strings.TrimSpace(q.Get("aff")); code != "" {
+		return code, nil
+	}
+	if code := strings.TrimSpace(q.Get("via")); code != "" {
+		return code, nil
+	}
+	return "", fail(ErrInvalid, MsgNoAffParameter)
+}
+
+func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error) {
+	if !in.AffiliateURLSent || strings.TrimSpace(in.AffiliateURL) == "" {
+		return ClickOutput{}, fail(ErrInvalid, MsgAffiliateURLRequired)
+	}
+	code, err := referralCode(in.AffiliateURL)
+	if err != nil {
+		return ClickOutput{}, err
+	}
+	var scope int64
+	if in.Program.Sent {
+		if !in.Program.Valid {
+			return ClickOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+		}
+		if _, ok, err := s.store.Program(ctx, in.Program.ID); err != nil {
+			return ClickOutput{}, err
+		} else if !ok {
+			return ClickOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+		}
+		scope = in.Program.ID
+	}
+	if in.TestMode && in.Key != nil && in.TestProgramID != 0 && in.TestProgramID != in.Key.ProgramID {
+		return ClickOutput{}, fail(ErrForbidden, MsgProgramKeyMismatch)
+	}
+	link, ok, err := s.store.FindLink(ctx, code, scope)
+	if err != nil {
+		return ClickOutput{}, err
+	}
+	if !ok {
+		return ClickOutput{}, fail(ErrInvalid, MsgLinkNotFound)
+	}
+	if link.PartnerID == 0 || !link.ProgramKnown {
+		return ClickOutput{}, fail(ErrInvalid, MsgInvalidLinkConfig)
+	}
+	if in.Origin != "" && !link.Program.AllowsOrigin(in.Origin) {
+		return ClickOutput{}, fail(ErrForbidden, MsgOriginNotAllowed)
+	}
+	if !link.Active {
+		return ClickOutput{}, &Error{Kind: ErrGone, Message: MsgLinkDisabled, Hint: HintLinkDisabled}
+	}
+	ip := in.ClientIP
+	// visitor_ip counts only with the link's own program key, not retired.
+	if in.VisitorIP != "" && in.Key != nil && in.Key.Usable && in.Key.ProgramID == link.Program.ID {
+		if v, err := netip.ParseAddr(strings.TrimSpace(in.VisitorIP)); err == nil {
+			ip = v.Unmap()
+		}
+	}
+	enr := s.enricher.Enrich(ip, in.UserAgent)
+	in.Details.UserAgent = in.UserAgent
+	now := s.now().UTC()
+	if in.TestMode {
+		programID := link.Program.ID
+		if in.Key != nil {
+			programID = in.Key.ProgramID
+		} else if in.TestProgramID != 0 {
+			if _, ok, err := s.store.Program(ctx, in.TestProgramID); err != nil {
+				return ClickOutput{}, err
+			} else if !ok {
+				return ClickOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+			}
+			programID = in.TestProgramID
+		}
+		id, err := s.store.RecordTestClick(ctx, TestClickRecord{Link: link, ProgramID: programID, Details: in.Details, IP: ip, Enrichment: enr, At: now})
+		if err != nil {
+			return ClickOutput{}, err
+		}
+		return ClickOutput{Test: &TestEvent{EventID: id, ProgramID: programID, Message: MsgTestClick}}, nil
+	}
+	existing := strings.TrimSpace(in.ExistingClickID)
+	if !clickIDShape.MatchString(existing) {
+		// Only ids of our own shape are adopted; anything else gets a new one.
+		existing = ""
+	}
+	res, err := s.store.RecordClick(ctx, ClickRecord{
+		Link: link, ExistingClickID: existing, ProgramScoped: in.Program.Sent, NewClickID: s.newClickID,
+		Details: in.Details, IP: ip, Enrichment: enr, At: now,
+	})
+	if err != nil {
+		return ClickOutput{}, err
+	}
+	window := link.Program.AttributionWindowDays
+	if window <= 0 {
+		window = defaultAttributionWindow
+	}
+	return ClickOutput{ClickID: res.ClickID, PartnerCode: link.Code, CookieWindowDays: window}, nil
+}
+
+// hashEmail keeps only a SHA-256 of the normalised address.
+func hashEmail(email string) string {
+	e := strings.ToLower(strings.TrimSpace(email))
+	if e == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(e))
+	return hex.EncodeToString(sum[:])
+}
+
+func (s *service) Lead(ctx context.Context, in LeadInput) (LeadOutput, error) {
+	if in.TestMode {
+		return s.testLead(ctx, in)
+	}
+	server := in.Key != nil
+	if in.ClickID == "" && in.CustomerKey == "" {
+		return LeadOutput{}, fail(ErrInvalid, MsgClickIDOrKeyRequired)
+	}
+	if !server && in.ClickID == "" {
+		return LeadOutput{}, fail(ErrInvalid, MsgClickIDRequiredNoKey)
+	}
+	ref := LeadRef{ClickID: in.ClickID}
+	if server {
+		ref.CustomerKey, ref.ProgramID = in.CustomerKey, in.Key.ProgramID
+	}
+	var out LeadOutput
+	found, err := s.store.Lead(ctx, ref, s.now().UTC(), func(c Customer) (LeadDecision, error) {
+		d := LeadDecision{Record: true, CustomerKey: in.CustomerKey, EmailHash: hashEmail(in.Email), EventName: in.EventName}
+		if server {
+			if c.ProgramID != in.Key.ProgramID {
+				return d, fail(ErrInvalid, MsgCustomerOtherProgram)
+			}
+			d.ViaKey, d.KeyID = true, in.Key.ID
+		} else {
+			if in.Program.Sent && (!in.Program.Valid || in.Program.ID != c.ProgramID) {
+				return d, fail(ErrInvalid, MsgCustomerNotFound)
+			}
+			if in.Origin != "" && !c.Program.AllowsOrigin(in.Origin) {
+				return d, fail(ErrForbidden, MsgOriginNotAllowed)
+			}
+		}
+		if c.Status != customerStatusClick {
+			return d, fail(ErrInvalid, fmt.Sprintf(msgStatusCannotBeLeadFmt, c.Status))
+		}
+		if server {
+			if c.HasProvisional && c.SaleRecorded {
+				return d, fail(ErrInvalid, MsgLeadAfterSale)
+			}
+			out.Message = MsgLeadSettled
+			return d, nil
+		}
+		if c.Program.LeadAuthPolicy == policyBrowserAllowed {
+			out.Message = MsgLeadSettled
+			return d, nil
+		}
+		// server_required: the browser's word is kept, not trusted.
+		out.Provisional, out.Message = true, MsgLeadProvisional
+		d.Provisional = true
+		d.Record = !c.HasProvisional
+		return d, nil
+	})
+	if err != nil {
+		return LeadOutput{}, err
+	}
+	if !found {
+		return LeadOutput{}, fail(ErrInvalid, MsgCustomerNotFound)
+	}
+	return out, nil
+}
+
+func (s *service) testLead(ctx context.Context, in LeadInput) (LeadOutput, error) {
+	if in.Key != nil && in.TestProgramID != 0 && in.TestProgramID != in.Key.ProgramID {
+		return LeadOutput{}, fail(ErrForbidden, MsgProgramKeyMismatch)
+	}
+	rec := TestLeadRecord{ClickID: in.ClickID, CustomerKey: in.CustomerKey, EmailHash: hashEmail(in.Email), EventName: in.EventName, At: s.now().UTC()}
+	var customer Customer
+	var haveCustomer bool
+	if in.ClickID != "" {
+		c, ok, err := s.store.FindCustomer(ctx, LeadRef{ClickID: in.ClickID})
+		if err != nil {
+			return LeadOutput{}, err
+		}
+		customer, haveCustomer = c, ok
+	}
+	switch {
+	case in.Key != nil:
+		rec.ProgramID, rec.ViaKey, rec.KeyID = in.Key.ProgramID, true, in.Key.ID
+	case in.TestProgramID != 0:
+		rec.ProgramID = in.TestProgramID
+	case in.Program.Sent && in.Program.Valid:
+		rec.ProgramID = in.Program.ID
+	case haveCustomer:
+		rec.ProgramID = customer.ProgramID
+	default:
+		return LeadOutput{}, fail(ErrInvalid, MsgTestProgramRequired)
+	}
+	if in.Key == nil {
+		p, ok, err := s.store.Program(ctx, rec.ProgramID)
+		if err != nil {
+			return LeadOutput{}, err
+		}
+		if !ok {
+			return LeadOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+		}
+		if in.Origin != "" && !p.AllowsOrigin(in.Origin) {
+			return LeadOutput{}, fail(ErrForbidden, MsgOriginNotAllowed)
+		}
+	}
+	if haveCustomer && customer.ProgramID == rec.ProgramID {
+		rec.CustomerID = customer.ID
+	}
+	id, err := s.store.RecordTestLead(ctx, rec)
+	if err != nil {
+		return LeadOutput{}, err
+	}
+	return LeadOutput{Message: MsgTestLead, Test: &TestEvent{EventID: id, ProgramID: rec.ProgramID, Message: MsgTestLead}}, nil
+}
+
+func (s *service) program(ctx context.Context, ref ProgramRef) (Program, error) {
+	if !ref.Sent {
+		return Program{}, fail(ErrInvalid, MsgProgramIDRequired)
+	}
+	if !ref.Valid {
+		return Program{}, fail(ErrInvalid, MsgUnknownProgram)
+	}
+	p, ok, err := s.store.Program(ctx, ref.ID)
+	if err != nil {
+		return Program{}, err
+	}
+	if !ok {
+		return Program{}, fail(ErrInvalid, MsgUnknownProgram)
+	}
+	if p.AttributionWindowDays <= 0 {
+		p.AttributionWindowDays = defaultAttributionWindow
+	}
+	return p, nil
+}
+
+func (s *service) Visit(ctx context.Context, in VisitInput) error {
+	p, err := s.program(ctx, in.Program)
+	if err != nil {
+		return err
+	}
+	u, perr := url.Parse(strings.TrimSpace(in.PageURL))
+	if in.PageURL == "" || perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(in.PageURL) > maxStoredTextLength {
+		return fail(ErrInvalid, MsgPageURLRequired)
+	}
+	if in.Origin != "" && !p.AllowsOrigin(in.Origin) {
+		return fail(ErrForbidden, MsgOriginNotAllowed)
+	}
+	_, err = s.store.RecordVisit(ctx, Visit{
+		ProgramID: p.ID, ClickID: in.ClickID, PageURL: in.PageURL, ReferrerURL: in.ReferrerURL,
+		SessionID: in.SessionID, IP: in.ClientIP, At: s.now().UTC(),
+	})
+	return err
+}
+
+func (s *service) Config(ctx context.Context, ref ProgramRef) (Program, error) {
+	return s.program(ctx, ref)
+}
+
+func (s *service) OriginAllowedSomewhere(ctx context.Context, origin string) (bool, error) {
+	return s.store.AnyProgramAllowsOrigin(ctx, origin)
+}
