@@ -144,15 +144,14 @@ func (e *Enricher) GeoDB() (info GeoDBInfo, ok bool) {
 	return e.geoInfo, true
 }
 
-// Close releases the geo database (its memory map). Enrich must not be called
-// after Close.
+// Close releases the geo database's memory map. Call it only after the HTTP
+// server has drained: a lookup still running would read unmapped memory.
+// Calling Close twice is harmless.
 func (e *Enricher) Close() error {
 	if e == nil || e.geo == nil {
 		return nil
 	}
-	err := e.geo.Close()
-	e.geo = nil
-	if err != nil {
+	if err := e.geo.Close(); err != nil {
 		return fmt.Errorf("close geoip database: %w", err)
 	}
 	return nil
