@@ -39,6 +39,7 @@ type Result struct {
 	TransportErrors int64
 	Statuses        map[int]int64
 	FirstFailure    string // the first failed answer or transport error, for the report
+	WarmupOK        int64  // OK answers of the warm-up before this run, for the row-count check
 	Latency         Latency
 }
 
