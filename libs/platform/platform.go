@@ -275,6 +275,12 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	return nil
 }
 
+// AddCloser registers fn to run when the service stops, after the HTTP
+// server and every runner have finished.
+func (p *Platform) AddCloser(fn func(context.Context) error) {
+	p.closers = append(p.closers, fn)
+}
+
 // Consume adds an inbox consumer of topic in consumer group group; each
 // event's effect is applied by handler exactly once.
 func (p *Platform) Consume(topic, group string, handler inbox.Handler) error {

@@ -5,16 +5,31 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 
-	"github.com/svc-dev/svc/libs/catalogsync"
+	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/tracking/internal/endpoints"
+	"github.com/svc-dev/svc/services/tracking/internal/enrich"
+	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest"
+	"github.com/svc-dev/svc/services/tracking/internal/pgstore"
 	"github.com/svc-dev/svc/services/tracking/internal/replica"
 	"github.com/svc-dev/svc/services/tracking/migrations"
+	"github.com/svc-dev/svc/services/tracking/web"
+
+	"github.com/go-kit/kit/endpoint"
 )
 
 // Name is the service's name: its schema, consumer-group prefix and logs.
 const Name = "tracking"
+
+// DefaultDocsURL is where rotation warnings send integrators.
+const DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
 
 // Spec describes tracking to the platform.
 func Spec() platform.Spec {
@@ -22,16 +37,67 @@ func Spec() platform.Spec {
 		Name:           Name,
 		Migrations:     migrations.FS,
 		CatalogReplica: true,
-		Topics:         []string{eventsv1.TopicCatalog, catalogsync.TopicApplied},
+		Topics:         []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
 		Wire:           wire,
 	}
 }
 
 func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
+	geoPath := p.Env.String("GEOIP_DB", "")
+	docsURL := p.Env.String("API_KEY_DOCS_URL", DefaultDocsURL)
+	limits := httpapi.DefaultLimits()
+	limits.Click = p.Env.Int("TRACK_CLICK_RATE_LIMIT", limits.Click)
+	limits.Lead = p.Env.Int("TRACK_LEAD_RATE_LIMIT", limits.Lead)
+	limits.Visit = p.Env.Int("TRACK_VISIT_RATE_LIMIT", limits.Visit)
+	limits.Config = p.Env.Int("TRACK_CONFIG_RATE_LIMIT", limits.Config)
+	if err := p.Env.Err(); err != nil {
+		return nil, err
+	}
 	if err := p.Consume(eventsv1.TopicCatalog, Name+".catalog", replica.Applier{Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
-	// The public tracking routes (click, lead, visit, config) come with the
-	// tracking ingest issue; until then the service keeps its replica.
-	return nil, nil
+	enr, err := enrich.New(enrich.Config{GeoIPPath: geoPath})
+	if err != nil {
+		return nil, fmt.Errorf("GEOIP_DB: %w", err)
+	}
+	p.AddCloser(func(context.Context) error { return enr.Close() })
+	store := pgstore.New(p.Pool)
+	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
+	if err != nil {
+		return nil, err
+	}
+	tracer := p.Tracer.Tracer("svc/tracking")
+	set := endpoints.New(svc, func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) })
+	refusals, err := ratelimit.NewRefusalCounter(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := httpapi.Routes(set, httpapi.Config{
+		Logger:  p.Logger,
+		Now:     p.Now,
+		Keys:    &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: docsURL},
+		IPs:     p.IPs,
+		Limits:  limits,
+		OnLimit: refusals.Inc,
+		Origins: svc.OriginAllowedSomewhere,
+		Extra: []httpapi.Route{
+			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]platform.Route, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
+	}
+	return out, nil
+}
+
+// enricher adapts the enrich package to the domain's interface.
+type enricher struct{ e *enrich.Enricher }
+
+func (a enricher) Enrich(ip netip.Addr, ua string) ingest.Enrichment {
+	i := a.e.Enrich(ip, ua)
+	return ingest.Enrichment{Country: i.Country, Region: i.Region, City: i.City, DeviceType: i.DeviceType, OS: i.OS, Browser: i.Browser}
 }

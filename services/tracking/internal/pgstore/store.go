@@ -1,0 +1,382 @@
+// Package pgstore is the Postgres implementation of ingest.Store and of the
+// API-key store over tracking's catalog replica. Every write stores its
+// tracking event in the outbox in the same transaction.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/outbox"
+	"github.com/svc-dev/svc/libs/pg"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest"
+)
+
+// Store implements ingest.Store and apikey.Store.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+var (
+	_ ingest.Store = (*Store)(nil)
+	_ apikey.Store = (*Store)(nil)
+)
+
+// LookupKeyByHash finds a program API key in the replica.
+func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
+	var k apikey.Key
+	err := s.pool.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline, revoked
+		FROM api_keys WHERE key_hash = $1`, hash).
+		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.Revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apikey.Key{}, apikey.ErrKeyNotFound
+	}
+	if err != nil {
+		return apikey.Key{}, fmt.Errorf("look up api key: %w", err)
+	}
+	return k, nil
+}
+
+func (s *Store) Program(ctx context.Context, id int64) (ingest.Program, bool, error) {
+	var p ingest.Program
+	err := s.pool.QueryRow(ctx, `SELECT id, attribution_window_days, lead_auth_policy, allowed_origins FROM programs WHERE id = $1`, id).
+		Scan(&p.ID, &p.AttributionWindowDays, &p.LeadAuthPolicy, &p.AllowedOrigins)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ingest.Program{}, false, nil
+	}
+	if err != nil {
+		return ingest.Program{}, false, fmt.Errorf("load program %d: %w", id, err)
+	}
+	return p, true, nil
+}
+
+func (s *Store) AnyProgramAllowsOrigin(ctx context.Context, origin string) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM programs WHERE $1 = ANY (allowed_origins))`, origin).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check origin: %w", err)
+	}
+	return ok, nil
+}
+
+// FindLink prefers an active link when a code exists in several programs
+// and no program was named, then the oldest.
+func (s *Store) FindLink(ctx context.Context, code string, programID int64) (ingest.Link, bool, error) {
+	var l ingest.Link
+	err := s.pool.QueryRow(ctx, `SELECT l.id, l.code, l.partner_id, l.active, p.id IS NOT NULL, l.program_id,
+			COALESCE(p.attribution_window_days, 0), COALESCE(p.lead_auth_policy, ''), COALESCE(p.allowed_origins, '{}')
+		FROM links l LEFT JOIN programs p ON p.id = l.program_id
+		WHERE l.code = $1 AND ($2::bigint = 0 OR l.program_id = $2)
+		ORDER BY l.active DESC, l.id LIMIT 1`, code, programID).
+		Scan(&l.ID, &l.Code, &l.PartnerID, &l.Active, &l.ProgramKnown, &l.Program.ID,
+			&l.Program.AttributionWindowDays, &l.Program.LeadAuthPolicy, &l.Program.AllowedOrigins)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ingest.Link{}, false, nil
+	}
+	if err != nil {
+		return ingest.Link{}, false, fmt.Errorf("find link %q: %w", code, err)
+	}
+	return l, true, nil
+}
+
+func ipArg(ip netip.Addr) any {
+	if !ip.IsValid() {
+		return nil
+	}
+	return ip.String()
+}
+
+// resolveCustomer applies the existing_click_id rules inside tx: reuse the
+// customer holding the id (unless program-scoped and of another program),
+// adopt an unknown id for a new customer, else make a new id.
+func resolveCustomer(ctx context.Context, tx pgx.Tx, rec ingest.ClickRecord) (id int64, clickID string, firstPartner int64, created bool, err error) {
+	link := rec.Link
+	insert := func(cid string) (int64, bool, error) {
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO customers (click_id, program_id, first_partner_id, first_link_id, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (click_id) DO NOTHING RETURNING id`,
+			cid, link.Program.ID, link.PartnerID, link.ID, rec.At).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, false, nil
+		}
+		return id, err == nil, err
+	}
+	if rec.ExistingClickID != "" {
+		for attempt := 0; attempt < 2; attempt++ {
+			var program int64
+			err := tx.QueryRow(ctx, `SELECT id, program_id, first_partner_id FROM customers WHERE click_id = $1`, rec.ExistingClickID).
+				Scan(&id, &program, &firstPartner)
+			switch {
+			case err == nil:
+				if rec.ProgramScoped && program != link.Program.ID {
+					attempt = 2 // another program's visitor: start afresh below
+					break
+				}
+				return id, rec.ExistingClickID, firstPartner, false, nil
+			case errors.Is(err, pgx.ErrNoRows):
+				newID, ok, ierr := insert(rec.ExistingClickID)
+				if ierr != nil {
+					return 0, "", 0, false, fmt.Errorf("adopt click id: %w", ierr)
+				}
+				if ok {
+					return newID, rec.ExistingClickID, link.PartnerID, true, nil
+				}
+				// Inserted concurrently by another request: read it again.
+			default:
+				return 0, "", 0, false, fmt.Errorf("load customer: %w", err)
+			}
+		}
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		cid := rec.NewClickID()
+		newID, ok, err := insert(cid)
+		if err != nil {
+			return 0, "", 0, false, fmt.Errorf("create customer: %w", err)
+		}
+		if ok {
+			return newID, cid, link.PartnerID, true, nil
+		}
+	}
+	return 0, "", 0, false, errors.New("create customer: could not find a free click id")
+}
+
+func (s *Store) RecordClick(ctx context.Context, rec ingest.ClickRecord) (ingest.ClickResult, error) {
+	var res ingest.ClickResult
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		customerID, clickID, firstPartner, created, err := resolveCustomer(ctx, tx, rec)
+		if err != nil {
+			return err
+		}
+		res.CustomerID, res.ClickID, res.NewCustomer = customerID, clickID, created
+		d, e, l := rec.Details, rec.Enrichment, rec.Link
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO affiliate_click_events (customer_id, click_id, program_id, link_id, partner_id, code,
+				page_url, page_title, referrer_url, session_id, user_agent, screen_resolution, viewport_size, language, timezone,
+				ip, country, region, city, device_type, os, browser, is_test, created_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,false,$23) RETURNING id`,
+			customerID, clickID, l.Program.ID, l.ID, l.PartnerID, l.Code,
+			d.PageURL, d.PageTitle, d.ReferrerURL, d.SessionID, d.UserAgent, d.ScreenResolution, d.ViewportSize, d.Language, d.Timezone,
+			ipArg(rec.IP), e.Country, e.Region, e.City, e.DeviceType, e.OS, e.Browser, rec.At).
+			QueryRow(func(row pgx.Row) error { return row.Scan(&res.EventID) })
+		b.Queue(`INSERT INTO link_stats (link_id, clicks, last_clicked) VALUES ($1, 1, $2)
+			ON CONFLICT (link_id) DO UPDATE SET clicks = link_stats.clicks + 1,
+				last_clicked = GREATEST(link_stats.last_clicked, EXCLUDED.last_clicked)`, l.ID, rec.At)
+		b.Queue(`INSERT INTO partner_program_metrics (program_id, partner_id, clicks) VALUES ($1, $2, 1)
+			ON CONFLICT (program_id, partner_id) DO UPDATE SET clicks = partner_program_metrics.clicks + 1`, l.Program.ID, l.PartnerID)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("store click: %w", err)
+		}
+		return publish(ctx, tx, eventsv1.TypeClickRecorded, l.Program.ID, rec.At, clickEvent(res.EventID, clickID, customerID, rec.Link, firstPartner, created, false, rec.Details, rec.Enrichment, rec.At))
+	})
+	return res, err
+}
+
+func clickEvent(eventID int64, clickID string, customerID int64, l ingest.Link, firstPartner int64, created, test bool, d ingest.ClickDetails, e ingest.Enrichment, at time.Time) *eventsv1.ClickRecorded {
+	return &eventsv1.ClickRecorded{
+		EventId: eventID, ClickId: clickID, CustomerId: customerID, ProgramId: l.Program.ID, LinkId: l.ID,
+		PartnerId: l.PartnerID, Code: l.Code, IsTest: test, NewCustomer: created, FirstPartnerId: firstPartner,
+		Country: e.Country, Region: e.Region, City: e.City, DeviceType: e.DeviceType, Os: e.OS, Browser: e.Browser,
+		PageUrl: d.PageURL, ReferrerUrl: d.ReferrerURL, ClickedAt: timestamppb.New(at),
+	}
+}
+
+// publish writes one tracking event to the outbox inside tx.
+func publish(ctx context.Context, tx pgx.Tx, typ string, programID int64, at time.Time, msg proto.Message) error {
+	payload, err := proto.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("marshal %s: %w", typ, err)
+	}
+	_, err = outbox.Enqueue(ctx, tx, eventsv1.TopicTracking, &eventsv1.Envelope{
+		Id: outbox.NewEventID(), Type: typ, OccurredAt: timestamppb.New(at), ProgramId: programID,
+		Source: "tracking", Payload: payload,
+	})
+	if err != nil {
+		return fmt.Errorf("enqueue %s: %w", typ, err)
+	}
+	return nil
+}
+
+func (s *Store) RecordTestClick(ctx context.Context, rec ingest.TestClickRecord) (int64, error) {
+	var id int64
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		d, e, l := rec.Details, rec.Enrichment, rec.Link
+		if err := tx.QueryRow(ctx, `INSERT INTO affiliate_click_events (program_id, link_id, partner_id, code,
+				page_url, page_title, referrer_url, session_id, user_agent, screen_resolution, viewport_size, language, timezone,
+				ip, country, region, city, device_type, os, browser, is_test, created_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,true,$21) RETURNING id`,
+			rec.ProgramID, l.ID, l.PartnerID, l.Code, d.PageURL, d.PageTitle, d.ReferrerURL, d.SessionID, d.UserAgent,
+			d.ScreenResolution, d.ViewportSize, d.Language, d.Timezone, ipArg(rec.IP), e.Country, e.Region, e.City,
+			e.DeviceType, e.OS, e.Browser, rec.At).Scan(&id); err != nil {
+			return fmt.Errorf("store test click: %w", err)
+		}
+		l.Program.ID = rec.ProgramID
+		return publish(ctx, tx, eventsv1.TypeClickRecorded, rec.ProgramID, rec.At, clickEvent(id, "", 0, l, 0, false, true, d, e, rec.At))
+	})
+	return id, err
+}
+
+const customerColumns = `c.id, c.click_id, c.program_id, c.status, c.first_partner_id, COALESCE(c.customer_key, ''),
+	c.sale_recorded_at IS NOT NULL,
+	EXISTS (SELECT 1 FROM lead_events le WHERE le.customer_id = c.id AND NOT le.is_test AND le.status = 'provisional'),
+	COALESCE(p.id, 0), COALESCE(p.attribution_window_days, 0), COALESCE(p.lead_auth_policy, 'server_required'), COALESCE(p.allowed_origins, '{}')`
+
+func scanCustomer(row pgx.Row) (ingest.Customer, error) {
+	var c ingest.Customer
+	err := row.Scan(&c.ID, &c.ClickID, &c.ProgramID, &c.Status, &c.FirstPartnerID, &c.CustomerKey, &c.SaleRecorded,
+		&c.HasProvisional, &c.Program.ID, &c.Program.AttributionWindowDays, &c.Program.LeadAuthPolicy, &c.Program.AllowedOrigins)
+	return c, err
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// findCustomer looks up by click id, then (with a program) by customer key.
+func findCustomer(ctx context.Context, q querier, ref ingest.LeadRef, lock string) (ingest.Customer, bool, error) {
+	if ref.ClickID != "" {
+		c, err := scanCustomer(q.QueryRow(ctx, `SELECT `+customerColumns+` FROM customers c LEFT JOIN programs p ON p.id = c.program_id
+			WHERE c.click_id = $1 `+lock, ref.ClickID))
+		if err == nil {
+			return c, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return ingest.Customer{}, false, fmt.Errorf("load customer by click id: %w", err)
+		}
+	}
+	if ref.CustomerKey != "" && ref.ProgramID != 0 {
+		c, err := scanCustomer(q.QueryRow(ctx, `SELECT `+customerColumns+` FROM customers c LEFT JOIN programs p ON p.id = c.program_id
+			WHERE c.program_id = $1 AND c.customer_key = $2 ORDER BY c.id DESC LIMIT 1 `+lock, ref.ProgramID, ref.CustomerKey))
+		if err == nil {
+			return c, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return ingest.Customer{}, false, fmt.Errorf("load customer by key: %w", err)
+		}
+	}
+	return ingest.Customer{}, false, nil
+}
+
+func (s *Store) FindCustomer(ctx context.Context, ref ingest.LeadRef) (ingest.Customer, bool, error) {
+	return findCustomer(ctx, s.pool, ref, "")
+}
+
+// errNothingToWrite ends a lead transaction that decided to record nothing.
+var errNothingToWrite = errors.New("nothing to write")
+
+func (s *Store) Lead(ctx context.Context, ref ingest.LeadRef, at time.Time, decide func(ingest.Customer) (ingest.LeadDecision, error)) (bool, error) {
+	found := false
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		c, ok, err := findCustomer(ctx, tx, ref, "FOR UPDATE OF c")
+		if err != nil || !ok {
+			return err
+		}
+		found = true
+		d, err := decide(c)
+		if err != nil {
+			return err
+		}
+		if !d.Record {
+			return errNothingToWrite
+		}
+		var key any
+		if d.CustomerKey != "" {
+			key = d.CustomerKey
+		}
+		var keyID any
+		if d.KeyID != 0 {
+			keyID = d.KeyID
+		}
+		ev := &eventsv1.LeadRecorded{CustomerId: c.ID, ClickId: c.ClickID, ProgramId: c.ProgramID, PartnerId: c.FirstPartnerID,
+			CustomerKey: d.CustomerKey, ViaApiKey: d.ViaKey, EventName: d.EventName, RecordedAt: timestamppb.New(at)}
+		if d.Provisional {
+			ev.Status = "provisional"
+			if err := tx.QueryRow(ctx, `INSERT INTO lead_events (customer_id, program_id, partner_id, click_id, customer_key,
+					email_hash, event_name, status, via_api_key, api_key_id, created_at)
+				VALUES ($1,$2,$3,$4,$5,NULLIF($6,''),$7,'provisional',$8,$9,$10) RETURNING id`,
+				c.ID, c.ProgramID, c.FirstPartnerID, c.ClickID, key, d.EmailHash, d.EventName, d.ViaKey, keyID, at).Scan(&ev.EventId); err != nil {
+				return fmt.Errorf("store provisional lead: %w", err)
+			}
+			return publish(ctx, tx, eventsv1.TypeLeadRecorded, c.ProgramID, at, ev)
+		}
+		ev.Status = "settled"
+		ev.SignupDate = timestamppb.New(at)
+		if c.HasProvisional {
+			err = tx.QueryRow(ctx, `UPDATE lead_events SET status = 'settled', settled_at = $2, via_api_key = $3,
+					api_key_id = COALESCE($4, api_key_id), customer_key = COALESCE($5, customer_key),
+					email_hash = COALESCE(NULLIF($6, ''), email_hash)
+				WHERE customer_id = $1 AND NOT is_test RETURNING id`, c.ID, at, d.ViaKey, keyID, key, d.EmailHash).Scan(&ev.EventId)
+		} else {
+			err = tx.QueryRow(ctx, `INSERT INTO lead_events (customer_id, program_id, partner_id, click_id, customer_key,
+					email_hash, event_name, status, via_api_key, api_key_id, created_at, settled_at)
+				VALUES ($1,$2,$3,$4,$5,NULLIF($6,''),$7,'settled',$8,$9,$10,$10) RETURNING id`,
+				c.ID, c.ProgramID, c.FirstPartnerID, c.ClickID, key, d.EmailHash, d.EventName, d.ViaKey, keyID, at).Scan(&ev.EventId)
+		}
+		if err != nil {
+			return fmt.Errorf("settle lead: %w", err)
+		}
+		b := &pgx.Batch{}
+		b.Queue(`UPDATE customers SET status = 'lead', signup_date = $2, customer_key = COALESCE($3, customer_key),
+				email_hash = COALESCE(NULLIF($4, ''), email_hash), updated_at = $2 WHERE id = $1`, c.ID, at, key, d.EmailHash)
+		b.Queue(`INSERT INTO partner_program_metrics (program_id, partner_id, leads) VALUES ($1, $2, 1)
+			ON CONFLICT (program_id, partner_id) DO UPDATE SET leads = partner_program_metrics.leads + 1`, c.ProgramID, c.FirstPartnerID)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("settle lead: %w", err)
+		}
+		return publish(ctx, tx, eventsv1.TypeLeadRecorded, c.ProgramID, at, ev)
+	})
+	if errors.Is(err, errNothingToWrite) {
+		err = nil
+	}
+	return found, err
+}
+
+func (s *Store) RecordTestLead(ctx context.Context, rec ingest.TestLeadRecord) (int64, error) {
+	var id int64
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var customer, keyID any
+		if rec.CustomerID != 0 {
+			customer = rec.CustomerID
+		}
+		if rec.KeyID != 0 {
+			keyID = rec.KeyID
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO lead_events (customer_id, program_id, click_id, customer_key, email_hash,
+				event_name, status, is_test, via_api_key, api_key_id, created_at, settled_at)
+			VALUES ($1,$2,NULLIF($3,''),NULLIF($4,''),NULLIF($5,''),$6,'settled',true,$7,$8,$9,$9) RETURNING id`,
+			customer, rec.ProgramID, rec.ClickID, rec.CustomerKey, rec.EmailHash, rec.EventName, rec.ViaKey, keyID, rec.At).Scan(&id); err != nil {
+			return fmt.Errorf("store test lead: %w", err)
+		}
+		return publish(ctx, tx, eventsv1.TypeLeadRecorded, rec.ProgramID, rec.At, &eventsv1.LeadRecorded{
+			EventId: id, CustomerId: rec.CustomerID, ClickId: rec.ClickID, ProgramId: rec.ProgramID, CustomerKey: rec.CustomerKey,
+			Status: "settled", IsTest: true, ViaApiKey: rec.ViaKey, EventName: rec.EventName, RecordedAt: timestamppb.New(rec.At),
+		})
+	})
+	return id, err
+}
+
+func (s *Store) RecordVisit(ctx context.Context, v ingest.Visit) (int64, error) {
+	var id int64
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `INSERT INTO visits (program_id, click_id, page_url, referrer_url, session_id, ip, created_at)
+			VALUES ($1, NULLIF($2,''), $3, $4, $5, $6, $7) RETURNING id`,
+			v.ProgramID, v.ClickID, v.PageURL, v.ReferrerURL, v.SessionID, ipArg(v.IP), v.At).Scan(&id); err != nil {
+			return fmt.Errorf("store visit: %w", err)
+		}
+		return publish(ctx, tx, eventsv1.TypeVisitRecorded, v.ProgramID, v.At, &eventsv1.VisitRecorded{
+			EventId: id, ProgramId: v.ProgramID, ClickId: v.ClickID, PageUrl: v.PageURL, ReferrerUrl: v.ReferrerURL,
+			VisitedAt: timestamppb.New(v.At),
+		})
+	})
+	return id, err
+}
