@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
 	github.com/svc-dev/svc/services/tracking v0.0.0
@@ -24,12 +25,15 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
+	github.com/mileusna/useragent v1.3.5 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/pressly/goose/v3 v3.29.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
@@ -44,7 +48,6 @@ require (
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/obs v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/pg v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/proto v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
