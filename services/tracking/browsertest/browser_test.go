@@ -159,8 +159,10 @@ func requireBrowserTools(t *testing.T) (node, chromium string) {
 	if err != nil {
 		missing = append(missing, "node is not on PATH: apt-get install -y nodejs npm")
 	}
-	if _, err := os.Stat(filepath.Join("node_modules", "playwright-core", "package.json")); err != nil {
-		missing = append(missing, "node_modules/playwright-core is missing: cd services/tracking/browsertest && npm ci")
+	for _, pkg := range []string{"playwright-core", "acorn"} {
+		if _, err := os.Stat(filepath.Join("node_modules", pkg, "package.json")); err != nil {
+			missing = append(missing, "node_modules/"+pkg+" is missing: cd services/tracking/browsertest && npm ci")
+		}
 	}
 	chromium = os.Getenv("CHROMIUM_PATH")
 	if chromium == "" {

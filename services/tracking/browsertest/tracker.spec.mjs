@@ -19,6 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { parse } from 'acorn';
 import { chromium } from 'playwright-core';
 
 const { values: flags } = parseArgs({
@@ -51,8 +52,15 @@ const ARGS = [
   '--host-resolver-rules=MAP *.example.test 127.0.0.1',
 ];
 
+// What the page logged, shown with any failure: a CORS refusal or an
+// error thrown by svc.js usually explains a timeout better than the timeout.
+const pageErrors = [];
+const consoleErrors = [];
+
 function fail(err) {
   process.stderr.write(`tracker.spec: FAIL: ${err && err.stack ? err.stack : err}\n`);
+  for (const m of pageErrors) process.stderr.write(`tracker.spec: page error: ${m}\n`);
+  for (const m of consoleErrors) process.stderr.write(`tracker.spec: console error: ${m}\n`);
   process.exit(1);
 }
 
@@ -108,7 +116,23 @@ function checkClickRequest(req, url, existing) {
   assert.equal(typeof req.page_title, 'string', 'page_title');
 }
 
+// The tracker promises ES5 (older in-app browsers still run brand pages);
+// Chromium would accept newer syntax, so parse what the service serves.
+async function checkServedTracker() {
+  const resp = await fetch(`${api}/svc.js`);
+  assert.equal(resp.status, 200, `GET /svc.js answered ${resp.status}`);
+  assert.equal(resp.headers.get('content-type'), 'application/javascript; charset=utf-8');
+  const src = await resp.text();
+  try {
+    parse(src, { ecmaVersion: 5, sourceType: 'script' });
+  } catch (e) {
+    throw new Error(`svc.js is not ES5: ${e.message}`);
+  }
+  log(`svc.js served, ${src.length} bytes, parses as ES5`);
+}
+
 async function main() {
+  await checkServedTracker();
   const userDataDir = mkdtempSync(join(tmpdir(), 'svc-chromium-'));
   const started = Date.now();
   let context;
@@ -117,8 +141,6 @@ async function main() {
       executablePath: flags.chromium, headless: true, args: ARGS, timeout,
     });
     const page = context.pages()[0] || (await context.newPage());
-    const pageErrors = [];
-    const consoleErrors = [];
     page.on('pageerror', (e) => pageErrors.push(String(e)));
     page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
 

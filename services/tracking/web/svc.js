@@ -49,21 +49,23 @@
     }
     return '';
   }
+  // cb(err, body) runs exactly once, also when the request cannot start.
   function send(path, body, cb) {
-    var x = new XMLHttpRequest(), done = false;
-    x.open('POST', api + path, true);
-    x.setRequestHeader('Content-Type', 'application/json');
-    x.timeout = 15000;
-    x.onreadystatechange = function () {
-      if (x.readyState !== 4 || done) return;
-      done = true;
-      var res = null;
-      try { res = JSON.parse(x.responseText); } catch (e) { }
-      var ok = x.status >= 200 && x.status < 300 && res;
-      var msg = res && res.error ? (res.error.message || res.error.code) : res && res.message;
-      try { cb(ok ? null : { status: x.status, message: msg || 'request failed' }, res); } catch (e) { }
-    };
-    x.send(JSON.stringify(body));
+    var x = new XMLHttpRequest();
+    try {
+      x.open('POST', api + path, true);
+      x.setRequestHeader('Content-Type', 'application/json');
+      x.timeout = 15000;
+      x.onreadystatechange = function () {
+        if (x.readyState !== 4) return;
+        var res = null;
+        try { res = JSON.parse(x.responseText); } catch (e) { }
+        var er = res && res.error, msg = er ? er.message || er.code : res && res.message;
+        reply(x.status >= 200 && x.status < 300 && res ? null : { status: x.status, message: msg || 'request failed' }, res);
+      };
+      x.send(JSON.stringify(body));
+    } catch (e) { reply({ status: 0, message: String(e) }, null); }
+    function reply(err, res) { try { cb(err, res); } catch (e) { } }
   }
   function afterClick(fn) { if (clicking) waiters.push(fn); else fn(); }
 
