@@ -59,3 +59,7 @@ tidy: ## go mod tidy in every module
 .PHONY: standalone
 standalone: ## Check every module builds on its own (GOWORK=off)
 	@for d in $(MODDIRS); do echo "build $$d"; (cd $$d && GOWORK=off $(GO) build ./...) || exit 1; done
+
+.PHONY: bench-tracking
+bench-tracking: ## Load-test POST /api/v1/track/click next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=64")
+	cd services/tracking/cmd/benchclick && GOWORK=off GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) run . $(BENCH_FLAGS)
