@@ -1,0 +1,306 @@
+package server_test
+
+import (
+	"context"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+var clickIDRe = regexp.MustCompile(`^cust_[0-9]+_[0-9]+$`)
+
+// Customer status table, click rows.
+func TestClickCustomerRows(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+
+	t.Run("no reusable customer: new customer in status click", func(t *testing.T) {
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": "https://brand.example/?aff=" + f.codeB}))
+		if r.status != 200 || r.body["success"] != true || r.body["partner_code"] != f.codeB || r.body["cookie_window_days"] != float64(30) {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		cid := r.body["click_id"].(string)
+		if !clickIDRe.MatchString(cid) {
+			t.Fatalf("click id %q", cid)
+		}
+		for _, h := range []string{"X-Request-ID", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+			if r.header.Get(h) == "" {
+				t.Errorf("missing %s", h)
+			}
+		}
+		if r.header.Get("X-RateLimit-Limit") != "60" || r.header.Get("Retry-After") != "" {
+			t.Errorf("limit headers %v", r.header)
+		}
+		if n := s.count(`SELECT count(*) FROM customers WHERE click_id = $1 AND status = 'click' AND first_partner_id = $2 AND program_id = $3`, cid, f.partner1, f.progBrowser); n != 1 {
+			t.Fatal("customer not created in status click")
+		}
+		if n := s.count(`SELECT count(*) FROM link_stats ls JOIN links l ON l.id = ls.link_id WHERE l.code = $1 AND ls.clicks = 1 AND ls.last_clicked IS NOT NULL`, f.codeB); n != 1 {
+			t.Fatal("link clicks/last_clicked not updated")
+		}
+		if n := s.count(`SELECT clicks FROM partner_program_metrics WHERE program_id = $1 AND partner_id = $2`, f.progBrowser, f.partner1); n != 1 {
+			t.Fatalf("partner-program clicks %d", n)
+		}
+		if n := s.count(`SELECT count(*) FROM outbox WHERE topic = 'tracking.events.v1' AND event_type = 'tracking.click.recorded'`); n != 1 {
+			t.Fatalf("click events in outbox: %d", n)
+		}
+	})
+
+	t.Run("aff wins over via", func(t *testing.T) {
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": "https://brand.example/?via=" + f.codeB + "&aff=" + f.codeA}))
+		if r.status != 200 || r.body["partner_code"] != f.codeA {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+	})
+
+	t.Run("existing click id: customer reused, first partner kept, click recorded for the new partner", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		again := s.click(f.codeA2, map[string]any{"existing_click_id": cid})
+		if again != cid {
+			t.Fatalf("click id %s, want reuse of %s", again, cid)
+		}
+		if n := s.count(`SELECT count(*) FROM customers WHERE click_id = $1 AND first_partner_id = $2`, cid, f.partner1); n != 1 {
+			t.Fatal("first partner not kept")
+		}
+		if n := s.count(`SELECT count(*) FROM affiliate_click_events e JOIN customers c ON c.id = e.customer_id
+			WHERE c.click_id = $1 AND e.partner_id = $2`, cid, f.partner2); n != 1 {
+			t.Fatal("second click not recorded for the new partner")
+		}
+	})
+
+	t.Run("existing click id of the same program with program_id: reused", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		again := s.click(f.codeA2, map[string]any{"existing_click_id": cid, "program_id": strconv.FormatInt(f.progServer, 10)})
+		if again != cid {
+			t.Fatalf("got %s, want %s", again, cid)
+		}
+	})
+
+	t.Run("existing click id of another program with program_id: new click id and customer", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		before := s.count(`SELECT count(*) FROM customers`)
+		other := s.click(f.codeB, map[string]any{"existing_click_id": cid, "program_id": f.progBrowser})
+		if other == cid || !clickIDRe.MatchString(other) {
+			t.Fatalf("got %s, want a new id", other)
+		}
+		if after := s.count(`SELECT count(*) FROM customers`); after != before+1 {
+			t.Fatalf("customers %d -> %d", before, after)
+		}
+	})
+
+	t.Run("unknown existing click id: new customer created with it", func(t *testing.T) {
+		const adopted = "cust_1700000000000_42"
+		got := s.click(f.codeA, map[string]any{"existing_click_id": adopted})
+		if got != adopted {
+			t.Fatalf("got %s, want %s", got, adopted)
+		}
+		if n := s.count(`SELECT count(*) FROM customers WHERE click_id = $1 AND status = 'click'`, adopted); n != 1 {
+			t.Fatal("customer with the given id not created")
+		}
+	})
+
+	t.Run("program_id scopes the code lookup", func(t *testing.T) {
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": "https://x.example/?aff=" + f.codeShared, "program_id": f.progBrowser}))
+		if r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		cid := r.body["click_id"].(string)
+		if n := s.count(`SELECT count(*) FROM customers WHERE click_id = $1 AND program_id = $2 AND first_partner_id = $3`, cid, f.progBrowser, f.partner2); n != 1 {
+			t.Fatal("code not looked up inside the sent program")
+		}
+	})
+}
+
+// Track click error table: every row, and nothing written.
+func TestClickErrors(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+	// A link whose program the replica does not know: "lacks program".
+	if _, err := s.pool.Exec(context.Background(), `INSERT INTO links (id, program_id, partner_id, code, active, catalog_seq) VALUES (9999, 424242, 1, 'ORPHAN', true, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	url := func(q string) string { return "https://brand.example/p?" + q }
+	cases := []struct {
+		name    string
+		body    map[string]any
+		headers []string
+		status  int
+		errName string
+		msg     string
+	}{
+		{"affiliate_url missing", map[string]any{"page_url": "https://brand.example"}, nil, 400, "BadRequestError", "affiliate_url is required"},
+		{"affiliate_url empty", map[string]any{"affiliate_url": ""}, nil, 400, "BadRequestError", "affiliate_url is required"},
+		{"affiliate_url not a URL", map[string]any{"affiliate_url": "brand.example/?aff=X"}, nil, 400, "BadRequestError", "Invalid affiliate_url"},
+		{"affiliate_url not a string", map[string]any{"affiliate_url": 12}, nil, 400, "BadRequestError", "Invalid affiliate_url"},
+		{"no aff or via", map[string]any{"affiliate_url": url("utm_source=x")}, nil, 400, "BadRequestError", "No aff parameter found in affiliate_url"},
+		{"program_id not a program", map[string]any{"affiliate_url": url("aff=" + f.codeA), "program_id": 987654}, nil, 400, "BadRequestError", "Unknown program_id"},
+		{"program_id not numeric", map[string]any{"affiliate_url": url("aff=" + f.codeA), "program_id": "abc"}, nil, 400, "BadRequestError", "Unknown program_id"},
+		{"code matches no link", map[string]any{"affiliate_url": url("aff=NOPE")}, nil, 400, "BadRequestError", "Referral link not found"},
+		{"code outside the sent program", map[string]any{"affiliate_url": url("aff=" + f.codeB), "program_id": f.progServer}, nil, 400, "BadRequestError", "Referral link not found"},
+		{"link lacks its program", map[string]any{"affiliate_url": url("aff=ORPHAN")}, nil, 400, "BadRequestError", "Invalid referral link configuration"},
+		{"test mode key for another program", map[string]any{"affiliate_url": url("aff=" + f.codeA), "additional_data": map[string]any{"test_mode": true, "program_id": f.progBrowser}},
+			[]string{"Authorization", "Bearer " + f.keyServer}, 403, "ForbiddenError", "program_id does not match the API key"},
+		{"origin not allowed", map[string]any{"affiliate_url": url("aff=" + f.codeA)}, []string{"Origin", "https://evil.example"}, 403, "ForbiddenError", "Origin is not allowed for this program"},
+		{"page_url wrong type", map[string]any{"affiliate_url": url("aff=" + f.codeA), "page_url": 5}, nil, 400, "BadRequestError", "page_url must be a string"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := s.rows()
+			r := s.call("POST", "/api/v1/track/click", jsonBody(tc.body), tc.headers...)
+			wantPlatformError(t, r, tc.status, tc.errName, tc.msg)
+			if after := s.rows(); after != before {
+				t.Fatalf("rows %v -> %v", before, after)
+			}
+		})
+	}
+
+	t.Run("410 link_disabled: typed envelope, nothing recorded", func(t *testing.T) {
+		before := s.rows()
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url("via=" + f.codeOff)}))
+		if r.status != 410 || r.body["success"] != false || r.body["message"] == nil || r.body["data"] != nil {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		if _, has := r.body["data"]; has {
+			t.Fatal("typed envelope has no data key")
+		}
+		e := r.body["error"].(map[string]any)
+		if e["code"] != "link_disabled" || e["hint"] == nil || e["message"] != r.body["message"] {
+			t.Fatalf("error %v", e)
+		}
+		if after := s.rows(); after != before {
+			t.Fatalf("rows %v -> %v", before, after)
+		}
+		if n := s.count(`SELECT count(*) FROM link_stats ls JOIN links l ON l.id = ls.link_id WHERE l.code = $1`, f.codeOff); n != 0 {
+			t.Fatal("disabled link counted a click")
+		}
+	})
+
+	t.Run("malformed JSON and wrong content type", func(t *testing.T) {
+		before := s.rows()
+		wantPlatformError(t, s.call("POST", "/api/v1/track/click", `{"affiliate_url":`), 400, "BadRequestError", "Request body is not valid JSON")
+		r := s.call("POST", "/api/v1/track/click", `affiliate_url=x`, "Content-Type", "application/x-www-form-urlencoded")
+		if r.status != 415 {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		if after := s.rows(); after != before {
+			t.Fatalf("rows %v -> %v", before, after)
+		}
+	})
+
+	t.Run("500 Click tracking failed", func(t *testing.T) {
+		ctx := context.Background()
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE affiliate_click_events RENAME TO affiliate_click_events_away`); err != nil {
+			t.Fatal(err)
+		}
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url("aff=" + f.codeA)}))
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE affiliate_click_events_away RENAME TO affiliate_click_events`); err != nil {
+			t.Fatal(err)
+		}
+		wantPlatformError(t, r, 500, "InternalServerError", "Click tracking failed")
+		if n := s.count(`SELECT count(*) FROM customers WHERE program_id = $1`, f.progServer); n != 0 {
+			t.Fatalf("a failed click left %d customers", n)
+		}
+	})
+}
+
+func TestClickTestModeAndKeys(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+	url := "https://brand.example/?aff=" + f.codeA
+
+	t.Run("test mode answers data and touches no production record", func(t *testing.T) {
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url, "additional_data": map[string]any{"test_mode": true}}),
+			"Authorization", "Bearer "+f.keyTest)
+		if r.status != 200 || r.body["success"] != true || r.body["message"] == nil {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		d := r.body["data"].(map[string]any)
+		if d["test_mode"] != true || d["programId"] != float64(f.progServer) || d["eventId"] == nil {
+			t.Fatalf("data %v", d)
+		}
+		if n := s.count(`SELECT count(*) FROM affiliate_click_events WHERE is_test AND program_id = $1 AND customer_id IS NULL`, f.progServer); n != 1 {
+			t.Fatal("test click not stored as a test event")
+		}
+		if n := s.count(`SELECT count(*) FROM customers`); n != 0 {
+			t.Fatal("test click created a customer")
+		}
+		if n := s.count(`SELECT count(*) FROM link_stats`); n != 0 {
+			t.Fatal("test click counted on the link")
+		}
+	})
+
+	t.Run("a rotating key gets the deprecation signalling", func(t *testing.T) {
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url}), "Authorization", "Bearer "+f.keyRotating)
+		if r.status != 200 || r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" || r.header.Get("Link") == "" {
+			t.Fatalf("%d %v", r.status, r.header)
+		}
+		w, _ := r.body["warnings"].([]any)
+		if len(w) != 1 || w[0].(map[string]any)["code"] != "api_key_rotation_required" || r.body["click_id"] == nil {
+			t.Fatalf("body %s", r.raw)
+		}
+	})
+
+	t.Run("a retired or unknown key never refuses a click", func(t *testing.T) {
+		for _, k := range []string{f.keyRetired, "svc_live_unknown"} {
+			r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url, "visitor_ip": "203.0.113.9"}), "Authorization", "Bearer "+k)
+			if r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.raw)
+			}
+			cid := r.body["click_id"].(string)
+			if n := s.count(`SELECT count(*) FROM affiliate_click_events WHERE click_id = $1 AND ip = '203.0.113.9'`, cid); n != 0 {
+				t.Fatal("visitor_ip honoured without a usable key of the link's program")
+			}
+		}
+	})
+
+	t.Run("visitor_ip honoured with the link's own program key", func(t *testing.T) {
+		cid := s.click(f.codeA, map[string]any{"visitor_ip": "198.51.100.7"})
+		if n := s.count(`SELECT count(*) FROM affiliate_click_events WHERE click_id = $1 AND ip = '198.51.100.7'`, cid); n != 0 {
+			t.Fatal("visitor_ip honoured without a key")
+		}
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url, "visitor_ip": "198.51.100.7"}), "Authorization", "Bearer "+f.keyServer)
+		cid = r.body["click_id"].(string)
+		if n := s.count(`SELECT count(*) FROM affiliate_click_events WHERE click_id = $1 AND ip = '198.51.100.7'`, cid); n != 1 {
+			t.Fatalf("visitor_ip not used: %s", r.raw)
+		}
+		r = s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url, "visitor_ip": "not-an-ip"}), "Authorization", "Bearer "+f.keyServer)
+		if r.status != 200 {
+			t.Fatalf("a bad visitor_ip must never refuse: %d %s", r.status, r.raw)
+		}
+		r = s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url, "visitor_ip": "198.51.100.8"}), "Authorization", "Bearer "+f.keyBrowser)
+		cid = r.body["click_id"].(string)
+		if n := s.count(`SELECT count(*) FROM affiliate_click_events WHERE click_id = $1 AND ip = '198.51.100.8'`, cid); n != 0 {
+			t.Fatal("visitor_ip honoured with another program's key")
+		}
+	})
+}
+
+func TestClickRateLimit(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, map[string]string{"TRACK_CLICK_RATE_LIMIT": "3"})
+	f := s.fixture()
+	body := jsonBody(map[string]any{"affiliate_url": "https://brand.example/?aff=" + f.codeA})
+	for i := 0; i < 3; i++ {
+		if r := s.call("POST", "/api/v1/track/click", body, "X-Forwarded-For", "192.0.2.1"); r.status != 200 {
+			t.Fatalf("request %d: %d", i, r.status)
+		}
+	}
+	before := s.rows()
+	r := s.call("POST", "/api/v1/track/click", body, "X-Forwarded-For", "192.0.2.1")
+	if r.status != 429 || r.header.Get("Retry-After") == "" || r.header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("%d %v", r.status, r.header)
+	}
+	e := r.body["error"].(map[string]any)
+	if e["code"] != "rate_limited" || e["status"] != float64(429) || e["retry_after_seconds"] == nil {
+		t.Fatalf("%s", r.raw)
+	}
+	if after := s.rows(); after != before {
+		t.Fatalf("a refused click wrote rows: %v -> %v", before, after)
+	}
+	// Another client IP has its own bucket.
+	if r := s.call("POST", "/api/v1/track/click", body, "X-Forwarded-For", "192.0.2.2"); r.status != 200 {
+		t.Fatalf("other ip: %d", r.status)
+	}
+}
