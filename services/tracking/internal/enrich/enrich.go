@@ -8,6 +8,7 @@
 package enrich
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -79,10 +80,13 @@ type Enricher struct {
 	uaCache *lru.Cache[string, uaInfo] // nil when caching is disabled
 }
 
-// New opens the geo database named by cfg.GeoIPPath, if any, and checks it
-// completely, so that a missing, truncated or corrupt file (or a database of
-// the wrong kind, such as an ASN database) stops the service at startup
-// instead of silently producing empty geo on every click.
+// New opens the geo database named by cfg.GeoIPPath, if any, and checks it,
+// so that a missing, truncated or foreign file (a tar.gz, an HTML error page,
+// an ASN database, another vendor's layout) stops the service at startup
+// instead of silently producing empty geo on every click. The check is the
+// file's metadata, its database type and a decode of its first
+// geoSampleSize records with the layout Enrich reads; it takes milliseconds.
+// VerifyGeoDB is the exhaustive (slow) check.
 func New(cfg Config) (*Enricher, error) {
 	e := &Enricher{}
 	if cfg.GeoIPPath != "" {
@@ -107,24 +111,63 @@ func New(cfg Config) (*Enricher, error) {
 	return e, nil
 }
 
+// VerifyGeoDB checks every search-tree node and every record of the database
+// at path, on top of the checks New makes. It is slow (about 40 µs per
+// distinct record, so tens of seconds for a full City database), which is
+// why New does not run it: use it where a new database file is accepted,
+// such as the job that downloads updates, before swapping the file in.
+func VerifyGeoDB(path string) error {
+	r, _, err := openGeo(path)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.Close() }()
+	if err := r.Verify(); err != nil {
+		return fmt.Errorf("verify geoip database %q: %w", path, err)
+	}
+	return nil
+}
+
+// geoSampleSize is how many records New decodes at startup.
+const geoSampleSize = 1000
+
 func openGeo(path string) (*maxminddb.Reader, GeoDBInfo, error) {
 	r, err := maxminddb.Open(path)
 	if err != nil {
 		return nil, GeoDBInfo{}, fmt.Errorf("open geoip database %q: %w", path, err)
-	}
-	// Open only reads the metadata at the end of the file; Verify walks the
-	// search tree and data section, so a file damaged in the middle fails
-	// here rather than on some visitor's click.
-	if err := r.Verify(); err != nil {
-		_ = r.Close()
-		return nil, GeoDBInfo{}, fmt.Errorf("verify geoip database %q: %w", path, err)
 	}
 	md := r.Metadata
 	if !isLocationDB(md.DatabaseType) {
 		_ = r.Close()
 		return nil, GeoDBInfo{}, fmt.Errorf("geoip database %q is of type %q: want a City or Country database (GeoIP2/GeoLite2 City, Country or Enterprise layout)", path, md.DatabaseType)
 	}
+	if err := checkSample(r, geoSampleSize); err != nil {
+		_ = r.Close()
+		return nil, GeoDBInfo{}, fmt.Errorf("check geoip database %q: %w", path, err)
+	}
 	return r, GeoDBInfo{Path: path, Type: md.DatabaseType, BuildTime: md.BuildTime(), IPVersion: md.IPVersion}, nil
+}
+
+// checkSample walks the search tree from its start and decodes the first n
+// records the way lookups will. Open reads only the metadata at the end of
+// the file; this catches a damaged tree near the root and a record layout
+// Enrich cannot read, which would otherwise fail every lookup quietly.
+func checkSample(r *maxminddb.Reader, n int) error {
+	seen := 0
+	for res := range r.Networks() {
+		var rec cityRecord
+		if err := res.Decode(&rec); err != nil {
+			return fmt.Errorf("record %d (%s) does not decode as a City/Country record: %w", seen, res.Prefix(), err)
+		}
+		seen++
+		if seen == n {
+			break
+		}
+	}
+	if seen == 0 {
+		return errors.New("the database holds no networks")
+	}
+	return nil
 }
 
 // isLocationDB reports whether a database type carries the country/city
@@ -201,7 +244,8 @@ func (e *Enricher) lookupGeo(ip netip.Addr) (country, region, city string) {
 	var rec cityRecord
 	// Not found, an IPv6 address in an IPv4-only database and a record that
 	// does not decode all mean "location unknown": a click is never refused
-	// for it. Verify at startup makes the last one practically impossible.
+	// for it. The startup check makes the last one unlikely (a wrong layout
+	// fails there) but cannot rule out damage deep in the file.
 	if err := e.geo.Lookup(ip).Decode(&rec); err != nil {
 		return "", "", ""
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/maxmind/mmdbwriter"
 	"github.com/maxmind/mmdbwriter/mmdbtype"
+	"github.com/oschwald/maxminddb-golang/v2"
 
 	"github.com/svc-dev/svc/services/tracking/internal/enrich"
 	"github.com/svc-dev/svc/services/tracking/internal/enrich/enrichtest"
@@ -189,25 +190,9 @@ func TestEnrichGeoIPv4OnlyDatabase(t *testing.T) {
 	// An IPv4-only database cannot answer for IPv6 visitors: that is "no
 	// location", not a failure.
 	path := filepath.Join(t.TempDir(), "v4.mmdb")
-	tree, err := mmdbwriter.New(mmdbwriter.Options{DatabaseType: "GeoIP2-Country", Description: map[string]string{"en": "v4 only"}, IPVersion: 4, RecordSize: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, network, _ := net.ParseCIDR("81.2.69.0/24")
-	rec := mmdbtype.Map{"country": mmdbtype.Map{"iso_code": mmdbtype.String("GB")}}
-	if err := tree.Insert(network, rec); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tree.WriteTo(f); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeRawDB(t, path, mmdbwriter.Options{DatabaseType: "GeoIP2-Country", IPVersion: 4, RecordSize: 24}, map[string]mmdbtype.Map{
+		"81.2.69.0/24": {"country": mmdbtype.Map{"iso_code": mmdbtype.String("GB")}},
+	})
 	e := newEnricher(t, enrich.Config{GeoIPPath: path})
 
 	tests := []struct {
@@ -263,6 +248,14 @@ func TestNewRejectsUnusableGeoDatabase(t *testing.T) {
 	if err := enrichtest.WriteDB(asn, "GeoLite2-ASN", enrichtest.SampleRecords()); err != nil {
 		t.Fatal(err)
 	}
+	// Another vendor's "country" database with a flat layout: the type
+	// passes, every lookup would fail to decode.
+	flat := filepath.Join(dir, "flat.mmdb")
+	writeRawDB(t, flat, mmdbwriter.Options{DatabaseType: "ipinfo country.mmdb"}, map[string]mmdbtype.Map{
+		"81.2.69.0/24": {"country": mmdbtype.String("GB"), "city": mmdbtype.String("London")},
+	})
+	empty := filepath.Join(dir, "no-networks.mmdb")
+	enrichtest.WriteTestDB(t, empty, nil)
 
 	tests := []struct {
 		name string
@@ -275,6 +268,8 @@ func TestNewRejectsUnusableGeoDatabase(t *testing.T) {
 		{"truncated", write("truncated.mmdb", validBytes[:len(validBytes)/2])},
 		{"corrupt search tree", write("corrupt.mmdb", brokenTree)},
 		{"asn database", asn},
+		{"foreign record layout", flat},
+		{"no networks", empty},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -342,6 +337,92 @@ func TestNilAndClosedEnricher(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
+	}
+}
+
+func TestVerifyGeoDB(t *testing.T) {
+	dir := t.TempDir()
+	valid := filepath.Join(dir, "valid.mmdb")
+	enrichtest.WriteTestDB(t, valid, enrichtest.SampleRecords())
+	data, err := os.ReadFile(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := maxminddb.Open(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	treeSize := r.Metadata.NodeCount * r.Metadata.RecordSize / 4
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The 16 zero bytes between the search tree and the data section are
+	// never read by a lookup, so New accepts this file; only the full
+	// verification notices.
+	badSeparator := append([]byte(nil), data...)
+	badSeparator[treeSize+3] = 0x42
+	damaged := filepath.Join(dir, "damaged.mmdb")
+	if err := os.WriteFile(damaged, badSeparator, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name      string
+		path      string
+		newOK     bool
+		verifyErr bool
+	}{
+		{"valid database", valid, true, false},
+		{"damage past the sampled records", damaged, true, true},
+		{"missing file", filepath.Join(dir, "nope.mmdb"), false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := enrich.New(enrich.Config{GeoIPPath: tc.path})
+			if (err == nil) != tc.newOK {
+				t.Errorf("New error = %v, want success %v", err, tc.newOK)
+			}
+			if err == nil {
+				_ = e.Close()
+			}
+			err = enrich.VerifyGeoDB(tc.path)
+			if (err != nil) != tc.verifyErr {
+				t.Errorf("VerifyGeoDB error = %v, want error %v", err, tc.verifyErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.path) {
+				t.Errorf("VerifyGeoDB error %q does not name the path", err)
+			}
+		})
+	}
+}
+
+// writeRawDB writes a database with arbitrary records, for layouts the
+// enrichtest helper does not produce.
+func writeRawDB(t *testing.T, path string, opts mmdbwriter.Options, records map[string]mmdbtype.Map) {
+	t.Helper()
+	opts.Description = map[string]string{"en": "raw test database"}
+	tree, err := mmdbwriter.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cidr, rec := range records {
+		_, network, err := net.ParseCIDR(cidr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tree.Insert(network, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tree.WriteTo(f); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
