@@ -108,9 +108,9 @@ func TestTrackerInRealBrowser(t *testing.T) {
 	})
 	t.Run("one click event per link for that customer", func(t *testing.T) {
 		got := clickEvents(t, pool, res.ClickID)
-		want := []clickEvent{{linkA, partnerA}, {linkB, partnerB}}
+		want := []clickEvent{{linkA, partnerA, res.SessionID}, {linkB, partnerB, res.SessionID}}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Fatalf("click events %v, want (link, partner) %v", got, want)
+			t.Fatalf("click events %v, want (link, partner, session) %v", got, want)
 		}
 	})
 	t.Run("one settled lead event", func(t *testing.T) {
@@ -180,6 +180,7 @@ func requireBrowserTools(t *testing.T) (node, chromium string) {
 type driverResult struct {
 	ClickID    string `json:"click_id"`
 	AltClickID string `json:"alt_click_id"`
+	SessionID  string `json:"session_id"`
 	PageLoads  int    `json:"page_loads"`
 }
 
@@ -201,7 +202,7 @@ func runDriver(t *testing.T, node string, args []string) driverResult {
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &res); err != nil {
 		t.Fatalf("driver result %q: %v", stdout.String(), err)
 	}
-	if res.ClickID == "" || res.AltClickID == "" || res.PageLoads == 0 {
+	if res.ClickID == "" || res.AltClickID == "" || res.SessionID == "" || res.PageLoads == 0 {
 		t.Fatalf("driver result incomplete: %+v", res)
 	}
 	return res
@@ -352,11 +353,14 @@ func (c *adminClient) call(ctx context.Context, method, path string, body, out a
 	return json.Unmarshal(env.Data, out)
 }
 
-type clickEvent struct{ link, partner int64 }
+type clickEvent struct {
+	link, partner int64
+	session       string
+}
 
 func clickEvents(t *testing.T, pool *pgxpool.Pool, clickID string) []clickEvent {
 	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT e.link_id, e.partner_id FROM affiliate_click_events e
+	rows, err := pool.Query(t.Context(), `SELECT e.link_id, e.partner_id, e.session_id FROM affiliate_click_events e
 		JOIN customers c ON c.id = e.customer_id WHERE c.click_id = $1 AND NOT e.is_test ORDER BY e.id`, clickID)
 	if err != nil {
 		t.Fatalf("click events of %s: %v", clickID, err)
@@ -365,7 +369,7 @@ func clickEvents(t *testing.T, pool *pgxpool.Pool, clickID string) []clickEvent 
 	var out []clickEvent
 	for rows.Next() {
 		var e clickEvent
-		if err := rows.Scan(&e.link, &e.partner); err != nil {
+		if err := rows.Scan(&e.link, &e.partner, &e.session); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, e)

@@ -114,6 +114,17 @@ function checkClickRequest(req, url, existing) {
   assert.match(req.viewport_size, /^\d+x\d+$/, 'viewport_size WxH');
   assert.ok(req.user_agent && req.language && req.timezone, `browser fields: ${JSON.stringify(req)}`);
   assert.equal(typeof req.page_title, 'string', 'page_title');
+  assert.match(req.session_id, /^[a-z0-9]{8,}$/, 'session_id');
+}
+
+// The visit follows the click, so it carries the click id just stored, and
+// the tab's session id.
+function checkVisitRequest(visit, url, clickId, sessionId) {
+  const req = visit.request().postDataJSON();
+  assert.equal(req.program_id, programId, 'visit program_id');
+  assert.equal(req.page_url, url, 'visit page_url');
+  assert.equal(req.click_id, clickId, 'visit click_id');
+  assert.equal(req.session_id, sessionId, 'visit session_id is the click\'s');
 }
 
 // The tracker promises ES5 (older in-app browsers still run brand pages);
@@ -152,6 +163,8 @@ async function main() {
     assert.match(id, CLICK_ID, `click_id ${id}`);
     assert.equal(first.click.body.success, true);
     assert.equal(first.click.body.cookie_window_days, windowDays, 'cookie_window_days is the program window');
+    const sessionId = first.click.request.session_id;
+    checkVisitRequest(first.visit, urlA, id, sessionId);
     await page.waitForFunction(() => /(^|;\s*)svc_click_id=/.test(document.cookie), null, { timeout, polling: 50 });
     checkCookie(await cookieOf(context, flags.page), { id, domain: new URL(flags.page).hostname });
     assert.equal(await page.evaluate(() => window.svc.clickId()), id, 'svc.clickId()');
@@ -179,6 +192,7 @@ async function main() {
     const second = await load(page, urlB, { click: true });
     checkClickRequest(second.click.request, urlB, id);
     assert.equal(second.click.body.click_id, id, 'the returning visitor keeps its click id');
+    checkVisitRequest(second.visit, urlB, id, sessionId);
     checkCookie(await cookieOf(context, flags.page), { id, domain: new URL(flags.page).hostname });
     log('click B reused the customer');
 
@@ -206,6 +220,8 @@ async function main() {
       altId = third.click.body.click_id;
       assert.match(altId, CLICK_ID);
       assert.notEqual(altId, id, 'another site, another customer');
+      assert.notEqual(third.click.request.session_id, sessionId, 'another origin, another session');
+      checkVisitRequest(third.visit, urlAlt, altId, third.click.request.session_id);
       await page.waitForFunction(() => window.svcQueuedLead, null, { timeout, polling: 50 });
       const queued = await page.evaluate(() => window.svcQueuedLead);
       assert.equal(queued.err, null, `queued lead: ${JSON.stringify(queued)}`);
@@ -219,7 +235,7 @@ async function main() {
     const cors = consoleErrors.filter((m) => /CORS|Access-Control/i.test(m));
     assert.deepEqual(cors, [], 'CORS refused a tracker call');
     log(`ok in ${Date.now() - started} ms`);
-    process.stdout.write(JSON.stringify({ click_id: id, alt_click_id: altId || null, page_loads: loads }) + '\n');
+    process.stdout.write(JSON.stringify({ click_id: id, alt_click_id: altId || null, session_id: sessionId, page_loads: loads }) + '\n');
   } finally {
     if (context) await context.close().catch(() => {});
     rmSync(userDataDir, { recursive: true, force: true });

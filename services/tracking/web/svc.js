@@ -67,6 +67,15 @@
     } catch (e) { reply({ status: 0, message: String(e) }, null); }
     function reply(err, res) { try { cb(err, res); } catch (e) { } }
   }
+  // A browser session is a tab's life on the site: sessionStorage is per
+  // tab and per origin, which is what the session_id field means.
+  function session() {
+    try {
+      var st = w.sessionStorage, v = st.getItem('svc_session_id');
+      if (!v) st.setItem('svc_session_id', v = (+new Date()).toString(36) + Math.random().toString(36).slice(2, 10));
+      return v;
+    } catch (e) { return undefined; }
+  }
   function afterClick(fn) { if (clicking) waiters.push(fn); else fn(); }
 
   function setParam(url, k, v) {
@@ -114,7 +123,10 @@
     visit: function (cb) {
       afterClick(function () {
         if (!pid) return;
-        send('/api/v1/track/visit', { program_id: pid, page_url: loc.href, click_id: svc.clickId() || undefined }, cb || function () { });
+        send('/api/v1/track/visit', {
+          program_id: pid, page_url: loc.href, referrer_url: d.referrer, session_id: session(),
+          click_id: svc.clickId() || undefined
+        }, cb || function () { });
       });
     },
     push: function (c) {
@@ -135,7 +147,7 @@
       var tz; try { tz = w.Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { }
       send('/api/v1/track/click', {
         affiliate_url: loc.href, page_url: (canon && canon.href) || loc.href, page_title: d.title,
-        referrer_url: d.referrer, user_agent: navigator.userAgent,
+        referrer_url: d.referrer, session_id: session(), user_agent: navigator.userAgent,
         screen_resolution: screen.width + 'x' + screen.height,
         viewport_size: (w.innerWidth || 0) + 'x' + (w.innerHeight || 0),
         language: navigator.language, timezone: tz, program_id: pid || undefined,
