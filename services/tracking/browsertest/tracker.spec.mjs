@@ -149,7 +149,7 @@ async function main() {
   let context;
   try {
     context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: flags.chromium, headless: true, args: ARGS, timeout,
+      executablePath: flags.chromium, headless: true, args: ARGS, timeout: Math.max(timeout, 60000),
     });
     const page = context.pages()[0] || (await context.newPage());
     page.on('pageerror', (e) => pageErrors.push(String(e)));
