@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -75,7 +76,9 @@ type GeoDBInfo struct {
 
 // Enricher derives Info. Create it with New and Close it on shutdown.
 type Enricher struct {
-	geo     *maxminddb.Reader // nil when no database is configured
+	// geo is nil when no database is configured and after Close. Atomic
+	// so that Close never races a lookup still in flight.
+	geo     atomic.Pointer[maxminddb.Reader]
 	geoInfo GeoDBInfo
 	uaCache *lru.Cache[string, uaInfo] // nil when caching is disabled
 }
@@ -94,7 +97,8 @@ func New(cfg Config) (*Enricher, error) {
 		if err != nil {
 			return nil, err
 		}
-		e.geo, e.geoInfo = r, info
+		e.geo.Store(r)
+		e.geoInfo = info
 	}
 	size := cfg.UACacheSize
 	if size == 0 {
@@ -181,22 +185,21 @@ func isLocationDB(dbType string) bool {
 
 // GeoDB describes the opened geo database; ok is false when none is configured.
 func (e *Enricher) GeoDB() (info GeoDBInfo, ok bool) {
-	if e == nil || e.geo == nil {
+	if e == nil || e.geo.Load() == nil {
 		return GeoDBInfo{}, false
 	}
 	return e.geoInfo, true
 }
 
-// Close releases the geo database's memory map. Call it only after the HTTP
-// server has drained: a lookup still running would read unmapped memory.
-// Calling Close twice is harmless.
+// Close detaches the geo database: later lookups find no location. It does
+// not unmap the file itself, because a request still in flight (one that
+// outlived the shutdown grace) may be reading it; the reader's own cleanup
+// unmaps it once no lookup holds it. Calling Close twice is harmless.
 func (e *Enricher) Close() error {
-	if e == nil || e.geo == nil {
+	if e == nil {
 		return nil
 	}
-	if err := e.geo.Close(); err != nil {
-		return fmt.Errorf("close geoip database: %w", err)
-	}
+	e.geo.Store(nil)
 	return nil
 }
 
@@ -235,7 +238,8 @@ type cityRecord struct {
 }
 
 func (e *Enricher) lookupGeo(ip netip.Addr) (country, region, city string) {
-	if e.geo == nil || !ip.IsValid() {
+	geo := e.geo.Load()
+	if geo == nil || !ip.IsValid() {
 		return "", "", ""
 	}
 	// Proxies and dual-stack listeners report IPv4 clients as ::ffff:a.b.c.d;
@@ -246,7 +250,7 @@ func (e *Enricher) lookupGeo(ip netip.Addr) (country, region, city string) {
 	// does not decode all mean "location unknown": a click is never refused
 	// for it. The startup check makes the last one unlikely (a wrong layout
 	// fails there) but cannot rule out damage deep in the file.
-	if err := e.geo.Lookup(ip).Decode(&rec); err != nil {
+	if err := geo.Lookup(ip).Decode(&rec); err != nil {
 		return "", "", ""
 	}
 	if len(rec.Subdivisions) > 0 {

@@ -332,11 +332,32 @@ func TestNilAndClosedEnricher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Requests that outlive the shutdown grace may still be enriching
+	// while Close runs: they must see either the location or none, never
+	// crash (run with -race).
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 2000 {
+			got := e.Enrich(netip.MustParseAddr("81.2.69.160"), uaChromeWindows)
+			if got.Country != "GB" && got.Country != "" {
+				t.Errorf("Enrich during Close: country %q", got.Country)
+				return
+			}
+		}
+	})
 	if err := e.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
+	wg.Wait()
 	if err := e.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
+	}
+	got := e.Enrich(netip.MustParseAddr("81.2.69.160"), uaChromeWindows)
+	if want := (enrich.Info{DeviceType: "desktop", OS: "Windows", Browser: "Chrome"}); got != want {
+		t.Errorf("Enrich after Close = %+v, want %+v (no geo, user agent still parsed)", got, want)
+	}
+	if _, ok := e.GeoDB(); ok {
+		t.Error("GeoDB() after Close: want false")
 	}
 }
 
