@@ -29,8 +29,22 @@ build: ## Build every service binary into bin/
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do echo "build $$s"; CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/$$s ./services/$$s/cmd/$$s || exit 1; done
 
+BROWSERTEST := services/tracking/browsertest
+
+.PHONY: test-deps
+test-deps: ## Install what the tests need but Go does not bring (protoc, Chromium, Node packages)
+	@need=""; command -v protoc >/dev/null || need="$$need protobuf-compiler"; \
+	  [ -x /usr/bin/chromium ] || need="$$need chromium"; \
+	  command -v npm >/dev/null || need="$$need nodejs npm"; \
+	  if [ -n "$$need" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      echo "installing:$$need"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
+	    else echo "missing:$$need (install them with apt-get)"; exit 1; fi; \
+	  fi
+	@[ -d $(BROWSERTEST)/node_modules/playwright-core ] || { echo "npm ci in $(BROWSERTEST)"; npm ci --prefix $(BROWSERTEST) --no-audit --no-fund --silent; }
+
 .PHONY: test
-test: ## Run every unit and integration test (real Postgres, embedded Kafka broker)
+test: test-deps ## Run every unit and integration test (real Postgres, embedded Kafka broker, real Chromium)
 	@echo "testing $(words $(MODULES)) modules against $${TEST_DATABASE_URL%%\?*}"
 	$(GO) test $(GOTESTFLAGS) $(PKGS)
 
