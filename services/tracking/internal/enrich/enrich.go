@@ -107,7 +107,9 @@ func New(cfg Config) (*Enricher, error) {
 	if size > 0 {
 		c, err := lru.New[string, uaInfo](size)
 		if err != nil {
-			_ = e.Close()
+			if r := e.geo.Load(); r != nil {
+				_ = r.Close() // nothing else can hold it yet
+			}
 			return nil, fmt.Errorf("create user-agent cache: %w", err)
 		}
 		e.uaCache = c
