@@ -2,9 +2,12 @@ package server_test
 
 import (
 	"context"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/svc-dev/svc/services/tracking/internal/enrich/enrichtest"
 )
 
 var clickIDRe = regexp.MustCompile(`^cust_[0-9]+_[0-9]+$`)
@@ -302,5 +305,36 @@ func TestClickRateLimit(t *testing.T) {
 	// Another client IP has its own bucket.
 	if r := s.call("POST", "/api/v1/track/click", body, "X-Forwarded-For", "192.0.2.2"); r.status != 200 {
 		t.Fatalf("other ip: %d", r.status)
+	}
+}
+
+// Each click event stores geo from the configured .mmdb (for the request's
+// IP, or visitor_ip with the program key) and device, OS and browser from
+// the user agent.
+func TestClickEnrichment(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "geo.mmdb")
+	enrichtest.WriteTestDB(t, db, append(enrichtest.SampleRecords(),
+		enrichtest.Record{Network: "127.0.0.0/8", Country: "DE", Region: "BE", City: "Berlin"}))
+	s := startStack(t, map[string]string{"GEOIP_DB": db})
+	f := s.fixture()
+	iphone := "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1"
+	chrome := "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"
+	geo := func(cid string) string {
+		var out string
+		if err := s.pool.QueryRow(context.Background(), `SELECT concat_ws('|', country, region, city, device_type, os, browser, is_test)
+			FROM affiliate_click_events WHERE click_id = $1`, cid).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	cid := s.click(f.codeA, map[string]any{"user_agent": iphone})
+	if got := geo(cid); got != "DE|BE|Berlin|mobile|iOS|Safari|f" {
+		t.Fatalf("browser click stored %q", got)
+	}
+	r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": "https://brand.example/?aff=" + f.codeA, "visitor_ip": "81.2.69.160"}),
+		"Authorization", "Bearer "+f.keyServer, "User-Agent", chrome)
+	if got := geo(r.body["click_id"].(string)); got != "GB|ENG|London|desktop|Windows|Chrome|f" {
+		t.Fatalf("server click stored %q", got)
 	}
 }
