@@ -61,6 +61,11 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, fmt.Errorf("GEOIP_DB: %w", err)
 	}
 	p.AddCloser(func(context.Context) error { return enr.Close() })
+	if info, ok := enr.GeoDB(); ok {
+		p.Logger.Info("geo database", "path", info.Path, "type", info.Type, "built", info.BuildTime)
+	} else {
+		p.Logger.Info("no geo database: click geo fields stay empty (set GEOIP_DB)")
+	}
 	store := pgstore.New(p.Pool)
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
 	if err != nil {
