@@ -40,6 +40,9 @@ type Result struct {
 	Statuses        map[int]int64
 	FirstFailure    string // the first failed answer or transport error, for the report
 	WarmupOK        int64  // OK answers of the warm-up before this run, for the row-count check
+	CPU             CPUUse // CPU spent during the measured run
+	LoadBefore      string // 1-minute load average before and after the run (context on a shared machine)
+	LoadAfter       string
 	Latency         Latency
 }
 

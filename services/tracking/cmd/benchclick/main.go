@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 func main() {
@@ -197,7 +199,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 	}
 	for i, target := range o.targets {
 		cfg := LoadConfig{Name: target, URL: urls[target], Connections: o.connections, Workload: w, Seed: o.seed*1000 + uint64(i)*100}
-		res, err := drivePhases(ctx, logger, cfg, o, target == "service")
+		res, err := drivePhases(ctx, logger, cfg, o, target == "service", ref.pool)
 		if err != nil {
 			return nil, err
 		}
@@ -219,7 +221,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 
 // drivePhases warms the target up, then measures it; the CPU profile, when
 // asked for, covers only the measured service run.
-func drivePhases(ctx context.Context, logger *slog.Logger, cfg LoadConfig, o options, profile bool) (Result, error) {
+func drivePhases(ctx context.Context, logger *slog.Logger, cfg LoadConfig, o options, profile bool, db *pgxpool.Pool) (Result, error) {
 	client := newClient(cfg.Connections)
 	defer client.CloseIdleConnections()
 	var warmOK int64
@@ -247,10 +249,14 @@ func drivePhases(ctx context.Context, logger *slog.Logger, cfg LoadConfig, o opt
 	}
 	logger.Info("measuring", "target", cfg.Name, "for", o.duration, "connections", cfg.Connections)
 	cfg.Duration = o.duration
+	load := loadAverage()
+	before := sampleCPU(ctx, db)
 	res, err := runLoad(ctx, client, cfg)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
+	res.CPU = cpuBetween(before, sampleCPU(ctx, db))
+	res.LoadBefore, res.LoadAfter = load, loadAverage()
 	if ctx.Err() != nil {
 		return Result{}, fmt.Errorf("%s: interrupted: %w", cfg.Name, ctx.Err())
 	}
@@ -319,6 +325,14 @@ func (r *report) print(out io.Writer) {
 			fmt.Fprintf(out, "%s recorded: %s; %d clicks answered OK (warm-up and measured run)\n", res.Name, rows, res.OK+res.WarmupOK)
 		}
 	}
+	for _, res := range r.results {
+		db := "n/a (Postgres not on this machine)"
+		if res.CPU.DBKnown {
+			db = perClick(res.CPU.DB, res.OK)
+		}
+		fmt.Fprintf(out, "%s CPU per click: %s in this process (generator included), %s in Postgres; load average %s -> %s\n",
+			res.Name, perClick(res.CPU.Self, res.OK), db, orNA(res.LoadBefore), orNA(res.LoadAfter))
+	}
 	svc, okS := r.find("service")
 	ref, okR := r.find("reference")
 	if okS && okR && ref.Throughput() > 0 {
@@ -332,6 +346,13 @@ func (r *report) print(out io.Writer) {
 		fmt.Fprintf(out, "cpu profile of the measured service run: %s (go tool pprof -top %s)\n", r.profile, r.profile)
 	}
 	fmt.Fprintf(out, "service logs: %s\n", r.logPath)
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
 }
 
 func verdict(ok bool) string {
