@@ -6,6 +6,7 @@ package httpkit
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -304,4 +305,13 @@ func orderedObject(fixed []rawField, extra map[string]any, reserved ...string) (
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// WriteServerErrorWithRequestID writes a 500 in the platform envelope the way
+// the command-line routes answer: the request id closes error.message as
+// "(request_id: <id>)" and is repeated in error.details.request_id, so a user
+// can quote it from the terminal.
+func WriteServerErrorWithRequestID(ctx context.Context, w http.ResponseWriter, message string) error {
+	id := RequestIDFrom(ctx)
+	return WritePlatformError(w, http.StatusInternalServerError, message+" (request_id: "+id+")", WithDetail("request_id", id))
 }

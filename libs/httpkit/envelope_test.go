@@ -344,3 +344,17 @@ func assertResponse(t *testing.T, rec *httptest.ResponseRecorder, status int, bo
 		t.Errorf("body\n got: %s\nwant: %s", got, body)
 	}
 }
+
+func TestWriteServerErrorWithRequestID(t *testing.T) {
+	h := httpkit.RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = httpkit.WriteServerErrorWithRequestID(r.Context(), w, "Failed to get status")
+	}))
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("X-Request-ID", "req-123")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	want := `{"data":null,"error":{"status":500,"name":"InternalServerError","message":"Failed to get status (request_id: req-123)","details":{"request_id":"req-123"}}}`
+	if rec.Code != 500 || rec.Body.String() != want || rec.Header().Get("X-Request-ID") != "req-123" {
+		t.Fatalf("%d %s %v", rec.Code, rec.Body.String(), rec.Header())
+	}
+}
