@@ -38,7 +38,7 @@ func Spec() platform.Spec {
 	return platform.Spec{
 		Name:       Name,
 		Migrations: migrations.FS,
-		Topics:     []string{eventsv1.TopicCatalog, catalogsync.TopicApplied},
+		Topics:     []string{eventsv1.TopicCatalog, catalogsync.TopicApplied, eventsv1.TopicTracking},
 		Wire:       wire,
 	}
 }
@@ -98,6 +98,13 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	cliLimit := ratelimit.Middleware(cliLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc))
 	_ = cliLimit // used by the CLI route groups wired below
+
+	// CLI status and test events (program API key): see integration.go.
+	integrationRoutes, err := wireIntegration(p, svc, cliLimit)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, integrationRoutes...)
 
 	return routes, nil
 }

@@ -1,0 +1,367 @@
+// Package httpapi is the HTTP transport of the command-line integration
+// routes, GET /api/v1/cli/status and POST /api/v1/cli/test-event: program
+// API key authentication, the shared CLI rate limit, decoding, the answers
+// and the one error encoder of the group.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/libs/ratelimit"
+	"github.com/svc-dev/svc/services/accounts/internal/integration"
+	"github.com/svc-dev/svc/services/accounts/internal/integration/endpoints"
+)
+
+// Messages of the 500s (the request id is appended).
+const (
+	MsgStatusFailed    = "Failed to get status"
+	MsgTestEventFailed = "Failed to process test event"
+	MsgChainFailed     = "Failed to run synthetic chain"
+)
+
+// Route is one route, named for metrics.
+type Route struct {
+	Pattern string
+	Name    string
+	Handler http.Handler
+}
+
+// Config carries what the transport needs besides the endpoints.
+type Config struct {
+	// Keys authenticates program API keys (CLI messages).
+	Keys *apikey.Authenticator
+	// Limit is the limiter shared by every /api/v1/cli/* route; it runs
+	// before authentication, as the contract refuses 429 before the
+	// endpoint.
+	Limit  func(http.Handler) http.Handler
+	Logger *slog.Logger
+}
+
+// Routes lists the two routes.
+func Routes(set endpoints.Set, cfg Config) []Route {
+	if cfg.Limit == nil {
+		cfg.Limit = func(h http.Handler) http.Handler { return h }
+	}
+	opts := httpkit.ServerOptions(encodeError, cfg.Logger)
+	status := kithttp.NewServer(set.Status, decodeStatus, encodeStatus, opts...)
+	testEvent := kithttp.NewServer(set.TestEvent, decodeTestEvent, encodeTestEvent, opts...)
+
+	auth := func(msg string) func(http.Handler) http.Handler {
+		return cfg.Keys.Middleware(apikey.CLIMessages(), func(w http.ResponseWriter, r *http.Request, err error) {
+			cfg.Logger.ErrorContext(r.Context(), "cli key lookup failed", "err", err)
+			_ = httpkit.WriteServerErrorWithRequestID(r.Context(), w, msg)
+		})
+	}
+	// GET status answers 200, 401 and 429 without X-Request-ID; only its
+	// 500 carries one. The rule wraps the limiter and the key check so their
+	// answers follow it too.
+	noRequestID := httpkit.OmitRequestIDWhen(func(s int) bool { return s != http.StatusInternalServerError })
+	return []Route{
+		{"GET /api/v1/cli/status", "cli_status", noRequestID(cfg.Limit(auth(MsgStatusFailed)(status)))},
+		{"POST /api/v1/cli/test-event", "cli_test_event", cfg.Limit(auth(MsgTestEventFailed)(testEvent))},
+	}
+}
+
+func programOf(ctx context.Context) (int64, error) {
+	k, ok := apikey.KeyFrom(ctx)
+	if !ok {
+		// The auth middleware runs first; no key here is a wiring bug.
+		return 0, errors.New("no authenticated program key in the request context")
+	}
+	return k.ProgramID, nil
+}
+
+func decodeStatus(ctx context.Context, _ *http.Request) (any, error) {
+	id, err := programOf(ctx)
+	if err != nil {
+		return nil, &endpoints.OpError{Op: endpoints.OpStatus, Err: err}
+	}
+	return endpoints.StatusRequest{ProgramID: id}, nil
+}
+
+func decodeTestEvent(ctx context.Context, r *http.Request) (any, error) {
+	id, err := programOf(ctx)
+	if err != nil {
+		return nil, &endpoints.OpError{Op: endpoints.OpTestEvent, Err: err}
+	}
+	body, err := httpkit.DecodeObject(r, httpkit.DefaultBodyLimit)
+	if err != nil {
+		return nil, err
+	}
+	token, _ := apikey.ParseBearer(r.Header.Get("Authorization"))
+	req := endpoints.TestEventRequest{
+		Caller:    integration.Caller{ProgramID: id, APIKey: token, RequestID: httpkit.RequestIDFrom(ctx)},
+		EventType: render(body, "event_type"),
+	}
+	if ip, ok := httpkit.ClientIPFrom(ctx); ok {
+		req.Caller.ClientIP = ip.String()
+	}
+	if t, ok, err := body.String("type"); ok && err == nil && t == "chain" {
+		req.Chain = true
+	}
+	return req, nil
+}
+
+// render shows a body value in the invalid event_type message the way the
+// contract's JavaScript original did: a string as itself, an absent value
+// as "undefined", anything else as its JSON text.
+func render(body httpkit.Object, key string) string {
+	raw, ok := body.Raw(key)
+	if !ok {
+		return "undefined"
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// Answers.
+
+type statusBody struct {
+	Data statusData `json:"data"`
+}
+
+type statusData struct {
+	ProgramID    string       `json:"programId"`
+	StepStatuses stepStatuses `json:"stepStatuses"`
+	Statistics   statistics   `json:"statistics"`
+	HasPartners  bool         `json:"hasPartners"`
+	LastUpdated  string       `json:"lastUpdated"`
+}
+
+type stepStatuses struct {
+	Pageview  string `json:"pageview"`
+	Referrals string `json:"referrals"`
+	Payments  string `json:"payments"`
+}
+
+type statistics struct {
+	Pageview  eventStats `json:"pageview"`
+	Referrals eventStats `json:"referrals"`
+	Payments  payments   `json:"payments"`
+}
+
+type eventStats struct {
+	TestEventCount  int          `json:"testEventCount"`
+	HasTestEvents   bool         `json:"hasTestEvents"`
+	LatestTestEvent *latestEvent `json:"latestTestEvent"`
+}
+
+type latestEvent struct {
+	ID        int64  `json:"id"`
+	Timestamp string `json:"timestamp"`
+	CreatedAt string `json:"createdAt"`
+}
+
+type payments struct {
+	PaymentTrackingMode       string  `json:"paymentTrackingMode"`
+	MethodReady               bool    `json:"methodReady"`
+	ProcessorConnectionStatus string  `json:"processorConnectionStatus"`
+	IsProcessorConnected      bool    `json:"isProcessorConnected"`
+	ProcessorAccountID        *string `json:"processorAccountId"`
+	ChargesEnabled            bool    `json:"chargesEnabled"`
+	PayoutsEnabled            bool    `json:"payoutsEnabled"`
+	DetailsSubmitted          bool    `json:"detailsSubmitted"`
+	ConnectionDate            *string `json:"connectionDate"`
+}
+
+// isoTime is JavaScript's toISOString: UTC, milliseconds, Z.
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+func stats(s integration.EventStats) eventStats {
+	out := eventStats{TestEventCount: s.Count, HasTestEvents: s.Has()}
+	if s.Latest != nil {
+		out.LatestTestEvent = &latestEvent{ID: s.Latest.ID, Timestamp: isoTime(s.Latest.Timestamp), CreatedAt: isoTime(s.Latest.CreatedAt)}
+	}
+	return out
+}
+
+func statusAnswer(st integration.Status) statusBody {
+	p := st.Payments
+	pay := payments{
+		PaymentTrackingMode:       p.Mode,
+		MethodReady:               p.Ready(),
+		ProcessorConnectionStatus: p.ConnectionStatus,
+		IsProcessorConnected:      p.Connected(),
+		ChargesEnabled:            p.ChargesEnabled,
+		PayoutsEnabled:            p.PayoutsEnabled,
+		DetailsSubmitted:          p.DetailsSubmitted,
+	}
+	if p.Connected() && p.AccountID != "" {
+		id := p.AccountID
+		pay.ProcessorAccountID = &id
+	}
+	if p.ConnectedAt != nil {
+		d := isoTime(*p.ConnectedAt)
+		pay.ConnectionDate = &d
+	}
+	return statusBody{Data: statusData{
+		ProgramID: strconv.FormatInt(st.ProgramID, 10),
+		StepStatuses: stepStatuses{
+			Pageview:  st.Pageview.Step(),
+			Referrals: st.Referrals.Step(),
+			Payments:  p.Step(),
+		},
+		Statistics:  statistics{Pageview: stats(st.Pageview), Referrals: stats(st.Referrals), Payments: pay},
+		HasPartners: st.HasPartners,
+		LastUpdated: isoTime(st.GeneratedAt),
+	}}
+}
+
+func encodeStatus(ctx context.Context, w http.ResponseWriter, response any) error {
+	r := response.(endpoints.StatusResponse)
+	if r.Err != nil {
+		encodeError(ctx, r.Err, w)
+		return nil
+	}
+	return httpkit.WriteJSON(w, http.StatusOK, statusAnswer(r.Status))
+}
+
+type eventData struct {
+	EventType string `json:"event_type"`
+	EventID   int64  `json:"eventId"`
+	ProgramID int64  `json:"programId"`
+	TestMode  bool   `json:"test_mode"`
+	Message   string `json:"message"`
+}
+
+type chainStep struct {
+	Step    string `json:"step"`
+	Status  string `json:"status"`
+	EventID *int64 `json:"eventId"`
+}
+
+type chainData struct {
+	Type      string      `json:"type"`
+	ProgramID int64       `json:"programId"`
+	TestMode  bool        `json:"test_mode"`
+	Chain     []chainStep `json:"chain"`
+}
+
+func chainSteps(steps []integration.ChainStep) []chainStep {
+	out := make([]chainStep, 0, len(steps))
+	for _, s := range steps {
+		c := chainStep{Step: string(s.Step), Status: s.Status}
+		if s.EventID != 0 {
+			id := s.EventID
+			c.EventID = &id
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func encodeTestEvent(ctx context.Context, w http.ResponseWriter, response any) error {
+	r := response.(endpoints.TestEventResponse)
+	if r.Err != nil {
+		encodeError(ctx, r.Err, w)
+		return nil
+	}
+	if r.Chain != nil {
+		return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"data": chainData{
+			Type: "chain", ProgramID: r.ProgramID, TestMode: true, Chain: chainSteps(r.Chain),
+		}})
+	}
+	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"data": eventData{
+		EventType: string(r.EventType), EventID: r.Event.EventID, ProgramID: r.ProgramID, TestMode: true, Message: r.Event.Message,
+	}})
+}
+
+// statusOf is the group's one table from error kind to status.
+func statusOf(err error) int {
+	var de *httpkit.DecodeError
+	switch {
+	case errors.As(err, &de):
+		return de.Status
+	case errors.Is(err, integration.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, integration.ErrRateLimited):
+		return http.StatusTooManyRequests
+	case errors.Is(err, integration.ErrNotAvailable):
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+// failedMessage names the operation of a 500.
+func failedMessage(err error) string {
+	var op *endpoints.OpError
+	if errors.As(err, &op) {
+		switch op.Op {
+		case endpoints.OpStatus:
+			return MsgStatusFailed
+		case endpoints.OpChain:
+			return MsgChainFailed
+		}
+	}
+	return MsgTestEventFailed
+}
+
+// encodeError writes every error of the group. 5xx bodies never carry the
+// cause (the go-kit error handler logs it with the request id).
+func encodeError(ctx context.Context, err error, w http.ResponseWriter) {
+	switch status := statusOf(err); status {
+	case http.StatusTooManyRequests:
+		secs := ratelimit.RetryAfterSeconds(retryAfter(err))
+		w.Header().Set(ratelimit.HeaderRetryAfter, strconv.Itoa(secs))
+		_ = httpkit.WriteTypedError(w, status, ratelimit.CodeRateLimited, limitMessage(err),
+			map[string]any{"retry_after_seconds": secs}, httpkit.WithStatusField())
+	case http.StatusNotImplemented:
+		var chain *integration.ChainIncompleteError
+		if errors.As(err, &chain) {
+			_ = httpkit.WritePlatformError(w, status, integration.MsgChainSaleMissing,
+				httpkit.WithCode(integration.CodeSaleUnavailable), httpkit.WithDetail("chain", chainSteps(chain.Steps)))
+			return
+		}
+		_ = httpkit.WritePlatformError(w, status, integration.MsgSaleUnavailable, httpkit.WithCode(integration.CodeSaleUnavailable))
+	case http.StatusInternalServerError:
+		_ = httpkit.WriteServerErrorWithRequestID(ctx, w, failedMessage(err))
+	default:
+		var de *httpkit.DecodeError
+		var inv *integration.InvalidEventTypeError
+		msg := err.Error()
+		switch {
+		case errors.As(err, &de):
+			msg = de.Message
+		case errors.As(err, &inv):
+			msg = inv.Error()
+		}
+		_ = httpkit.WritePlatformError(w, status, msg)
+	}
+}
+
+func retryAfter(err error) time.Duration {
+	var chain *integration.ChainLimitError
+	var up *integration.UpstreamLimitError
+	switch {
+	case errors.As(err, &chain):
+		return chain.RetryAfter
+	case errors.As(err, &up):
+		return up.RetryAfter
+	}
+	return time.Second
+}
+
+func limitMessage(err error) string {
+	var chain *integration.ChainLimitError
+	var up *integration.UpstreamLimitError
+	switch {
+	case errors.As(err, &chain):
+		return chain.Error()
+	case errors.As(err, &up) && up.Message != "":
+		return up.Message
+	}
+	return ratelimit.RefusalMessage(ratelimit.RetryAfterSeconds(retryAfter(err)))
+}
