@@ -111,7 +111,9 @@ func TestLoginFailures(t *testing.T) {
 		{
 			name: "three server errors in a row",
 			setup: func(f *fake, c *cli) {
-				f.on("GET /api/v1/cli/auth/poll", func(w http.ResponseWriter, r *http.Request, n int) { platformErr(w, 500, "Failed to poll auth session (request_id: x)", nil) })
+				f.on("GET /api/v1/cli/auth/poll", func(w http.ResponseWriter, r *http.Request, n int) {
+					platformErr(w, 500, "Failed to poll auth session (request_id: x)", nil)
+				})
 			},
 			wantCode: app.ExitServer, wantErr: []string{"Failed to poll auth session"},
 		},
@@ -343,7 +345,9 @@ func TestInitErrors(t *testing.T) {
 		},
 		{
 			name: "advertiser mismatch", login: true,
-			reply:    func(w http.ResponseWriter) { platformErr(w, 403, "advertiser_id does not match the authenticated account", nil) },
+			reply: func(w http.ResponseWriter) {
+				platformErr(w, 403, "advertiser_id does not match the authenticated account", nil)
+			},
 			wantCode: app.ExitAuth, wantErr: []string{"error: advertiser_id does not match the authenticated account"},
 		},
 		{
