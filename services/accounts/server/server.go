@@ -106,6 +106,14 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	routes = append(routes, integrationRoutes...)
 
+	// CLI sign-in, init, programs and stripe-connect, and the program
+	// settings routes: see cliauth.go.
+	cliAuthRoutes, err := wireCLIAuth(ctx, p, svc, priv, cliLimit, refusals)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, cliAuthRoutes...)
+
 	return routes, nil
 }
 

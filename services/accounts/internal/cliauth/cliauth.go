@@ -1,0 +1,198 @@
+// Package cliauth is the command-line client's account side: sign-in
+// sessions (a sign-in link, verified by the OpenID provider's id_token),
+// login tokens, and the routes a login token opens (init: create a program
+// with its first API key; programs: list them). It knows nothing of HTTP,
+// SQL or OpenID libraries: the id_token verifier and the store are
+// interfaces, and catalog writes go through the catalog service so their
+// events reach the replicas.
+package cliauth
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+)
+
+// Error kinds. The transport maps them to statuses in one table.
+var (
+	ErrInvalid         = errors.New("invalid")
+	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrForbidden       = errors.New("forbidden")
+	ErrNotFound        = errors.New("not found")
+	ErrUnavailable     = errors.New("unavailable")
+)
+
+// Error is a refusal whose Message (and Code, when set) the client sees as
+// the contract writes them.
+type Error struct {
+	Kind    error
+	Message string
+	Code    string
+}
+
+func (e *Error) Error() string { return e.Message }
+func (e *Error) Unwrap() error { return e.Kind }
+
+// Refusals of the sign-in routes, with the contract's messages.
+var (
+	ErrMissingCallbackFields = &Error{Kind: ErrInvalid, Message: "Missing required fields: state, id_token"}
+	ErrSessionNotFoundOrUsed = &Error{Kind: ErrNotFound, Message: "Session not found or already used"}
+	ErrSessionExpired        = &Error{Kind: ErrInvalid, Message: "Session expired"}
+	ErrAccountBlocked        = &Error{Kind: ErrForbidden, Message: "Your account has been suspended.", Code: "ACCOUNT_BLOCKED"}
+	ErrEmailNotVerified      = &Error{Kind: ErrForbidden, Message: "Your email address is not verified with your sign-in provider. Verify it there, then try again.", Code: "PROVIDER_EMAIL_NOT_VERIFIED"}
+	ErrMissingState          = &Error{Kind: ErrInvalid, Message: "Missing state parameter"}
+	ErrSessionNotFound       = &Error{Kind: ErrNotFound, Message: "Session not found"}
+	ErrSessionConsumed       = &Error{Kind: ErrInvalid, Message: "Session already consumed"}
+	// ErrInvalidIDToken covers every id_token the provider's keys, issuer,
+	// audience, expiry or the session's nonce refuse, and one without an
+	// email: the cure is the same, sign in again.
+	ErrInvalidIDToken = &Error{Kind: ErrUnauthenticated, Message: "Invalid id_token"}
+	// ErrNotConfigured answers the sign-in routes of a server started
+	// without an OpenID provider.
+	ErrNotConfigured = &Error{Kind: ErrUnavailable, Message: "Command-line sign-in is not configured on this server"}
+)
+
+// Refusals of the login-token routes. The transport words the 401s per
+// route (the contract's init and programs messages differ).
+var (
+	// ErrTokenInvalid: no login token has this value, or it expired.
+	ErrTokenInvalid = &Error{Kind: ErrUnauthenticated, Message: "Invalid or expired token"}
+	// ErrUserNotFound: the token's user no longer exists.
+	ErrUserNotFound       = &Error{Kind: ErrUnauthenticated, Message: "User not found"}
+	ErrNoAdvertiser       = &Error{Kind: ErrForbidden, Message: "No advertiser found for this account. Run \"svc login\" to sign in with the account of your advertiser."}
+	ErrAdvertiserMismatch = &Error{Kind: ErrForbidden, Message: "advertiser_id does not match the authenticated account"}
+)
+
+// Session statuses answered by Poll.
+const (
+	StatusPending  = "pending"
+	StatusExpired  = "expired"
+	StatusComplete = "complete"
+)
+
+// Defaults.
+const (
+	// DefaultSessionTTL is the contract's sign-in link lifetime.
+	DefaultSessionTTL = 5 * time.Minute
+	// DefaultTokenTTL is how long a login token works.
+	DefaultTokenTTL = 30 * 24 * time.Hour
+	// LoginTokenPrefix marks login tokens so they are recognisable in a
+	// leaked-secret scan and never mistaken for program keys.
+	LoginTokenPrefix = "svc_cli_"
+)
+
+// DefaultMemberPermissions are given to the user who creates a program with
+// init, so the dashboard routes work for them at once.
+var DefaultMemberPermissions = []string{"tracking:read", "tracking:write"}
+
+// Session is a command-line sign-in in progress.
+type Session struct {
+	ID         int64
+	StateHash  []byte
+	Nonce      string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	UserID     int64 // 0 until the callback signs it in
+	SignedInAt *time.Time
+	ConsumedAt *time.Time
+}
+
+// LoginToken is a login token as stored: its hash only.
+type LoginToken struct {
+	Hash      []byte
+	UserID    int64
+	SessionID int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Identity is what a verified id_token says about the person signing in.
+type Identity struct {
+	Subject       string
+	Email         string
+	EmailVerified bool
+	Name          string
+	Nonce         string
+}
+
+// IDTokenVerifier checks an id_token as OpenID Connect requires (signature
+// against the provider's keys, issuer, audience, expiry). A token it
+// refuses is an error matching ErrUnauthenticated; a failure to reach the
+// provider's keys matches ErrUnavailable.
+type IDTokenVerifier interface {
+	Verify(ctx context.Context, rawIDToken string) (Identity, error)
+}
+
+// Store persists sessions and tokens and reads the users and programs they
+// lead to. Catalog writes do not go through it.
+type Store interface {
+	CreateSession(ctx context.Context, s Session) (Session, error)
+	// SessionByState returns ErrSessionNotFound when no session has the hash.
+	SessionByState(ctx context.Context, stateHash []byte) (Session, error)
+	// LinkSession signs an unsigned, unconsumed session in for userID if it
+	// has not expired at `at`; false when it no longer qualifies.
+	LinkSession(ctx context.Context, id, userID int64, at time.Time) (bool, error)
+	// ConsumeSession marks a signed-in session consumed and stores its login
+	// token in one transaction; false when it was already consumed.
+	ConsumeSession(ctx context.Context, id int64, at time.Time, tok LoginToken) (bool, error)
+	// UserByEmail matches case-insensitively; a *catalog.NotFoundError when
+	// there is none.
+	UserByEmail(ctx context.Context, email string) (catalog.User, error)
+	UserByID(ctx context.Context, id int64) (catalog.User, error)
+	// UserByToken returns ErrTokenInvalid when no unexpired token has the
+	// hash at now, and ErrUserNotFound when its user is gone.
+	UserByToken(ctx context.Context, tokenHash []byte, now time.Time) (catalog.User, error)
+	ProgramIDsByAdvertiser(ctx context.Context, advertiserID int64) ([]int64, error)
+	// Sweep deletes sessions created before `before` and tokens expired
+	// before it, a bounded batch at a time.
+	Sweep(ctx context.Context, before time.Time) error
+}
+
+// Started is a new sign-in session: the state the client polls with and the
+// link it opens.
+type Started struct {
+	State     string
+	URL       string
+	ExpiresAt time.Time
+}
+
+// SignedIn is the outcome of a successful callback.
+type SignedIn struct {
+	User catalog.User
+}
+
+// PollResult is a session's state as the polling client sees it. Token is
+// set only once, on the first poll after sign-in.
+type PollResult struct {
+	Status         string
+	Token          string
+	TokenExpiresAt time.Time
+	User           catalog.User
+}
+
+// InitInput is POST init's body: the program as sent (raw JSON numbers, see
+// catalog.ProgramInput) and the optional advertiser_id as raw JSON.
+type InitInput struct {
+	Program      catalog.ProgramInput
+	AdvertiserID *string
+}
+
+// Initialized is a program made by init and its first API key, shown once.
+type Initialized struct {
+	Program catalog.Program
+	APIKey  string
+	Seq     catalog.Seq
+}
+
+// Service is the command-line account routes' use cases.
+type Service interface {
+	Start(ctx context.Context) (Started, error)
+	Callback(ctx context.Context, state, idToken string) (SignedIn, error)
+	Poll(ctx context.Context, state string) (PollResult, error)
+	// Authenticate resolves a login token to its user.
+	Authenticate(ctx context.Context, token string) (catalog.User, error)
+	Init(ctx context.Context, user catalog.User, in InitInput) (Initialized, error)
+	Programs(ctx context.Context, user catalog.User) ([]catalog.Program, error)
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/go-kit/kit/endpoint"
+
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/ratelimit"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/cliapi"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/clistore"
+	"github.com/svc-dev/svc/services/accounts/internal/oidcverify"
+	"github.com/svc-dev/svc/services/accounts/internal/settings"
+	"github.com/svc-dev/svc/services/accounts/internal/settingsapi"
+)
+
+// oidcEnv is the OpenID provider the command-line sign-in trusts.
+type oidcEnv struct {
+	issuer, audience, jwksURL, jwksFile, authURL string
+	algorithms                                   []string
+}
+
+// readOIDCEnv reads the provider settings. None set means command-line
+// sign-in is off (its routes answer 503) so a stack without a provider
+// still starts; some but not all set is a configuration error.
+func readOIDCEnv(p *platform.Platform) (oidcEnv, bool) {
+	e := oidcEnv{
+		issuer:     p.Env.String("OIDC_ISSUER", ""),
+		audience:   p.Env.String("OIDC_AUDIENCE", ""),
+		jwksURL:    p.Env.String("OIDC_JWKS_URL", ""),
+		jwksFile:   p.Env.String("OIDC_JWKS_FILE", ""),
+		authURL:    p.Env.String("OIDC_AUTH_URL", ""),
+		algorithms: p.Env.List("OIDC_SIGNING_ALGS", oidcverify.DefaultAlgorithms),
+	}
+	if e.issuer == "" && e.audience == "" && e.jwksURL == "" && e.jwksFile == "" && e.authURL == "" {
+		return e, false
+	}
+	var missing []error
+	if e.issuer == "" {
+		missing = append(missing, errors.New("OIDC_ISSUER is required when command-line sign-in is configured"))
+	}
+	if e.audience == "" {
+		missing = append(missing, errors.New("OIDC_AUDIENCE is required when command-line sign-in is configured"))
+	}
+	if e.authURL == "" {
+		missing = append(missing, errors.New("OIDC_AUTH_URL is required when command-line sign-in is configured"))
+	}
+	if (e.jwksURL == "") == (e.jwksFile == "") {
+		missing = append(missing, errors.New("set exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE"))
+	}
+	p.Env.Fail(errors.Join(missing...))
+	return e, len(missing) == 0
+}
+
+// wireCLIAuth builds the command-line sign-in, init and programs routes
+// (behind the shared CLI limiter) and the program settings routes (behind
+// their own 30-a-minute limiter per sign-in token).
+func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service, priv ed25519.PrivateKey,
+	cliLimit func(http.Handler) http.Handler, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
+	oenv, oidcOn := readOIDCEnv(p)
+	redirect := p.Env.String("CLI_LOGIN_REDIRECT_URL", "")
+	tokenTTL := p.Env.Duration("CLI_TOKEN_TTL", cliauth.DefaultTokenTTL)
+	settingsLimit := p.Env.Int("SETTINGS_RATE_LIMIT", 30)
+	if err := p.Env.Err(); err != nil {
+		return nil, err
+	}
+	var verifier cliauth.IDTokenVerifier
+	if oidcOn {
+		v, err := oidcverify.New(ctx, oidcverify.Config{
+			Issuer: oenv.issuer, Audience: oenv.audience, JWKSURL: oenv.jwksURL, JWKSFile: oenv.jwksFile,
+			Algorithms: oenv.algorithms, Now: p.Now,
+		})
+		if err != nil {
+			return nil, err
+		}
+		verifier = v
+	} else {
+		p.Logger.Warn("command-line sign-in is off: OIDC_ISSUER, OIDC_AUDIENCE, OIDC_AUTH_URL and OIDC_JWKS_URL or OIDC_JWKS_FILE are unset")
+	}
+	store := clistore.New(p.Pool)
+	svc, err := cliauth.NewService(cliauth.Config{
+		Store: store, Catalog: cat, Verifier: verifier,
+		AuthURL: oenv.authURL, ClientID: oenv.audience, RedirectURL: redirect,
+		Now: p.Now, TokenTTL: tokenTTL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	tracer := p.Tracer.Tracer("svc/accounts")
+	trace := func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) }
+	var routes []platform.Route
+	for _, r := range cliapi.Routes(cliapi.NewSet(svc, trace), cliapi.Config{Service: svc, Logger: p.Logger, Limit: cliLimit}) {
+		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
+	}
+
+	pub, ok := priv.Public().(ed25519.PublicKey)
+	if !ok {
+		return nil, errors.New("SESSION_SIGNING_KEY: no Ed25519 public key")
+	}
+	sessions, err := session.NewVerifier(pub, SessionIssuer, p.Now)
+	if err != nil {
+		return nil, fmt.Errorf("session verifier: %w", err)
+	}
+	settingsSvc, err := settings.NewService(store, cat)
+	if err != nil {
+		return nil, err
+	}
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: settingsLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("SETTINGS_RATE_LIMIT: %w", err)
+	}
+	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("program_settings"), ratelimit.WithOnRefuse(refusals.Inc))
+	for _, r := range settingsapi.Routes(settingsapi.Config{Service: settingsSvc, Sessions: sessions, Logger: p.Logger, Limit: limit, Middleware: trace}) {
+		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
+	}
+	return routes, nil
+}
