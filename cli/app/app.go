@@ -33,7 +33,7 @@ const (
 	ExitError       = 1   // any other failure: 4xx other than 401/403, 429 after retries, local errors
 	ExitUsage       = 2   // bad command line: unknown command or flag, wrong arguments, missing required flags without a terminal
 	ExitAuth        = 3   // 401/403, not logged in, no program key, sign-in expired or refused
-	ExitServer      = 4   // 5xx, server unreachable or timed out
+	ExitServer      = 4   // 5xx (except 501), server unreachable or timed out
 	ExitInterrupted = 130 // interrupted (Ctrl-C), as shells report SIGINT
 )
 
@@ -240,6 +240,10 @@ func exitCode(err error) int {
 		switch {
 		case apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden:
 			return ExitAuth
+		case apiErr.Status == http.StatusNotImplemented:
+			// Not deployed on this server: retrying, the remedy for 5xx,
+			// does not help.
+			return ExitError
 		case apiErr.Status >= 500:
 			return ExitServer
 		}
@@ -269,7 +273,7 @@ func (a *app) rootCmd() *cobra.Command {
 Settings: --base-url or SVC_BASE_URL, else "svc config set base-url", else ` + DefaultBaseURL + `.
 Program key: SVC_API_KEY, else "svc config set api-key".
 
-Exit codes: 0 ok, 1 other error, 2 usage, 3 authentication (401/403, not logged in, no key), 4 server error or unreachable, 130 interrupted.`,
+Exit codes: 0 ok, 1 other error, 2 usage, 3 authentication (401/403, not logged in, no key), 4 server error (5xx) or unreachable, 130 interrupted.`,
 		Version:       a.o.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -451,6 +455,9 @@ func (a *app) printError(err error) {
 			if apiErr.DocsURL != "" {
 				e["docs_url"] = apiErr.DocsURL
 			}
+			if d := publicDetails(apiErr.Details); len(d) > 0 {
+				e["details"] = d
+			}
 			if apiErr.RetryAfter > 0 && apiErr.Status == http.StatusTooManyRequests {
 				e["retry_after_seconds"] = int(apiErr.RetryAfter.Seconds())
 			}
@@ -471,12 +478,33 @@ func (a *app) printError(err error) {
 	if isAPI && apiErr.DocsURL != "" {
 		fmt.Fprintf(a.o.Stderr, "docs: %s\n", apiErr.DocsURL)
 	}
+	if isAPI {
+		if steps, ok := apiErr.Details["chain"].([]any); ok {
+			// An incomplete synthetic chain says which steps ran.
+			for _, s := range steps {
+				if m, ok := s.(map[string]any); ok {
+					fmt.Fprintf(a.o.Stderr, "  %s: %s%s\n", field(m, "step"), field(m, "status"), eventSuffix(m))
+				}
+			}
+		}
+	}
 	if hint != "" {
 		fmt.Fprintf(a.o.Stderr, "hint: %s\n", hint)
 	}
 	if isAPI && apiErr.RequestID != "" {
 		fmt.Fprintf(a.o.Stderr, "request id: %s\n", apiErr.RequestID)
 	}
+}
+
+// publicDetails is error.details without what is printed elsewhere.
+func publicDetails(d map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range d {
+		if k != "request_id" && k != "code" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // printJSON writes v indented to stdout.

@@ -539,10 +539,10 @@ func TestTestEvents(t *testing.T) {
 	tests := []struct {
 		arg, body, out string
 	}{
-		{"click", `{"event_type":"click"}`, "Test click sent."},
-		{"lead", `{"event_type":"lead"}`, "Test lead sent."},
-		{"sale", `{"event_type":"sale"}`, "Test sale sent."},
-		{"chain", `{"type":"chain"}`, "Synthetic chain ran (click → lead → sale)."},
+		{"click", `{"event_type":"click"}`, "Test click sent to program 7 (event 12).\n  Test click recorded\n"},
+		{"lead", `{"event_type":"lead"}`, "Test lead sent to program 7 (event 12).\n  Test lead recorded\n"},
+		{"sale", `{"event_type":"sale"}`, "Test sale sent to program 7 (event 12).\n  Test sale recorded\n"},
+		{"chain", `{"type":"chain"}`, "Synthetic chain ran for program 7 (click → lead → sale):\n  click: recorded (event 21)\n  lead: recorded (event 22)\n  sale: recorded (event 23)\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.arg, func(t *testing.T) {
@@ -557,8 +557,38 @@ func TestTestEvents(t *testing.T) {
 			if len(got) != 1 || got[0].Body != tc.body || got[0].Auth != "Bearer "+fakeKey {
 				t.Fatalf("%+v", got)
 			}
-			mustContain(t, "stdout", r.stdout, tc.out, "is_test: true")
+			if r.stdout != tc.out {
+				t.Fatalf("stdout %q, want %q", r.stdout, tc.out)
+			}
 		})
+	}
+}
+
+func TestSaleNotDeployed(t *testing.T) {
+	f := newFake(t)
+	f.on("POST /api/v1/cli/test-event", func(w http.ResponseWriter, _ *http.Request, _ int) {
+		writeJSON(w, 501, map[string]any{"data": nil, "error": map[string]any{"status": 501, "name": "NotImplementedError",
+			"message": "Synthetic chain stopped at the sale step", "code": "sale_tracking_unavailable",
+			"details": map[string]any{"chain": []any{
+				map[string]any{"step": "click", "status": "recorded", "eventId": 1},
+				map[string]any{"step": "sale", "status": "not_available", "eventId": nil},
+			}}}})
+	})
+	c := newCLI(t, f.URL())
+	c.env[app.EnvAPIKey] = fakeKey
+	r := c.run("test", "chain")
+	if r.code != app.ExitError {
+		t.Fatalf("%+v", r)
+	}
+	mustContain(t, "stderr", r.stderr, "error: sale_tracking_unavailable: Synthetic chain stopped at the sale step\n", "  click: recorded (event 1)\n  sale: not_available\n")
+	r = c.run("test", "chain", "--json")
+	var e struct {
+		Error struct {
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || len(e.Error.Details["chain"].([]any)) != 2 {
+		t.Fatalf("%v %s", err, r.stderr)
 	}
 }
 
@@ -730,7 +760,7 @@ func TestExitCodesOfStatuses(t *testing.T) {
 		status, want int
 	}{
 		{400, app.ExitError}, {401, app.ExitAuth}, {403, app.ExitAuth}, {404, app.ExitError}, {410, app.ExitError},
-		{422, app.ExitError}, {500, app.ExitServer}, {502, app.ExitServer}, {503, app.ExitServer},
+		{422, app.ExitError}, {501, app.ExitError}, {500, app.ExitServer}, {502, app.ExitServer}, {503, app.ExitServer},
 	}
 	for _, tc := range tests {
 		f := newFake(t)

@@ -165,7 +165,16 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 			platformErr(w, 400, "Invalid event_type: "+et+". Valid: click, lead, sale", nil)
 			return
 		}
-		writeJSON(w, 200, map[string]any{"data": map[string]any{"event_type": in["event_type"], "is_test": true, "click_id": "cust_1_2"}})
+		if in["type"] == "chain" {
+			writeJSON(w, 200, map[string]any{"data": map[string]any{"type": "chain", "programId": 7, "test_mode": true, "chain": []any{
+				map[string]any{"step": "click", "status": "recorded", "eventId": 21},
+				map[string]any{"step": "lead", "status": "recorded", "eventId": 22},
+				map[string]any{"step": "sale", "status": "recorded", "eventId": 23},
+			}}})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"data": map[string]any{"event_type": in["event_type"], "eventId": 12, "programId": 7,
+			"test_mode": true, "message": "Test " + in["event_type"].(string) + " recorded"}})
 	default:
 		platformErr(w, 404, "Not found", nil)
 	}

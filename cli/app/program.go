@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -214,20 +215,59 @@ func (a *app) testCmd() *cobra.Command {
 			if a.jsonOut {
 				return a.printJSON(resp.Data)
 			}
-			if kind == "chain" {
-				fmt.Fprintln(a.o.Stdout, "Synthetic chain ran (click → lead → sale).")
-			} else {
-				fmt.Fprintf(a.o.Stdout, "Test %s sent.\n", kind)
-			}
-			printFlat(a.o.Stdout, resp.Data)
+			a.printTestEvent(kind, resp.Data)
 			return nil
 		}),
 	}
 }
 
+// testEventData is POST /api/v1/cli/test-event's data: one event, or a
+// synthetic chain's steps.
+type testEventData struct {
+	EventType string           `json:"event_type"`
+	EventID   json.RawMessage  `json:"eventId"`
+	ProgramID json.RawMessage  `json:"programId"`
+	Message   string           `json:"message"`
+	Chain     []map[string]any `json:"chain"`
+}
+
+func (a *app) printTestEvent(kind string, raw json.RawMessage) {
+	w := a.o.Stdout
+	var d testEventData
+	if err := json.Unmarshal(raw, &d); err != nil {
+		fmt.Fprintf(w, "Test %s sent.\n", kind)
+		printFlat(w, raw)
+		return
+	}
+	prog := strings.Trim(string(d.ProgramID), `"`)
+	if kind == "chain" {
+		fmt.Fprintf(w, "Synthetic chain ran for program %s (click → lead → sale):\n", prog)
+		for _, s := range d.Chain {
+			fmt.Fprintf(w, "  %s: %s%s\n", field(s, "step"), field(s, "status"), eventSuffix(s))
+		}
+		return
+	}
+	fmt.Fprintf(w, "Test %s sent to program %s", kind, prog)
+	if id := strings.Trim(string(d.EventID), `"`); id != "" && id != "null" {
+		fmt.Fprintf(w, " (event %s)", id)
+	}
+	fmt.Fprintln(w, ".")
+	if d.Message != "" {
+		fmt.Fprintf(w, "  %s\n", d.Message)
+	}
+}
+
+// eventSuffix is " (event N)" when a chain step recorded an event.
+func eventSuffix(step map[string]any) string {
+	if v, ok := step["eventId"]; ok && v != nil {
+		return " (event " + field(step, "eventId") + ")"
+	}
+	return ""
+}
+
 // printFlat writes a JSON value as sorted "path: value" lines, for answers
 // whose shape the CLI does not need to know.
-func printFlat(w interface{ Write([]byte) (int, error) }, raw json.RawMessage) {
+func printFlat(w io.Writer, raw json.RawMessage) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return

@@ -111,7 +111,9 @@ type Error struct {
 	RequestID string
 	// RetryAfter is Retry-After (or retry_after_seconds) on a 429.
 	RetryAfter time.Duration
-	Warnings   []Warning
+	// Details is error.details of the platform envelope (nil when absent).
+	Details  map[string]any
+	Warnings []Warning
 }
 
 func (e *Error) Error() string {
@@ -289,7 +291,7 @@ func (c *Client) decode(resp *http.Response, raw []byte) (*Response, error) {
 	var eb errorBody
 	switch {
 	case jsonErr == nil && len(env.Error) > 0 && json.Unmarshal(env.Error, &eb) == nil:
-		e.Code, e.Message, e.Hint, e.DocsURL = eb.Code, eb.Message, eb.Hint, eb.DocsURL
+		e.Code, e.Message, e.Hint, e.DocsURL, e.Details = eb.Code, eb.Message, eb.Hint, eb.DocsURL, eb.Details
 		if e.Code == "" {
 			e.Code, _ = eb.Details["code"].(string)
 		}
