@@ -3,6 +3,7 @@ module github.com/svc-dev/svc/cli
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/term v0.47.0
 )

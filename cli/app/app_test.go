@@ -13,7 +13,7 @@ import (
 
 func TestLoginStoresTokenAndNeverPrintsIt(t *testing.T) {
 	f := newFake(t)
-	f.pending = 3
+	f.set(func(f *fake) { f.pending = 3 })
 	c := newCLI(t, f.URL())
 	r := c.run("login")
 	if r.code != app.ExitOK {
@@ -82,12 +82,12 @@ func TestLoginFailures(t *testing.T) {
 	}{
 		{
 			name:     "link expired",
-			setup:    func(f *fake, c *cli) { f.pending, f.final = 2, "expired" },
+			setup:    func(f *fake, c *cli) { f.set(func(f *fake) { f.pending, f.final = 2, "expired" }) },
 			wantCode: app.ExitAuth, wantErr: []string{"error: the sign-in link expired before sign-in completed", `hint: run "svc login" again`},
 		},
 		{
 			name:     "timeout",
-			setup:    func(f *fake, c *cli) { f.hold = true },
+			setup:    func(f *fake, c *cli) { f.set(func(f *fake) { f.hold = true }) },
 			args:     []string{"--timeout", "100ms"},
 			wantCode: app.ExitAuth, wantErr: []string{"error: timed out waiting for sign-in"},
 		},

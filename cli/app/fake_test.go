@@ -66,6 +66,13 @@ func newFake(t *testing.T) *fake {
 
 func (f *fake) URL() string { return f.srv.URL }
 
+// set changes the fake's behaviour under its lock.
+func (f *fake) set(fn func(f *fake)) {
+	f.mu.Lock()
+	fn(f)
+	f.mu.Unlock()
+}
+
 func (f *fake) release() {
 	f.mu.Lock()
 	f.hold = false
