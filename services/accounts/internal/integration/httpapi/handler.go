@@ -116,6 +116,9 @@ func decodeTestEvent(ctx context.Context, r *http.Request) (any, error) {
 // contract's JavaScript original did: a string as itself, an absent value
 // as "undefined", anything else as its JSON text.
 func render(body httpkit.Object, key string) string {
+	if body.IsNull(key) {
+		return "null"
+	}
 	raw, ok := body.Raw(key)
 	if !ok {
 		return "undefined"
