@@ -1,0 +1,146 @@
+package trackingclient_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/services/accounts/internal/integration"
+	"github.com/svc-dev/svc/services/accounts/internal/trackingclient"
+)
+
+type seen struct {
+	path    string
+	headers http.Header
+	body    map[string]any
+}
+
+// fakeTracking answers every request with status and body and records it.
+func fakeTracking(t *testing.T, status int, body string, header map[string]string) (*trackingclient.Client, *seen) {
+	t.Helper()
+	got := &seen{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.path, got.headers = r.URL.Path, r.Header.Clone()
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &got.body)
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := trackingclient.New(srv.URL+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, got
+}
+
+var who = integration.Caller{ProgramID: 7, APIKey: "svc_live_abc", ClientIP: "203.0.113.9", RequestID: "req-42"}
+
+func TestTestClickSendsTheContractBodyWithTheCallersKey(t *testing.T) {
+	c, got := fakeTracking(t, 200, `{"success":true,"message":"Test click recorded","data":{"eventId":31,"programId":7,"test_mode":true}}`, nil)
+	rec, err := c.TestClick(context.Background(), who, integration.TestClick{ProgramID: 7, AffiliateURL: "https://shop.example/?via=svc-test-7", PageURL: "https://shop.example/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec != (integration.Recorded{EventID: 31, ProgramID: 7, Message: "Test click recorded"}) {
+		t.Fatalf("recorded %+v", rec)
+	}
+	if got.path != "/api/v1/track/click" {
+		t.Fatalf("path %q", got.path)
+	}
+	for h, want := range map[string]string{
+		"Authorization": "Bearer svc_live_abc", "X-Request-Id": "req-42", "X-Forwarded-For": "203.0.113.9",
+		"Content-Type": "application/json", "User-Agent": trackingclient.UserAgent,
+	} {
+		if got.headers.Get(h) != want {
+			t.Fatalf("%s = %q, want %q", h, got.headers.Get(h), want)
+		}
+	}
+	want := `{"additional_data":{"program_id":7,"test_mode":true},"affiliate_url":"https://shop.example/?via=svc-test-7","page_url":"https://shop.example/","program_id":7,"user_agent":"svc-accounts-test-event/1"}`
+	if b, _ := json.Marshal(got.body); string(b) != want {
+		t.Fatalf("body %s\nwant %s", b, want)
+	}
+}
+
+func TestTestLeadIsAKeyedTestModeLead(t *testing.T) {
+	c, got := fakeTracking(t, 200, `{"success":true,"message":"Test lead recorded","data":{"eventId":5,"programId":7,"test_mode":true}}`, nil)
+	rec, err := c.TestLead(context.Background(), who, integration.TestLead{ProgramID: 7, EventName: "svc_cli_test_event"})
+	if err != nil || rec.EventID != 5 {
+		t.Fatalf("%+v %v", rec, err)
+	}
+	want := `{"additional_data":{"event_name":"svc_cli_test_event","program_id":7,"test_mode":true}}`
+	if b, _ := json.Marshal(got.body); got.path != "/api/v1/track/lead" || string(b) != want {
+		t.Fatalf("%s %s", got.path, b)
+	}
+}
+
+func TestTrackingRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    int
+		body      string
+		header    map[string]string
+		limited   bool
+		retry     time.Duration
+		errStatus int
+	}{
+		{"rate limited", 429, `{"error":{"status":429,"code":"rate_limited","message":"Too many requests. Retry after 12 seconds.","retry_after_seconds":12}}`,
+			map[string]string{"Retry-After": "12"}, true, 12 * time.Second, 0},
+		{"rate limited without Retry-After", 429, `{}`, nil, true, time.Second, 0},
+		{"unknown link", 400, `{"data":null,"error":{"status":400,"name":"BadRequestError","message":"Referral link not found","details":{}}}`, nil, false, 0, 400},
+		{"tracking failure", 500, `not json`, nil, false, 0, 500},
+		{"200 that is not a test answer", 200, `{"success":true,"click_id":"cust_1_2"}`, nil, false, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := fakeTracking(t, tc.status, tc.body, tc.header)
+			_, err := c.TestClick(context.Background(), who, integration.TestClick{ProgramID: 7})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var lim *integration.UpstreamLimitError
+			if errors.As(err, &lim) != tc.limited || (tc.limited && lim.RetryAfter != tc.retry) {
+				t.Fatalf("err %v (limited %t)", err, errors.As(err, &lim))
+			}
+			if tc.limited && !errors.Is(err, integration.ErrRateLimited) {
+				t.Fatal("limit is not the rate-limited kind")
+			}
+			var se *trackingclient.StatusError
+			if tc.errStatus != 0 && (!errors.As(err, &se) || se.Status != tc.errStatus) {
+				t.Fatalf("err %v, want status %d", err, tc.errStatus)
+			}
+			if !tc.limited && (errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited) || errors.Is(err, integration.ErrNotAvailable)) {
+				t.Fatalf("tracking refusal %v leaked as a business kind", err)
+			}
+		})
+	}
+}
+
+func TestNewRefusesABadBaseURL(t *testing.T) {
+	for _, u := range []string{"", "tracking:8080", "ftp://x", "http://"} {
+		if _, err := trackingclient.New(u, nil); err == nil {
+			t.Fatalf("New(%q) accepted", u)
+		}
+	}
+}
+
+func TestUnreachableTrackingIsAFailure(t *testing.T) {
+	c, err := trackingclient.New("http://127.0.0.1:1", &http.Client{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TestLead(context.Background(), who, integration.TestLead{ProgramID: 7}); err == nil {
+		t.Fatal("no error")
+	}
+	if _, err := (trackingclient.Unconfigured{}).TestClick(context.Background(), who, integration.TestClick{}); !errors.Is(err, trackingclient.ErrUnconfigured) {
+		t.Fatalf("unconfigured: %v", err)
+	}
+}
