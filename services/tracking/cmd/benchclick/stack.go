@@ -143,7 +143,7 @@ func connectAdmin(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("Postgres unreachable at %s:%d (set -database-url or TEST_DATABASE_URL to a server where the user may CREATE DATABASE): %w", cfg.Host, cfg.Port, err)
+		return nil, fmt.Errorf("postgres unreachable at %s:%d (set -database-url or TEST_DATABASE_URL to a server where the user may CREATE DATABASE): %w", cfg.Host, cfg.Port, err)
 	}
 	return conn, nil
 }
