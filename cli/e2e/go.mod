@@ -3,6 +3,7 @@ module github.com/svc-dev/svc/cli/e2e
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/svc-dev/svc/cli v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0
