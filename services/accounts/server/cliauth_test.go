@@ -3,7 +3,9 @@ package server_test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -12,7 +14,11 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/oidctest"
+	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
+	"github.com/svc-dev/svc/libs/platform"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/accounts/server"
 )
 
 // startCLI runs accounts with a test OpenID provider configured; extra env
@@ -495,5 +501,29 @@ func TestCLISignInNotConfigured(t *testing.T) {
 	wantError(t, s.cli("GET", "programs", "", ""), 401, "UnauthorizedError", `Missing Authorization header. Run "svc login" and try again.`)
 	if n := s.count("cli_login_sessions"); n != 0 {
 		t.Fatalf("%d sessions", n)
+	}
+}
+
+func TestCLISignInPartlyConfiguredRefusesToStart(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"HTTP_ADDR":           "127.0.0.1:0",
+		"DATABASE_URL":        pgtest.NewDatabase(t),
+		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+		"ADMIN_TOKEN":         adminToken,
+		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
+		"OIDC_ISSUER":         "https://id.example",
+		"OIDC_JWKS_URL":       "https://id.example/jwks",
+		"OIDC_JWKS_FILE":      "/etc/jwks.json",
+	}
+	inst, err := platform.Start(context.Background(), server.Spec(), func(k string) string { return env[k] }, io.Discard)
+	if err == nil {
+		_ = inst.Stop()
+		t.Fatal("started")
+	}
+	for _, want := range []string{"OIDC_AUDIENCE is required", "OIDC_AUTH_URL is required", "exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }
