@@ -42,6 +42,9 @@ func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(ht
 	if err := p.Env.Err(); err != nil {
 		return nil, err
 	}
+	if chainLimit < 1 {
+		return nil, fmt.Errorf("CHAIN_LIMIT_PER_HOUR must be at least 1, got %d", chainLimit)
+	}
 	var tracker integration.Tracker = trackingclient.Unconfigured{}
 	if trackingURL == "" {
 		p.Logger.Warn("TRACKING_URL is not set: POST /api/v1/cli/test-event cannot reach tracking and answers 500")
@@ -67,7 +70,7 @@ func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(ht
 		SyncTimeout: syncTimeout,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("CHAIN_LIMIT_PER_HOUR: %w", err)
+		return nil, fmt.Errorf("integration service: %w", err)
 	}
 	if err := p.Consume(eventsv1.TopicTracking, consumer.Group, consumer.Handler(pgstore.RecordTestEvent)); err != nil {
 		return nil, err

@@ -425,6 +425,32 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 	})
 }
 
+func TestCLIKeyLookupFailureIs500WithTheRequestID(t *testing.T) {
+	s := startStack(t, false, nil)
+	_, key := s.program(nil)
+	ctx := context.Background()
+	if _, err := s.accPool.Exec(ctx, `ALTER TABLE api_keys RENAME TO api_keys_away`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = s.accPool.Exec(ctx, `ALTER TABLE api_keys_away RENAME TO api_keys`) })
+	for _, tc := range []struct {
+		name    string
+		r       reply
+		message string
+	}{
+		{"status", s.status(key), "Failed to get status"},
+		{"test-event", s.testEvent(key, `{"type":"chain"}`), "Failed to process test event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := tc.r.header.Get("X-Request-ID")
+			want := `{"data":null,"error":{"status":500,"name":"InternalServerError","message":"` + tc.message + ` (request_id: ` + id + `)","details":{"request_id":"` + id + `"}}}`
+			if tc.r.status != http.StatusInternalServerError || id == "" || tc.r.raw != want {
+				t.Fatalf("%d %s\nwant %s", tc.r.status, tc.r.raw, want)
+			}
+		})
+	}
+}
+
 func TestCLIStatusRateLimitHasNoRequestID(t *testing.T) {
 	s := startStack(t, false, map[string]string{"CLI_RATE_LIMIT": "2"})
 	_, key := s.program(nil)

@@ -52,6 +52,9 @@ func Routes(set endpoints.Set, cfg Config) []Route {
 	if cfg.Limit == nil {
 		cfg.Limit = func(h http.Handler) http.Handler { return h }
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	opts := httpkit.ServerOptions(encodeError, cfg.Logger)
 	status := kithttp.NewServer(set.Status, decodeStatus, encodeStatus, opts...)
 	testEvent := kithttp.NewServer(set.TestEvent, decodeTestEvent, encodeTestEvent, opts...)
