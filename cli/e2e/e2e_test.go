@@ -134,6 +134,26 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 		mustContain(t, "stderr", r.stderr, "error: Invalid API token", "request id: ")
 	})
 
+	t.Run("rotating and retired keys", func(t *testing.T) {
+		issue := func(deadline time.Time) string {
+			d := s.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", programID), map[string]any{"test": false})
+			s.admin("POST", fmt.Sprintf("/admin/v1/keys/%d/rotation", int64(d["id"].(float64))), map[string]any{"deadline": deadline.UTC().Format(time.RFC3339)})
+			return d["key"].(string)
+		}
+		defer delete(c.env, app.EnvAPIKey)
+		rotateBy := time.Now().Add(72 * time.Hour).UTC().Truncate(time.Second)
+		c.env[app.EnvAPIKey] = issue(rotateBy)
+		r := c.mustRun("status", "--json")
+		mustContain(t, "stderr", r.stderr, "warning: api_key_rotation_required: ", "(rotate by "+rotateBy.Format("2006-01-02T15:04:05"))
+		mustNotContain(t, "stdout", r.stdout, "warnings")
+		c.env[app.EnvAPIKey] = issue(time.Now().Add(-time.Minute))
+		r = c.run("status")
+		if r.code != app.ExitAuth {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		mustContain(t, "stderr", r.stderr, "error: api_key_rotation_required: ", "hint: ", "docs: https://")
+	})
+
 	t.Run("test click and lead", func(t *testing.T) {
 		r := c.mustRun("test", "click")
 		mustContain(t, "stdout", r.stdout, fmt.Sprintf("Test click sent to program %d (event ", programID))
