@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,7 @@ const (
 	EnvAPIKey       = "SVC_API_KEY"
 	EnvConfigDir    = "SVC_CONFIG_DIR"
 	EnvPollInterval = "SVC_POLL_INTERVAL"
+	EnvHTTPTimeout  = "SVC_HTTP_TIMEOUT"
 	EnvBrowser      = "BROWSER"
 
 	// DefaultBaseURL is the local stack's gateway (make run).
@@ -65,7 +67,9 @@ type Options struct {
 	IsTerminal func(stream any) bool
 	// OpenURL opens the sign-in link in a browser; errors are reported and
 	// never fail the login.
-	OpenURL    func(ctx context.Context, url string) error
+	OpenURL func(ctx context.Context, url string) error
+	// HTTPClient makes the API calls; nil means one with SVC_HTTP_TIMEOUT
+	// (default 30s) per call.
 	HTTPClient *http.Client
 	Now        func() time.Time
 	// Sleep waits before a retry after 429.
@@ -88,7 +92,6 @@ func System() Options {
 			return ok && term.IsTerminal(int(f.Fd()))
 		},
 		OpenURL:       func(ctx context.Context, u string) error { return openBrowser(os.Getenv, u) },
-		HTTPClient:    api.NewHTTPClient(DefaultHTTPTimeout),
 		Now:           time.Now,
 		UserConfigDir: os.UserConfigDir,
 		Version:       buildVersion(),
@@ -183,9 +186,6 @@ func withDefaults(o Options) Options {
 	}
 	if o.OpenURL == nil {
 		o.OpenURL = func(context.Context, string) error { return errors.New("no browser available") }
-	}
-	if o.HTTPClient == nil {
-		o.HTTPClient = api.NewHTTPClient(DefaultHTTPTimeout)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -330,6 +330,13 @@ func (a *app) settings() (resolved, error) {
 	default:
 		r.baseURL, r.baseURLSource = DefaultBaseURL, "default"
 	}
+	if a.o.HTTPClient == nil {
+		d, err := a.httpTimeout()
+		if err != nil {
+			return resolved{}, err
+		}
+		a.o.HTTPClient = api.NewHTTPClient(d)
+	}
 	r.baseURL = strings.TrimRight(r.baseURL, "/")
 	if err := validBaseURL(r.baseURL); err != nil {
 		return resolved{}, &usageError{msg: fmt.Sprintf("base URL from %s: %v", r.baseURLSource, err)}
@@ -341,6 +348,27 @@ func (a *app) settings() (resolved, error) {
 		r.apiKey, r.apiKeySource = file.APIKey, st.Path(config.ConfigFile)
 	}
 	return r, nil
+}
+
+// httpTimeout reads SVC_HTTP_TIMEOUT as a Go duration or whole seconds.
+func (a *app) httpTimeout() (time.Duration, error) {
+	return envDuration(a.o.Getenv, EnvHTTPTimeout, DefaultHTTPTimeout)
+}
+
+// envDuration reads a positive duration ("2s", "500ms", or whole seconds).
+func envDuration(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return def, nil
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		v = strconv.Itoa(n) + "s"
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, &usageError{msg: fmt.Sprintf("%s=%q: want a positive duration such as 30s or 500ms", name, getenv(name))}
+	}
+	return d, nil
 }
 
 func (a *app) client(baseURL string) *api.Client {

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -770,5 +771,46 @@ func TestExitCodesOfStatuses(t *testing.T) {
 		if r := c.run("test", "click"); r.code != tc.want {
 			t.Errorf("status %d: exit %d, want %d", tc.status, r.code, tc.want)
 		}
+	}
+}
+
+func TestHTTPTimeoutEnv(t *testing.T) {
+	tests := []struct {
+		value string
+		code  int
+	}{
+		{"5", app.ExitOK}, {"2s", app.ExitOK}, {"never", app.ExitUsage}, {"-1s", app.ExitUsage},
+	}
+	for _, tc := range tests {
+		f := newFake(t)
+		c := newCLI(t, f.URL())
+		c.noHTTPClient = true
+		c.env[app.EnvAPIKey] = fakeKey
+		c.env[app.EnvHTTPTimeout] = tc.value
+		if r := c.run("status"); r.code != tc.code {
+			t.Errorf("%s=%q: exit %d, want %d\n%s", app.EnvHTTPTimeout, tc.value, r.code, tc.code, r.stderr)
+		}
+	}
+}
+
+func TestInterruptedLogin(t *testing.T) {
+	f := newFake(t)
+	f.set(func(f *fake) { f.hold = true })
+	c := newCLI(t, f.URL())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.ctx = ctx
+	// Interrupt once the client is polling.
+	f.on("GET /api/v1/cli/auth/poll", func(w http.ResponseWriter, r *http.Request, n int) {
+		cancel()
+		f.poll(w, r)
+	})
+	r := c.run("login")
+	if r.code != app.ExitInterrupted {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	mustContain(t, "stderr", r.stderr, "interrupted")
+	if cred, _ := c.store().LoadCredentials(); cred != nil {
+		t.Fatal("credentials stored")
 	}
 }

@@ -262,6 +262,11 @@ type cli struct {
 	stdin  string
 	tty    bool
 	openFn func(url string) error
+	// ctx is the context Run gets (Background when nil).
+	ctx context.Context
+	// noHTTPClient leaves Options.HTTPClient nil, so the client builds
+	// its own from SVC_HTTP_TIMEOUT.
+	noHTTPClient bool
 
 	mu     sync.Mutex
 	opened []string
@@ -284,8 +289,17 @@ func (c *cli) run(args ...string) result {
 	c.t.Helper()
 	var out, errb bytes.Buffer
 	stdin := strings.NewReader(c.stdin)
-	code := app.Run(context.Background(), args, app.Options{
-		Stdin: stdin, Stdout: &out, Stderr: &errb,
+	ctx := c.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var hc *http.Client
+	if !c.noHTTPClient {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	code := app.Run(ctx, args, app.Options{
+		HTTPClient: hc,
+		Stdin:      stdin, Stdout: &out, Stderr: &errb,
 		Getenv:     func(k string) string { return c.env[k] },
 		IsTerminal: func(s any) bool { return c.tty && (s == stdin || s == &errb) },
 		OpenURL: func(_ context.Context, u string) error {

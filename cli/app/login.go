@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,18 +75,7 @@ then waits until you have signed in. The login token is stored in <user config d
 
 // envPollInterval reads SVC_POLL_INTERVAL as a Go duration or whole seconds.
 func (a *app) envPollInterval() (time.Duration, error) {
-	v := strings.TrimSpace(a.o.Getenv(EnvPollInterval))
-	if v == "" {
-		return DefaultPollInterval, nil
-	}
-	if n, err := strconv.Atoi(v); err == nil {
-		v = strconv.Itoa(n) + "s"
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, &usageError{msg: fmt.Sprintf("%s=%q: want a positive duration such as 2s or 500ms", EnvPollInterval, a.o.Getenv(EnvPollInterval))}
-	}
-	return d, nil
+	return envDuration(a.o.Getenv, EnvPollInterval, DefaultPollInterval)
 }
 
 func (a *app) login(ctx context.Context, interval, timeout time.Duration, noBrowser bool) error {
