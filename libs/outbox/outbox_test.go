@@ -557,3 +557,40 @@ func TestRelayLockPassesOnWhenTheHoldersConnectionDies(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "event published after the kill", func() bool { return unsent(t, e) == 0 })
 	testenv.Eventually(t, 10*time.Second, "exactly one relay active again", func() bool { return active() == 1 })
 }
+
+func TestEnqueueManyKeepsOrder(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	ctx := testenv.Ctx(t)
+	var envs []*eventsv1.Envelope
+	for i := 0; i < 5; i++ {
+		envs = append(envs, &eventsv1.Envelope{Type: "test.many", ProgramId: int64(i % 2), Seq: int64(i)})
+	}
+	if err := pg.InTx(ctx, env.Pool, func(tx pgx.Tx) error { return outbox.EnqueueMany(ctx, tx, "t.many", envs) }); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := env.Pool.Query(ctx, `SELECT event_id::text, key FROM outbox WHERE topic = 't.many' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var id, key string
+		if err := rows.Scan(&id, &key); err != nil {
+			t.Fatal(err)
+		}
+		if id != envs[i].Id || key != strconv.Itoa(i%2) {
+			t.Fatalf("row %d: %s %s, want %s %d", i, id, key, envs[i].Id, i%2)
+		}
+		i++
+	}
+	if i != 5 {
+		t.Fatalf("%d rows", i)
+	}
+	if err := pg.InTx(ctx, env.Pool, func(tx pgx.Tx) error {
+		return outbox.EnqueueMany(ctx, tx, "t.many", []*eventsv1.Envelope{{}})
+	}); err == nil {
+		t.Fatal("an envelope without a type must be refused")
+	}
+}
