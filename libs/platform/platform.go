@@ -52,6 +52,10 @@ type Spec struct {
 	// Topics this service produces to or consumes from; created at start
 	// before any consumer joins its group.
 	Topics []string
+	// RelayPollInterval, when set, is how often the outbox relay looks for
+	// rows without a NOTIFY (services that enqueue without one, on a hot
+	// path, want tens of milliseconds); OUTBOX_POLL_INTERVAL overrides it.
+	RelayPollInterval time.Duration
 	// Wire builds the service on the opened platform: it may add consumers
 	// and returns the service's routes.
 	Wire func(ctx context.Context, p *Platform) ([]Route, error)
@@ -263,6 +267,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	p.closers = append(p.closers, func(context.Context) error { return p.Writer.Close() })
 	relay, err := outbox.NewRelay(p.Pool, p.Writer, outbox.RelayConfig{
 		Schema: cfg.Schema, Logger: p.Logger, Registerer: p.Registry,
+		PollInterval: p.Env.Duration("OUTBOX_POLL_INTERVAL", spec.RelayPollInterval),
 	})
 	if err != nil {
 		return fmt.Errorf("outbox relay: %w", err)
@@ -273,6 +278,12 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 		obs.Check{Name: "kafka", Fn: func(ctx context.Context) error { return kafkakit.Ping(ctx, cfg.KafkaBrokers) }},
 	)
 	return nil
+}
+
+// AddRunner runs fn beside the HTTP server until the service stops; an
+// error from it stops the service.
+func (p *Platform) AddRunner(fn func(context.Context) error) {
+	p.runners = append(p.runners, fn)
 }
 
 // AddCloser registers fn to run when the service stops, after the HTTP
