@@ -527,3 +527,46 @@ func TestCLISignInPartlyConfiguredRefusesToStart(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent first polls: exactly one gets the token.
+func TestCLIPollTokenIsGivenExactlyOnceUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	s, p := startCLI(t, nil)
+	l := s.begin()
+	if r := s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "race@brand.example", EmailVerified: true, Nonce: l.nonce})); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	const n = 8
+	type result struct {
+		status int
+		raw    string
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			req, _ := http.NewRequest("GET", s.base+"/api/v1/cli/auth/poll?state="+url.QueryEscape(l.state), nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				results <- result{status: -1, raw: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			results <- result{resp.StatusCode, string(b)}
+		}()
+	}
+	complete := 0
+	for range n {
+		r := <-results
+		switch {
+		case r.status == 200 && strings.Contains(r.raw, `"status":"complete"`):
+			complete++
+		case r.status == 400 && strings.Contains(r.raw, `"Session already consumed"`):
+		default:
+			t.Errorf("unexpected answer %d %s", r.status, r.raw)
+		}
+	}
+	if complete != 1 || s.count("cli_login_tokens") != 1 {
+		t.Fatalf("%d complete answers, %d tokens", complete, s.count("cli_login_tokens"))
+	}
+}
