@@ -435,19 +435,18 @@ const (
 func (a *app) printWarnings(ws []api.Warning) {
 	for _, w := range ws {
 		var b strings.Builder
-		fmt.Fprintf(&b, "warning: %s", w.Message)
+		b.WriteString("warning: ")
 		if w.Code != "" {
-			b.Reset()
-			fmt.Fprintf(&b, "warning: %s: %s", w.Code, w.Message)
+			b.WriteString(w.Code + ": ")
 		}
+		b.WriteString(w.Message)
 		if w.RotateBy != "" {
 			fmt.Fprintf(&b, " (rotate by %s)", w.RotateBy)
 		}
-		if w.Hint != "" {
-			fmt.Fprintf(&b, "\n  %s", w.Hint)
-		}
-		if w.DocsURL != "" {
-			fmt.Fprintf(&b, "\n  %s", w.DocsURL)
+		for _, extra := range []string{w.Hint, w.DocsURL} {
+			if extra != "" {
+				b.WriteString("\n  " + extra)
+			}
 		}
 		fmt.Fprintln(a.o.Stderr, b.String())
 	}
