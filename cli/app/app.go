@@ -394,7 +394,10 @@ func (a *app) call(ctx context.Context, c *api.Client, r api.Request, authHint s
 		a.printWarnings(resp.Warnings)
 	case errors.As(err, &apiErr):
 		a.printWarnings(apiErr.Warnings)
-		if (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden) && authHint != "" && apiErr.Hint == "" {
+		// The server's own login prompt ("Run "svc login" and try again.")
+		// makes ours redundant.
+		if (apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden) && authHint != "" &&
+			apiErr.Hint == "" && !strings.Contains(apiErr.Message, "svc login") {
 			return nil, &hintError{err: err, hint: authHint}
 		}
 	}

@@ -330,6 +330,7 @@ func TestInitErrors(t *testing.T) {
 		reply    func(w http.ResponseWriter)
 		wantCode int
 		wantErr  []string
+		notErr   []string
 	}{
 		{name: "not logged in", wantCode: app.ExitAuth, wantErr: []string{"error: not logged in", `hint: run "svc login"`}},
 		{
@@ -350,6 +351,14 @@ func TestInitErrors(t *testing.T) {
 				platformErr(w, 403, "advertiser_id does not match the authenticated account", nil)
 			},
 			wantCode: app.ExitAuth, wantErr: []string{"error: advertiser_id does not match the authenticated account"},
+		},
+		{
+			name: "server prompts to log in", login: true,
+			reply: func(w http.ResponseWriter) {
+				platformErr(w, 401, `Invalid or expired token. Run "svc login" and try again.`, nil)
+			},
+			wantCode: app.ExitAuth, wantErr: []string{`error: Invalid or expired token. Run "svc login" and try again.`},
+			notErr: []string{"hint:"},
 		},
 		{
 			name: "server error", login: true,
@@ -374,6 +383,7 @@ func TestInitErrors(t *testing.T) {
 				t.Fatalf("exit %d, want %d\n%s", r.code, tc.wantCode, r.stderr)
 			}
 			mustContain(t, "stderr", r.stderr, tc.wantErr...)
+			mustNotContain(t, "stderr", r.stderr, tc.notErr...)
 		})
 	}
 }

@@ -200,6 +200,16 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 			t.Fatalf("exit %d", r.code)
 		}
 		mustContain(t, "stderr", r.stderr, "error: not logged in", `hint: run "svc login"`)
+		// A token the server does not know: its own 401 and login prompt.
+		bogus := fmt.Sprintf(`{"base_url":%q,"token":"svc_cli_unknowntoken"}`, s.accounts)
+		if err := os.WriteFile(filepath.Join(c.dir, "credentials.json"), []byte(bogus), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = c.run("programs")
+		if r.code != app.ExitAuth {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		mustContain(t, "stderr", r.stderr, "error: Invalid or expired token", "svc login", "request id: ")
 	})
 }
 
