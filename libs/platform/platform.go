@@ -329,7 +329,9 @@ func (p *Platform) handler(routes []Route) http.Handler {
 // serve runs the HTTP server and every background runner until ctx ends or
 // one of them fails, then shuts the server down within the grace period.
 func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// Runners (the click writer, relay, consumers) outlive the HTTP server
+	// during shutdown, so requests still in flight can finish their writes.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	srv := &http.Server{
 		Handler:           handler,
@@ -352,8 +354,8 @@ func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
 	for _, run := range p.runners {
 		go func() {
 			defer wg.Done()
-			err := run(ctx)
-			if err != nil && ctx.Err() == nil {
+			err := run(runCtx)
+			if err != nil && runCtx.Err() == nil {
 				errs <- err
 				return
 			}
@@ -366,12 +368,12 @@ func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
 	case first = <-errs:
 	}
 	p.health.Drain()
-	cancel()
 	shutdownCtx, stop := context.WithTimeout(context.Background(), p.Config.ShutdownGrace)
 	defer stop()
 	if err := srv.Shutdown(shutdownCtx); err != nil && first == nil {
 		first = fmt.Errorf("http shutdown: %w", err)
 	}
+	cancel()
 	// Runners hold pool connections and Kafka readers: let them finish
 	// before anything is closed.
 	wg.Wait()

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/obs"
@@ -37,8 +38,11 @@ func Spec() platform.Spec {
 		Name:           Name,
 		Migrations:     migrations.FS,
 		CatalogReplica: true,
-		Topics:         []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
-		Wire:           wire,
+		// Clicks are enqueued without NOTIFY (it serialises commits on a hot
+		// path); the relay polls instead.
+		RelayPollInterval: 50 * time.Millisecond,
+		Topics:            []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
+		Wire:              wire,
 	}
 }
 
@@ -66,7 +70,8 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	} else {
 		p.Logger.Info("no geo database: click geo fields stay empty (set GEOIP_DB)")
 	}
-	store := pgstore.New(p.Pool)
+	store := pgstore.New(p.Pool, pgstore.Config{Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger})
+	p.AddRunner(store.Run)
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
 	if err != nil {
 		return nil, err

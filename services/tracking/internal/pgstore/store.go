@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -24,10 +25,54 @@ import (
 
 // Store implements ingest.Store and apikey.Store.
 type Store struct {
-	pool *pgxpool.Pool
+	pool   *pgxpool.Pool
+	cache  *catalogCache
+	clicks *clickWriter
 }
 
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+// Config tunes the store's hot path.
+type Config struct {
+	Schema string // the service's schema: names the catalog notification channel
+	Now    func() time.Time
+	Logger *slog.Logger
+	// ClickWriters commit click groups in parallel; ClickGroup caps a group.
+	ClickWriters int
+	ClickGroup   int
+}
+
+// New returns a store; Run must be running for clicks to be written.
+func New(pool *pgxpool.Pool, cfg Config) *Store {
+	if cfg.ClickWriters <= 0 {
+		cfg.ClickWriters = 4
+	}
+	if cfg.ClickGroup <= 0 {
+		cfg.ClickGroup = 64
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Store{
+		pool:   pool,
+		cache:  newCatalogCache(pool, cfg.Schema, cfg.Now, cfg.Logger),
+		clicks: newClickWriter(pool, cfg.ClickWriters, cfg.ClickGroup, cfg.Logger),
+	}
+}
+
+// Run keeps the catalog cache's listener and the click writers going until
+// ctx ends.
+func (s *Store) Run(ctx context.Context) error {
+	errs := make(chan error, 2)
+	go func() { errs <- s.cache.run(ctx) }()
+	go func() { errs <- s.clicks.run(ctx) }()
+	first := <-errs
+	if second := <-errs; first == nil {
+		first = second
+	}
+	return first
+}
 
 var (
 	_ ingest.Store = (*Store)(nil)
@@ -50,6 +95,14 @@ func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, e
 }
 
 func (s *Store) Program(ctx context.Context, id int64) (ingest.Program, bool, error) {
+	e, err := s.cache.get(ctx, cacheKey{kind: "program", id: id}, func(ctx context.Context) (cacheEntry, error) {
+		p, ok, err := s.loadProgram(ctx, id)
+		return cacheEntry{found: ok, prog: p}, err
+	})
+	return e.prog, e.found, err
+}
+
+func (s *Store) loadProgram(ctx context.Context, id int64) (ingest.Program, bool, error) {
 	var p ingest.Program
 	err := s.pool.QueryRow(ctx, `SELECT id, attribution_window_days, lead_auth_policy, allowed_origins FROM programs WHERE id = $1`, id).
 		Scan(&p.ID, &p.AttributionWindowDays, &p.LeadAuthPolicy, &p.AllowedOrigins)
@@ -63,6 +116,14 @@ func (s *Store) Program(ctx context.Context, id int64) (ingest.Program, bool, er
 }
 
 func (s *Store) AnyProgramAllowsOrigin(ctx context.Context, origin string) (bool, error) {
+	e, err := s.cache.get(ctx, cacheKey{kind: "origin", code: origin}, func(ctx context.Context) (cacheEntry, error) {
+		ok, err := s.loadOriginAllowed(ctx, origin)
+		return cacheEntry{found: ok}, err
+	})
+	return e.found, err
+}
+
+func (s *Store) loadOriginAllowed(ctx context.Context, origin string) (bool, error) {
 	var ok bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM programs WHERE $1 = ANY (allowed_origins))`, origin).Scan(&ok); err != nil {
 		return false, fmt.Errorf("check origin: %w", err)
@@ -73,6 +134,14 @@ func (s *Store) AnyProgramAllowsOrigin(ctx context.Context, origin string) (bool
 // FindLink prefers an active link when a code exists in several programs
 // and no program was named, then the oldest.
 func (s *Store) FindLink(ctx context.Context, code string, programID int64) (ingest.Link, bool, error) {
+	e, err := s.cache.get(ctx, cacheKey{kind: "link", code: code, id: programID}, func(ctx context.Context) (cacheEntry, error) {
+		l, ok, err := s.loadLink(ctx, code, programID)
+		return cacheEntry{found: ok, link: l}, err
+	})
+	return e.link, e.found, err
+}
+
+func (s *Store) loadLink(ctx context.Context, code string, programID int64) (ingest.Link, bool, error) {
 	var l ingest.Link
 	err := s.pool.QueryRow(ctx, `SELECT l.id, l.code, l.partner_id, l.active, p.id IS NOT NULL, l.program_id,
 			COALESCE(p.attribution_window_days, 0), COALESCE(p.lead_auth_policy, ''), COALESCE(p.allowed_origins, '{}')
@@ -97,89 +166,10 @@ func ipArg(ip netip.Addr) any {
 	return ip.String()
 }
 
-// resolveCustomer applies the existing_click_id rules inside tx: reuse the
-// customer holding the id (unless program-scoped and of another program),
-// adopt an unknown id for a new customer, else make a new id.
-func resolveCustomer(ctx context.Context, tx pgx.Tx, rec ingest.ClickRecord) (id int64, clickID string, firstPartner int64, created bool, err error) {
-	link := rec.Link
-	insert := func(cid string) (int64, bool, error) {
-		var id int64
-		err := tx.QueryRow(ctx, `INSERT INTO customers (click_id, program_id, first_partner_id, first_link_id, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (click_id) DO NOTHING RETURNING id`,
-			cid, link.Program.ID, link.PartnerID, link.ID, rec.At).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, false, nil
-		}
-		return id, err == nil, err
-	}
-	if rec.ExistingClickID != "" {
-		for attempt := 0; attempt < 2; attempt++ {
-			var program int64
-			err := tx.QueryRow(ctx, `SELECT id, program_id, first_partner_id FROM customers WHERE click_id = $1`, rec.ExistingClickID).
-				Scan(&id, &program, &firstPartner)
-			switch {
-			case err == nil:
-				if rec.ProgramScoped && program != link.Program.ID {
-					attempt = 2 // another program's visitor: start afresh below
-					break
-				}
-				return id, rec.ExistingClickID, firstPartner, false, nil
-			case errors.Is(err, pgx.ErrNoRows):
-				newID, ok, ierr := insert(rec.ExistingClickID)
-				if ierr != nil {
-					return 0, "", 0, false, fmt.Errorf("adopt click id: %w", ierr)
-				}
-				if ok {
-					return newID, rec.ExistingClickID, link.PartnerID, true, nil
-				}
-				// Inserted concurrently by another request: read it again.
-			default:
-				return 0, "", 0, false, fmt.Errorf("load customer: %w", err)
-			}
-		}
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		cid := rec.NewClickID()
-		newID, ok, err := insert(cid)
-		if err != nil {
-			return 0, "", 0, false, fmt.Errorf("create customer: %w", err)
-		}
-		if ok {
-			return newID, cid, link.PartnerID, true, nil
-		}
-	}
-	return 0, "", 0, false, errors.New("create customer: could not find a free click id")
-}
-
+// RecordClick hands the click to the group-commit writer and returns once
+// the transaction holding it has committed.
 func (s *Store) RecordClick(ctx context.Context, rec ingest.ClickRecord) (ingest.ClickResult, error) {
-	var res ingest.ClickResult
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		customerID, clickID, firstPartner, created, err := resolveCustomer(ctx, tx, rec)
-		if err != nil {
-			return err
-		}
-		res.CustomerID, res.ClickID, res.NewCustomer = customerID, clickID, created
-		d, e, l := rec.Details, rec.Enrichment, rec.Link
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO affiliate_click_events (customer_id, click_id, program_id, link_id, partner_id, code,
-				page_url, page_title, referrer_url, session_id, user_agent, screen_resolution, viewport_size, language, timezone,
-				ip, country, region, city, device_type, os, browser, is_test, created_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,false,$23) RETURNING id`,
-			customerID, clickID, l.Program.ID, l.ID, l.PartnerID, l.Code,
-			d.PageURL, d.PageTitle, d.ReferrerURL, d.SessionID, d.UserAgent, d.ScreenResolution, d.ViewportSize, d.Language, d.Timezone,
-			ipArg(rec.IP), e.Country, e.Region, e.City, e.DeviceType, e.OS, e.Browser, rec.At).
-			QueryRow(func(row pgx.Row) error { return row.Scan(&res.EventID) })
-		b.Queue(`INSERT INTO link_stats (link_id, clicks, last_clicked) VALUES ($1, 1, $2)
-			ON CONFLICT (link_id) DO UPDATE SET clicks = link_stats.clicks + 1,
-				last_clicked = GREATEST(link_stats.last_clicked, EXCLUDED.last_clicked)`, l.ID, rec.At)
-		b.Queue(`INSERT INTO partner_program_metrics (program_id, partner_id, clicks) VALUES ($1, $2, 1)
-			ON CONFLICT (program_id, partner_id) DO UPDATE SET clicks = partner_program_metrics.clicks + 1`, l.Program.ID, l.PartnerID)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("store click: %w", err)
-		}
-		return publish(ctx, tx, eventsv1.TypeClickRecorded, l.Program.ID, rec.At, clickEvent(res.EventID, clickID, customerID, rec.Link, firstPartner, created, false, rec.Details, rec.Enrichment, rec.At))
-	})
-	return res, err
+	return s.clicks.submit(ctx, rec)
 }
 
 func clickEvent(eventID int64, clickID string, customerID int64, l ingest.Link, firstPartner int64, created, test bool, d ingest.ClickDetails, e ingest.Enrichment, at time.Time) *eventsv1.ClickRecorded {

@@ -26,19 +26,27 @@ type Applier struct {
 // Apply is an inbox handler: it upserts the entities tracking keeps and, for
 // every catalog event (kept or not), advances the catalog watermark.
 func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
-	if err := a.upsert(ctx, tx, env); err != nil {
+	kept, err := a.upsert(ctx, tx, env)
+	if err != nil {
 		return err
+	}
+	if kept {
+		// Every pod's catalog cache drops its entries when this commits.
+		if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '_catalog', '')`); err != nil {
+			return fmt.Errorf("notify catalog change: %w", err)
+		}
 	}
 	return catalogsync.Applied(ctx, tx, Service, env.GetSeq(), a.Now())
 }
 
-func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+// upsert stores the entity if tracking keeps it, and says whether it did.
+func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) (bool, error) {
 	seq := env.GetSeq()
 	switch env.GetType() {
 	case eventsv1.TypeProgramUpserted:
 		var p eventsv1.Program
 		if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
-			return fmt.Errorf("decode program event %s: %w", env.GetId(), err)
+			return false, fmt.Errorf("decode program event %s: %w", env.GetId(), err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO programs (id, advertiser_id, attribution_window_days, lead_auth_policy,
 				payment_tracking_mode, processor_status, allowed_origins, catalog_seq, updated_at)
@@ -51,12 +59,12 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			p.GetId(), p.GetAdvertiserId(), p.GetAttributionWindowDays(), p.GetLeadAuthPolicy(), p.GetPaymentTrackingMode(),
 			p.GetProcessorConnection().GetStatus(), nonNil(p.GetAllowedOrigins()), seq, p.GetUpdatedAt().AsTime())
 		if err != nil {
-			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
+			return false, fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}
 	case eventsv1.TypeAPIKeyUpserted:
 		var k eventsv1.ApiKey
 		if err := proto.Unmarshal(env.GetPayload(), &k); err != nil {
-			return fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
+			return false, fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, program_id, key_hash, test, rotation_marked_at, rotation_deadline, revoked, catalog_seq)
 			VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
@@ -66,12 +74,12 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			k.GetId(), k.GetProgramId(), k.GetKeyHash(), k.GetTest(), optTime(k.GetRotationMarkedAt()),
 			optTime(k.GetRotationDeadline()), k.GetRevoked(), seq)
 		if err != nil {
-			return fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
+			return false, fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
 		}
 	case eventsv1.TypePartnerProgramUpserted:
 		var pp eventsv1.PartnerProgram
 		if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
-			return fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
+			return false, fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO partner_programs (id, partner_id, program_id, approved, created_at, catalog_seq)
 			VALUES ($1,$2,$3,$4,$5,$6)
@@ -79,12 +87,12 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			WHERE partner_programs.catalog_seq < EXCLUDED.catalog_seq`,
 			pp.GetId(), pp.GetPartnerId(), pp.GetProgramId(), pp.GetApproved(), pp.GetCreatedAt().AsTime(), seq)
 		if err != nil {
-			return fmt.Errorf("upsert partner-program %d: %w", pp.GetId(), err)
+			return false, fmt.Errorf("upsert partner-program %d: %w", pp.GetId(), err)
 		}
 	case eventsv1.TypeLinkUpserted:
 		var l eventsv1.Link
 		if err := proto.Unmarshal(env.GetPayload(), &l); err != nil {
-			return fmt.Errorf("decode link event %s: %w", env.GetId(), err)
+			return false, fmt.Errorf("decode link event %s: %w", env.GetId(), err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO links (id, program_id, partner_id, code, active, catalog_seq)
 			VALUES ($1,$2,$3,$4,$5,$6)
@@ -92,12 +100,14 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			WHERE links.catalog_seq < EXCLUDED.catalog_seq`,
 			l.GetId(), l.GetProgramId(), l.GetPartnerId(), l.GetCode(), l.GetActive(), seq)
 		if err != nil {
-			return fmt.Errorf("upsert link %d: %w", l.GetId(), err)
+			return false, fmt.Errorf("upsert link %d: %w", l.GetId(), err)
 		}
+	default:
+		// Other catalog events (advertisers, users, partners, memberships)
+		// are not kept here; they still advance the watermark.
+		return false, nil
 	}
-	// Other catalog events (advertisers, users, partners, memberships) are
-	// not kept here; they still advance the watermark.
-	return nil
+	return true, nil
 }
 
 func nonNil(s []string) []string {
