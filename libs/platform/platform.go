@@ -33,6 +33,7 @@ import (
 	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/outbox/inbox"
 	"github.com/svc-dev/svc/libs/pg"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
 // Route is one HTTP route of a service. Name labels its metrics and spans.
@@ -292,15 +293,28 @@ func (p *Platform) AddCloser(fn func(context.Context) error) {
 	p.closers = append(p.closers, fn)
 }
 
+// ConsumeOption adjusts a consumer.
+type ConsumeOption func(*inbox.ConsumerConfig)
+
+// SkipEvents acknowledges events for which skip is true without a
+// transaction (see inbox.ConsumerConfig.Skip).
+func SkipEvents(skip func(*eventsv1.Envelope) bool) ConsumeOption {
+	return func(c *inbox.ConsumerConfig) { c.Skip = skip }
+}
+
 // Consume adds an inbox consumer of topic in consumer group group; each
 // event's effect is applied by handler exactly once.
-func (p *Platform) Consume(topic, group string, handler inbox.Handler) error {
+func (p *Platform) Consume(topic, group string, handler inbox.Handler, opts ...ConsumeOption) error {
 	reader := kafkakit.NewReader(p.Config.KafkaBrokers, group, topic)
 	dlq := kafkakit.NewWriter(p.Config.KafkaBrokers)
-	c, err := inbox.NewConsumer(p.Pool, reader, inbox.ConsumerConfig{
+	cfg := inbox.ConsumerConfig{
 		Name: group, Handler: handler, Logger: p.Logger, Registerer: p.Registry, DeadLetter: dlq,
 		Propagator: p.Propagator, TracerProvider: p.Tracer,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	c, err := inbox.NewConsumer(p.Pool, reader, cfg)
 	if err != nil {
 		return fmt.Errorf("consumer %s on %s: %w", group, topic, err)
 	}

@@ -47,6 +47,12 @@ type ConsumerConfig struct {
 	// found through the pool's search_path (pg.Options.Schema).
 	Schema  string
 	Handler Handler
+	// Skip, when set, picks events this consumer has no use for (say, all
+	// but test events). They are acknowledged without a transaction: no
+	// inbox row, no handler call, and their offsets are committed in bulk.
+	// Skipping must depend on the event alone, so a redelivered event is
+	// skipped again.
+	Skip func(env *eventsv1.Envelope) bool
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
 	// Registerer receives the consumer metrics; nil means not exported.
@@ -74,6 +80,7 @@ const (
 	OutcomeApplied      = "applied"
 	OutcomeDuplicate    = "duplicate"
 	OutcomeDeadLettered = "dead_lettered"
+	OutcomeSkipped      = "skipped"
 )
 
 // DeadLetterSuffix is appended to a topic to name its dead-letter topic.
@@ -193,6 +200,21 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 // committed so the partition moves on.
 func (c *Consumer) Run(ctx context.Context) error {
 	var lastLag time.Time
+	// Offsets of skipped events wait here and are committed with the next
+	// applied event, or every skipCommitEvery of them.
+	var skipped []kafka.Message
+	commitSkipped := func() {
+		if len(skipped) == 0 {
+			return
+		}
+		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := c.reader.CommitMessages(commitCtx, skipped...); err != nil {
+			c.log.WarnContext(ctx, "commit skipped offsets failed", "messages", len(skipped), "err", err)
+		}
+		cancel()
+		skipped = skipped[:0]
+	}
+	defer commitSkipped()
 	for {
 		msg, err := c.reader.FetchMessage(ctx)
 		if err != nil {
@@ -201,6 +223,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("inbox consumer %s: fetch: %w", c.cfg.Name, err)
 		}
+		if c.skip(msg) {
+			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeSkipped).Inc()
+			if skipped = append(skipped, msg); len(skipped) >= skipCommitEvery {
+				commitSkipped()
+			}
+			continue
+		}
+		commitSkipped()
 		if err := c.handle(ctx, msg); err != nil {
 			// Only cancellation gets here; the offset stays uncommitted and
 			// the message comes back after restart, where the inbox
@@ -224,6 +254,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.m.lag.WithLabelValues(c.cfg.Name).Set(float64(c.reader.Stats().Lag))
 		}
 	}
+}
+
+// skipCommitEvery bounds how many skipped offsets wait for a commit; after a
+// restart at most that many skipped events are read (and skipped) again.
+const skipCommitEvery = 500
+
+// skip reports whether msg is an event Skip declines. Undecodable messages
+// are never skipped: they go to the dead-letter path.
+func (c *Consumer) skip(msg kafka.Message) bool {
+	if c.cfg.Skip == nil {
+		return false
+	}
+	env := &eventsv1.Envelope{}
+	if err := proto.Unmarshal(msg.Value, env); err != nil || !outbox.ValidUUID(env.GetId()) {
+		return false
+	}
+	return c.cfg.Skip(env)
 }
 
 // handle returns an error only when ctx ended before msg was settled.

@@ -272,3 +272,25 @@ func TestNewConsumerValidatesConfig(t *testing.T) {
 		}
 	})
 }
+
+func TestSkippedEventsNeedNoTransaction(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, topic)
+	keep := testenv.Envelope("test.keep", 1, 1)
+	skip1 := testenv.Envelope("test.skip", 1, 2)
+	skip2 := testenv.Envelope("test.skip", 1, 3)
+	f.produce(t, message(t, skip1), message(t, keep), message(t, skip2))
+	f.start(t, "skipper", func(c *inbox.ConsumerConfig) {
+		c.Skip = func(env *eventsv1.Envelope) bool { return env.GetType() == "test.skip" }
+	})
+	testenv.Eventually(t, 30*time.Second, "all three settled", func() bool { return f.handled(t, "skipper") == 3 })
+	if got := f.h.calls.Load(); got != 1 {
+		t.Fatalf("handler calls = %d, want 1", got)
+	}
+	if n := f.e.Count(t, `SELECT count(*) FROM inbox WHERE consumer = 'skipper'`); n != 1 {
+		t.Fatalf("inbox rows = %d, want only the kept event", n)
+	}
+	if v := testenv.Metric(t, f.reg, "consumer_applied_total", "consumer", "skipper", "outcome", inbox.OutcomeSkipped); v != 2 {
+		t.Fatalf("skipped = %v, want 2", v)
+	}
+}

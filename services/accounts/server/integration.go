@@ -72,7 +72,7 @@ func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(ht
 	if err != nil {
 		return nil, fmt.Errorf("integration service: %w", err)
 	}
-	if err := p.Consume(eventsv1.TopicTracking, consumer.Group, consumer.Handler(pgstore.RecordTestEvent)); err != nil {
+	if err := p.Consume(eventsv1.TopicTracking, consumer.Group, consumer.Handler(pgstore.RecordTestEvent), platform.SkipEvents(consumer.Skip)); err != nil {
 		return nil, err
 	}
 	tracer := p.Tracer.Tracer("svc/accounts")

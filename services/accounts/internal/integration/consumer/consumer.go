@@ -79,3 +79,12 @@ func times(at, published *timestamppb.Timestamp) (time.Time, time.Time) {
 	}
 	return at.AsTime(), published.AsTime()
 }
+
+// Skip declines, before any transaction, the tracking events that can never
+// count for verification (production clicks, leads and visits): almost all
+// of the topic. An undecodable payload is not skipped, so it reaches the
+// handler and the dead-letter path.
+func Skip(env *eventsv1.Envelope) bool {
+	_, ok, err := decode(env)
+	return err == nil && !ok
+}
