@@ -28,6 +28,11 @@ type RelayConfig struct {
 	// PollInterval is how often the relay looks for rows without a
 	// notification, a fallback for lost wake-ups (default 1 s).
 	PollInterval time.Duration
+	// StatsInterval is how often the backlog gauges are refreshed (a count
+	// over the unsent rows); default the larger of PollInterval and 1s, so
+	// a short poll interval does not turn a growing backlog into a growing
+	// cost.
+	StatsInterval time.Duration
 	// LockRetryInterval is how often a standby relay retries the lock held by
 	// another instance (default 1 s): the takeover delay after a holder dies.
 	LockRetryInterval time.Duration
@@ -91,6 +96,7 @@ func NewRelay(pool *pgxpool.Pool, writer *kafka.Writer, cfg RelayConfig) (*Relay
 	}
 	setDefault(&cfg.BatchSize, 1000)
 	setDefault(&cfg.PollInterval, time.Second)
+	setDefault(&cfg.StatsInterval, max(cfg.PollInterval, time.Second))
 	setDefault(&cfg.LockRetryInterval, time.Second)
 	setDefault(&cfg.ErrorBackoff, time.Second)
 	setDefault(&cfg.Retention, 72*time.Hour)
@@ -242,14 +248,14 @@ func (r *Relay) session(ctx context.Context) error {
 		case n == r.cfg.BatchSize:
 			// More rows are probably waiting: go on without sleeping, but keep
 			// the gauges fresh during a long drain.
-			if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.PollInterval {
+			if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.StatsInterval {
 				lastStats = r.refreshStats(ctx)
 			}
 			continue
 		}
 		// Caught up. Under a steady trickle this point is reached once per
-		// event, so the count query is limited to one per PollInterval.
-		if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.PollInterval {
+		// event, so the count query is limited to one per StatsInterval.
+		if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.StatsInterval {
 			lastStats = r.refreshStats(ctx)
 		}
 		if now := r.cfg.Now(); now.Sub(lastSweep) >= r.cfg.SweepInterval {

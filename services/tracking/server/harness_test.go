@@ -252,3 +252,15 @@ func wantPlatformError(t *testing.T, r reply, status int, name, message string) 
 		t.Fatal("missing X-Request-ID")
 	}
 }
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -70,7 +70,10 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	} else {
 		p.Logger.Info("no geo database: click geo fields stay empty (set GEOIP_DB)")
 	}
-	store := pgstore.New(p.Pool, pgstore.Config{Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger})
+	store := pgstore.New(p.Pool, pgstore.Config{
+		Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger,
+		ClickWriters: p.Env.Int("CLICK_WRITERS", 4), ClickGroup: p.Env.Int("CLICK_GROUP_MAX", 64),
+	})
 	p.AddRunner(store.Run)
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -84,7 +85,13 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 		// run in the same minute must not trip it.
 		"ADMIN_RATE_LIMIT": "100000",
 	}
-	getenv := func(k string) string { return env[k] }
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok {
+			return v
+		}
+		// Tuning knobs of the services (CLICK_WRITERS, ...) pass through.
+		return os.Getenv(k)
+	}
 	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
 		inst, err := platform.Start(ctx, spec, getenv, logs)
 		if err != nil {

@@ -270,12 +270,6 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 		ip                                                       []*string
 		at                                                       []time.Time
 	}{}
-	linkClicks := map[int64]*struct {
-		n  int64
-		at time.Time
-	}{}
-	type ppKey struct{ program, partner int64 }
-	ppClicks := map[ppKey]int64{}
 	envs := make([]*eventsv1.Envelope, 0, n)
 	for i, j := range group {
 		r, d, e, l := j.rec, j.rec.Details, j.rec.Enrichment, j.rec.Link
@@ -309,19 +303,6 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 		cols.osName = append(cols.osName, e.OS)
 		cols.browser = append(cols.browser, e.Browser)
 		cols.at = append(cols.at, r.At)
-		lc := linkClicks[l.ID]
-		if lc == nil {
-			lc = &struct {
-				n  int64
-				at time.Time
-			}{}
-			linkClicks[l.ID] = lc
-		}
-		lc.n++
-		if r.At.After(lc.at) {
-			lc.at = r.At
-		}
-		ppClicks[ppKey{l.Program.ID, l.PartnerID}]++
 		payload, err := proto.Marshal(clickEvent(eventIDs[i], j.res.ClickID, j.res.CustomerID, l, firstPartner(j), j.res.NewCustomer, false, d, e, r.At))
 		if err != nil {
 			return fmt.Errorf("marshal click event: %w", err)
@@ -330,33 +311,6 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 			Id: outbox.NewEventID(), Type: eventsv1.TypeClickRecorded, OccurredAt: timestamppb.New(r.At),
 			ProgramId: l.Program.ID, Source: "tracking", Payload: payload,
 		})
-	}
-	// Counters in key order: one lock order for every writer.
-	linkIDs := make([]int64, 0, len(linkClicks))
-	for id := range linkClicks {
-		linkIDs = append(linkIDs, id)
-	}
-	sort.Slice(linkIDs, func(a, b int) bool { return linkIDs[a] < linkIDs[b] })
-	linkN := make([]int64, len(linkIDs))
-	linkAt := make([]time.Time, len(linkIDs))
-	for i, id := range linkIDs {
-		linkN[i], linkAt[i] = linkClicks[id].n, linkClicks[id].at
-	}
-	ppKeys := make([]ppKey, 0, len(ppClicks))
-	for k := range ppClicks {
-		ppKeys = append(ppKeys, k)
-	}
-	sort.Slice(ppKeys, func(a, b int) bool {
-		if ppKeys[a].program != ppKeys[b].program {
-			return ppKeys[a].program < ppKeys[b].program
-		}
-		return ppKeys[a].partner < ppKeys[b].partner
-	})
-	ppProgram := make([]int64, len(ppKeys))
-	ppPartner := make([]int64, len(ppKeys))
-	ppN := make([]int64, len(ppKeys))
-	for i, k := range ppKeys {
-		ppProgram[i], ppPartner[i], ppN[i] = k.program, k.partner, ppClicks[k]
 	}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO affiliate_click_events (id, customer_id, program_id, link_id, partner_id, click_id, code,
@@ -370,14 +324,10 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 		cols.id, cols.customer, cols.program, cols.link, cols.partner, cols.clickID, cols.code, cols.page, cols.title, cols.ref,
 		cols.sess, cols.ua, cols.screen, cols.view, cols.lang, cols.tz, cols.ip, cols.country, cols.region, cols.city,
 		cols.device, cols.osName, cols.browser, cols.at)
-	b.Queue(`INSERT INTO link_stats (link_id, clicks, last_clicked)
-		SELECT l, n, a FROM unnest($1::bigint[], $2::bigint[], $3::timestamptz[]) AS t(l, n, a) ORDER BY l
-		ON CONFLICT (link_id) DO UPDATE SET clicks = link_stats.clicks + EXCLUDED.clicks,
-			last_clicked = GREATEST(link_stats.last_clicked, EXCLUDED.last_clicked)`, linkIDs, linkN, linkAt)
-	b.Queue(`INSERT INTO partner_program_metrics (program_id, partner_id, clicks)
-		SELECT p, pa, n FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS t(p, pa, n) ORDER BY p, pa
-		ON CONFLICT (program_id, partner_id) DO UPDATE SET clicks = partner_program_metrics.clicks + EXCLUDED.clicks`,
-		ppProgram, ppPartner, ppN)
+	// Counter increments go to the delta table; the folder moves them.
+	b.Queue(`INSERT INTO click_count_deltas (link_id, program_id, partner_id, clicks, last_clicked)
+		SELECT li, pr, pa, count(*), max(at) FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[]) AS t(li, pr, pa, at)
+		GROUP BY li, pr, pa`, cols.link, cols.program, cols.partner, cols.at)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store clicks: %w", err)
 	}

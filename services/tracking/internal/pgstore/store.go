@@ -25,9 +25,11 @@ import (
 
 // Store implements ingest.Store and apikey.Store.
 type Store struct {
-	pool   *pgxpool.Pool
-	cache  *catalogCache
-	clicks *clickWriter
+	pool      *pgxpool.Pool
+	cache     *catalogCache
+	clicks    *clickWriter
+	foldEvery time.Duration
+	logger    *slog.Logger
 }
 
 // Config tunes the store's hot path.
@@ -38,6 +40,9 @@ type Config struct {
 	// ClickWriters commit click groups in parallel; ClickGroup caps a group.
 	ClickWriters int
 	ClickGroup   int
+	// CounterFold is how often pending click counts reach link_stats and
+	// partner_program_metrics (default 200ms).
+	CounterFold time.Duration
 }
 
 // New returns a store; Run must be running for clicks to be written.
@@ -54,22 +59,35 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.CounterFold <= 0 {
+		cfg.CounterFold = 200 * time.Millisecond
+	}
 	return &Store{
-		pool:   pool,
-		cache:  newCatalogCache(pool, cfg.Schema, cfg.Now, cfg.Logger),
-		clicks: newClickWriter(pool, cfg.ClickWriters, cfg.ClickGroup, cfg.Logger),
+		pool:      pool,
+		foldEvery: cfg.CounterFold,
+		logger:    cfg.Logger,
+		cache:     newCatalogCache(pool, cfg.Schema, cfg.Now, cfg.Logger),
+		clicks:    newClickWriter(pool, cfg.ClickWriters, cfg.ClickGroup, cfg.Logger),
 	}
 }
 
 // Run keeps the catalog cache's listener and the click writers going until
 // ctx ends.
 func (s *Store) Run(ctx context.Context) error {
-	errs := make(chan error, 2)
-	go func() { errs <- s.cache.run(ctx) }()
-	go func() { errs <- s.clicks.run(ctx) }()
-	first := <-errs
-	if second := <-errs; first == nil {
-		first = second
+	runs := []func(context.Context) error{
+		s.cache.run,
+		s.clicks.run,
+		func(ctx context.Context) error { return runCounterFolder(ctx, s.pool, s.foldEvery, s.logger) },
+	}
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { errs <- run(ctx) }()
+	}
+	var first error
+	for range runs {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
 	}
 	return first
 }
