@@ -87,6 +87,23 @@ func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.
 	if len(envs) == 0 {
 		return nil
 	}
+	b := &pgx.Batch{}
+	if err := QueueMany(ctx, b, topic, envs); err != nil {
+		return err
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("enqueue %d events on %s: %w", len(envs), topic, err)
+	}
+	return nil
+}
+
+// QueueMany adds the insert of EnqueueMany to b, so a writer can send it in
+// the same round trip as its domain writes; b must then run inside the
+// transaction of those writes.
+func QueueMany(ctx context.Context, b *pgx.Batch, topic string, envs []*eventsv1.Envelope) error {
+	if len(envs) == 0 {
+		return nil
+	}
 	ids := make([]string, len(envs))
 	keys := make([]string, len(envs))
 	types := make([]string, len(envs))
@@ -100,15 +117,12 @@ func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.
 	}
 	headers := propagation.MapCarrier{}
 	otel.GetTextMapPropagator().Inject(ctx, headers)
-	_, err := tx.Exec(ctx, `
+	b.Queue(`
 		INSERT INTO outbox (event_id, topic, key, event_type, payload, headers)
 		SELECT e.id, $2, e.key, e.type, e.payload, $6
 		FROM unnest($1::uuid[], $3::text[], $4::text[], $5::bytea[]) WITH ORDINALITY AS e(id, key, type, payload, n)
 		ORDER BY e.n`,
 		ids, topic, keys, types, payloads, map[string]string(headers))
-	if err != nil {
-		return fmt.Errorf("enqueue %d events on %s: %w", len(envs), topic, err)
-	}
 	return nil
 }
 

@@ -194,6 +194,7 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 	}
 	// 3. Create the new customers in click-id order (one lock order for
 	// every writer), then pick up any that a concurrent group created first.
+	created := &pgx.Batch{}
 	if len(order) > 0 {
 		sort.Slice(order, func(a, b int) bool { return order[a].clickID < order[b].clickID })
 		ids := make([]string, len(order))
@@ -204,41 +205,50 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 		for i, p := range order {
 			ids[i], programs[i], partners[i], links[i], ats[i] = p.clickID, p.programID, p.partnerID, p.linkID, p.at
 		}
-		rows, err := tx.Query(ctx, `INSERT INTO customers (click_id, program_id, first_partner_id, first_link_id, created_at, updated_at)
+		created.Queue(`INSERT INTO customers (click_id, program_id, first_partner_id, first_link_id, created_at, updated_at)
 			SELECT c, p, pa, l, a, a FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::timestamptz[]) AS t(c, p, pa, l, a)
 			ORDER BY c
-			ON CONFLICT (click_id) DO NOTHING RETURNING click_id, id`, ids, programs, partners, links, ats)
-		if err != nil {
-			return fmt.Errorf("create customers: %w", err)
-		}
-		for rows.Next() {
-			var cid string
-			var id int64
-			if err := rows.Scan(&cid, &id); err != nil {
-				rows.Close()
-				return fmt.Errorf("scan new customer: %w", err)
-			}
-			planned[cid].id = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("create customers: %w", err)
-		}
-		for _, p := range order {
-			if p.id != 0 {
-				continue
-			}
-			// Created by a concurrent group meanwhile: reuse it.
-			var program, firstPartner int64
-			if err := tx.QueryRow(ctx, `SELECT id, program_id, first_partner_id FROM customers WHERE click_id = $1`, p.clickID).
-				Scan(&p.id, &program, &firstPartner); err != nil {
-				return fmt.Errorf("load concurrently created customer: %w", err)
-			}
-			p.partnerID = firstPartner
-			for _, j := range group {
-				if j.res.ClickID == p.clickID {
-					j.res.NewCustomer = false
+			ON CONFLICT (click_id) DO NOTHING RETURNING click_id, id`, ids, programs, partners, links, ats).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var cid string
+					var id int64
+					if err := rows.Scan(&cid, &id); err != nil {
+						return fmt.Errorf("scan new customer: %w", err)
+					}
+					planned[cid].id = id
 				}
+				return rows.Err()
+			})
+	}
+	// Event ids are allocated in the same round trip.
+	var eventIDs []int64
+	created.Queue(`SELECT nextval(pg_get_serial_sequence('affiliate_click_events', 'id')) FROM generate_series(1, $1)`, len(group)).
+		Query(func(rows pgx.Rows) error {
+			var err error
+			eventIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			return err
+		})
+	if err := tx.SendBatch(ctx, created).Close(); err != nil {
+		return fmt.Errorf("create customers: %w", err)
+	}
+	if len(eventIDs) != len(group) {
+		return fmt.Errorf("allocate click event ids: got %d of %d", len(eventIDs), len(group))
+	}
+	for _, p := range order {
+		if p.id != 0 {
+			continue
+		}
+		// Created by a concurrent group meanwhile: reuse it.
+		var program, firstPartner int64
+		if err := tx.QueryRow(ctx, `SELECT id, program_id, first_partner_id FROM customers WHERE click_id = $1`, p.clickID).
+			Scan(&p.id, &program, &firstPartner); err != nil {
+			return fmt.Errorf("load concurrently created customer: %w", err)
+		}
+		p.partnerID = firstPartner
+		for _, j := range group {
+			if j.res.ClickID == p.clickID {
+				j.res.NewCustomer = false
 			}
 		}
 	}
@@ -253,15 +263,7 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 			j.res.CustomerID = p.id
 		}
 	}
-	// 4. Event ids, then events and counters in one round trip.
-	rows, err := tx.Query(ctx, `SELECT nextval(pg_get_serial_sequence('affiliate_click_events', 'id')) FROM generate_series(1, $1)`, len(group))
-	if err != nil {
-		return fmt.Errorf("allocate click event ids: %w", err)
-	}
-	eventIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil || len(eventIDs) != len(group) {
-		return fmt.Errorf("allocate click event ids: %d of %d: %w", len(eventIDs), len(group), err)
-	}
+	// 4. Events, counter deltas and outbox rows in one round trip.
 	n := len(group)
 	cols := struct {
 		id, customer, program, link, partner                     []int64
@@ -328,8 +330,11 @@ func writeClicks(ctx context.Context, tx pgx.Tx, group []*clickJob) error {
 	b.Queue(`INSERT INTO click_count_deltas (link_id, program_id, partner_id, clicks, last_clicked)
 		SELECT li, pr, pa, count(*), max(at) FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::timestamptz[]) AS t(li, pr, pa, at)
 		GROUP BY li, pr, pa`, cols.link, cols.program, cols.partner, cols.at)
+	if err := outbox.QueueMany(ctx, b, eventsv1.TopicTracking, envs); err != nil {
+		return err
+	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("store clicks: %w", err)
 	}
-	return outbox.EnqueueMany(ctx, tx, eventsv1.TopicTracking, envs)
+	return nil
 }
