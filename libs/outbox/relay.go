@@ -69,6 +69,30 @@ type Relay struct {
 	lockID int64
 	notify string // channel "<schema>_outbox"
 	m      relayMetrics
+
+	// cursor is the highest id published. Marked rows leave entries in the
+	// unsent index until vacuum, so a scan from the start of that index gets
+	// slower with every event sent; scans start near the cursor instead,
+	// lookback ids before it to pick up rows of transactions that were still
+	// open at the last scan, and a full scan every fullScanEvery picks up
+	// anything older. Only the relay goroutine touches these.
+	cursor   int64
+	lastFull time.Time
+}
+
+const (
+	scanLookback  = 10_000
+	fullScanEvery = 5 * time.Second
+)
+
+// scanFloor is the id above which the next batch is read.
+func (r *Relay) scanFloor() int64 {
+	now := r.cfg.Now()
+	if r.cursor <= scanLookback || now.Sub(r.lastFull) >= fullScanEvery {
+		r.lastFull = now
+		return 0
+	}
+	return r.cursor - scanLookback
 }
 
 type relayMetrics struct {
@@ -327,10 +351,10 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 	rows, err := tx.Query(ctx, `
 		SELECT id, event_id::text, topic, key, event_type, payload, headers, created_at
 		FROM `+r.table+`
-		WHERE sent_at IS NULL
+		WHERE sent_at IS NULL AND id > $2
 		ORDER BY id
 		LIMIT $1
-		FOR UPDATE`, r.cfg.BatchSize)
+		FOR UPDATE`, r.cfg.BatchSize, r.scanFloor())
 	if err != nil {
 		return 0, fmt.Errorf("read outbox batch: %w", err)
 	}
@@ -352,6 +376,7 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("scan outbox row: %w", err)
 		}
 		ids = append(ids, id)
+		r.cursor = max(r.cursor, id)
 		created = append(created, createdAt)
 		msgs = append(msgs, kafka.Message{
 			Topic:   topic,
