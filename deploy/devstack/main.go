@@ -26,6 +26,7 @@ import (
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
+	"github.com/svc-dev/svc/libs/auth/oidctest"
 	"github.com/svc-dev/svc/libs/kafkakit/embedded"
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
@@ -119,8 +120,20 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		}
 		return env[k]
 	}
+	gatewayURL := "http://" + addr
+	if os.Getenv("OIDC_ISSUER") == "" {
+		oidcEnv, stopOIDC, err := devSignIn(out, gatewayURL)
+		if err != nil {
+			return err
+		}
+		defer stopOIDC()
+		for k, v := range oidcEnv {
+			env[k] = v
+		}
+	}
 	backends := map[string]*url.URL{}
-	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
+	// Tracking first: accounts forwards CLI test events to it (TRACKING_URL).
+	for _, spec := range []platform.Spec{tracking.Spec(), accounts.Spec()} {
 		logPath := filepath.Join(dataDir, "logs", spec.Name+".log")
 		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -133,6 +146,9 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		}
 		defer func() { _ = inst.Stop() }()
 		backends[spec.Name] = &url.URL{Scheme: "http", Host: inst.Addr()}
+		if spec.Name == tracking.Name {
+			env["TRACKING_URL"] = "http://" + inst.Addr()
+		}
 		fmt.Fprintf(out, "%-9s http://%s (log %s)\n", spec.Name, inst.Addr(), logPath)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -189,8 +205,36 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, stat
 	}
 	fmt.Fprintf(out, "\ndemo      program %d, partner %d, link code %q, test key id %d\n", res.ProgramID, res.PartnerID, res.LinkCode, res.KeyID)
 	fmt.Fprintf(out, "demo key  %s\n\n", res.Key)
-	fmt.Fprintf(out, "Try it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n\n", token, baseURL, res.ProgramID)
+	fmt.Fprintf(out, "Try it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n", token, baseURL, res.ProgramID)
+	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo.example/?via=%s\"}'\n", baseURL, res.LinkCode)
+	fmt.Fprintf(out, "  SVC_BASE_URL=%s SVC_API_KEY=%s go run ./cli/cmd/svc status\n\n", baseURL, res.Key)
 	return nil
+}
+
+// devSignIn serves a stand-in OpenID provider for `svc login` on the local
+// stack: its sign-in page signs in as DEV_LOGIN_EMAIL (the demo owner by
+// default) and completes the command-line sign-in through the gateway. It
+// exists only here; real deployments set OIDC_* to a real provider.
+func devSignIn(out io.Writer, gatewayURL string) (map[string]string, func(), error) {
+	ln, err := net.Listen("tcp", envOr("DEV_OIDC_ADDR", "127.0.0.1:0"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("dev sign-in provider: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	p, err := oidctest.New(oidctest.WithIssuer(base), oidctest.WithClientID("svc-cli-local"))
+	if err != nil {
+		_ = ln.Close()
+		return nil, nil, fmt.Errorf("dev sign-in provider: %w", err)
+	}
+	p.SetBaseURL(base)
+	p.SetSignIn(&oidctest.SignIn{
+		Email: envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example"), EmailVerified: true, Name: "Local developer",
+		CallbackURL: gatewayURL + "/api/v1/cli/auth/callback",
+	})
+	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(out, "sign-in   dev OpenID provider on %s (svc login signs in as %s)\n", base, envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example"))
+	return p.Env(), func() { _ = srv.Close() }, nil
 }
 
 // signingSeed returns the dashboard-session signing seed, made once and kept
