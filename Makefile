@@ -76,4 +76,4 @@ standalone: ## Check every module builds on its own (GOWORK=off)
 
 .PHONY: bench-tracking
 bench-tracking: ## Load-test POST /api/v1/track/click next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=64")
-	cd services/tracking/cmd/benchclick && GOWORK=off GOFLAGS="$(GOFLAGS) -mod=mod" $(GO) run . $(BENCH_FLAGS)
+	$(GO) run ./services/tracking/cmd/benchclick $(BENCH_FLAGS)
