@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,9 +17,8 @@ import (
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -36,35 +34,19 @@ type testStack struct {
 // gateway, as `make run` does.
 func startStack(t *testing.T) *testStack {
 	t.Helper()
-	seedKey := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, ed25519.SeedSize))
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         "stack-admin",
-		"SESSION_SIGNING_KEY": seedKey,
+		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, ed25519.SeedSize)),
 		"CATALOG_CONSUMERS":   "tracking",
-		"LOG_LEVEL":           "warn",
+	})
+	s := &testStack{
+		tracking: platformtest.Start(t, tracking.Spec(), env),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &testStack{}
-	backends := map[string]*url.URL{}
-	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
-		inst, err := platform.Start(ctx, spec, func(k string) string { return env[k] }, io.Discard)
-		if err != nil {
-			cancel()
-			t.Fatalf("start %s: %v", spec.Name, err)
-		}
-		t.Cleanup(func() { _ = inst.Stop() })
-		backends[spec.Name] = &url.URL{Scheme: "http", Host: inst.Addr()}
-		if spec.Name == "accounts" {
-			s.accounts = inst
-		} else {
-			s.tracking = inst
-		}
-	}
-	t.Cleanup(cancel)
-	gw := httptest.NewServer(gateway.New(backends))
+	s.accounts = platformtest.Start(t, accounts.Spec(), platformtest.With(env, map[string]string{"TRACKING_URL": "http://" + s.tracking.Addr()}))
+	gw := httptest.NewServer(gateway.New(map[string]*url.URL{
+		"accounts": {Scheme: "http", Host: s.accounts.Addr()},
+		"tracking": {Scheme: "http", Host: s.tracking.Addr()},
+	}))
 	t.Cleanup(gw.Close)
 	s.gateway = gw.URL
 	return s

@@ -16,9 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/auth/session"
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
-	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	"github.com/svc-dev/svc/services/accounts/server"
 )
 
@@ -36,27 +34,11 @@ type stack struct {
 // broker, with extra environment on top.
 func start(t *testing.T, extra map[string]string) *stack {
 	t.Helper()
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
-		"LOG_LEVEL":           "warn",
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	inst, err := platform.Start(ctx, server.Spec(), func(k string) string { return env[k] }, io.Discard)
-	if err != nil {
-		cancel()
-		t.Fatalf("start accounts: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = inst.Wait()
 	})
+	inst := platformtest.Start(t, server.Spec(), platformtest.With(env, extra))
 	return &stack{t: t, base: "http://" + inst.Addr(), pool: inst.Platform().Pool}
 }
 

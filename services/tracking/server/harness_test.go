@@ -16,9 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
-	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -37,41 +35,14 @@ type stack struct {
 
 func startStack(t *testing.T, trackingEnv map[string]string) *stack {
 	t.Helper()
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, ed25519.SeedSize)),
 		"CATALOG_CONSUMERS":   "tracking",
-		"LOG_LEVEL":           "error",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s := &stack{t: t}
-	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
-		extra := map[string]string{}
-		if spec.Name == tracking.Name {
-			extra = trackingEnv
-		}
-		getenv := func(k string) string {
-			if v, ok := extra[k]; ok {
-				return v
-			}
-			return env[k]
-		}
-		inst, err := platform.Start(ctx, spec, getenv, io.Discard)
-		if err != nil {
-			t.Fatalf("start %s: %v", spec.Name, err)
-		}
-		t.Cleanup(func() { _ = inst.Stop() })
-		if spec.Name == tracking.Name {
-			s.tracking, s.pool = "http://"+inst.Addr(), inst.Platform().Pool
-		} else {
-			s.accounts = "http://" + inst.Addr()
-		}
-	}
-	return s
+	})
+	acc := platformtest.Start(t, accounts.Spec(), env)
+	trk := platformtest.Start(t, tracking.Spec(), platformtest.With(env, trackingEnv))
+	return &stack{t: t, accounts: "http://" + acc.Addr(), tracking: "http://" + trk.Addr(), pool: trk.Platform().Pool}
 }
 
 // admin calls the accounts admin API and returns data.
