@@ -340,3 +340,28 @@ func TestClickEnrichment(t *testing.T) {
 		t.Fatalf("server click stored %q", got)
 	}
 }
+
+// The click path caches the catalog: a change that passed the sync barrier
+// must be what the next click sees (the cache is dropped on the replica's
+// notification before the barrier can answer).
+func TestCatalogChangeVisibleAfterBarrier(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+	s.click(f.codeA, nil) // the link is now cached as active
+	var linkID int64
+	if err := s.pool.QueryRow(context.Background(), `SELECT id FROM links WHERE code = $1`, f.codeA).Scan(&linkID); err != nil {
+		t.Fatal(err)
+	}
+	s.admin("PATCH", "/admin/v1/links/"+strconv.FormatInt(linkID, 10), map[string]any{"active": false})
+	s.sync()
+	r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": "https://brand.example/?aff=" + f.codeA}))
+	if r.status != 410 {
+		t.Fatalf("click after the link was turned off: %d %s", r.status, r.raw)
+	}
+	s.admin("PATCH", "/admin/v1/links/"+strconv.FormatInt(linkID, 10), map[string]any{"active": true})
+	s.sync()
+	if r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": "https://brand.example/?aff=" + f.codeA})); r.status != 200 {
+		t.Fatalf("click after the link was turned on again: %d %s", r.status, r.raw)
+	}
+}
