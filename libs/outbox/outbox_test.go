@@ -40,6 +40,7 @@ type relayOpts struct {
 	afterPublish func([]int64) error
 	writer       *kafka.Writer
 	retention    time.Duration
+	deleteSent   bool
 }
 
 func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, done <-chan error) {
@@ -66,6 +67,7 @@ func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, d
 		Registerer:        o.reg,
 		Now:               o.now,
 		AfterPublish:      o.afterPublish,
+		DeleteSent:        o.deleteSent,
 	})
 	if err != nil {
 		t.Fatalf("NewRelay: %v", err)
@@ -592,5 +594,20 @@ func TestEnqueueManyKeepsOrder(t *testing.T) {
 		return outbox.EnqueueMany(ctx, tx, "t.many", []*eventsv1.Envelope{{}})
 	}); err == nil {
 		t.Fatal("an envelope without a type must be refused")
+	}
+}
+
+func TestRelayDeleteSentRemovesPublishedRows(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, topic)
+	startRelay(t, e, relayOpts{deleteSent: true})
+	for i := 0; i < 3; i++ {
+		e.Enqueue(t, topic, testenv.Envelope("test.deleted", 1, int64(i)))
+	}
+	testenv.Eventually(t, 30*time.Second, "all three published and gone", func() bool {
+		return e.Count(t, `SELECT count(*) FROM outbox`) == 0
+	})
+	if n := e.TopicSize(t, topic); n != 3 {
+		t.Fatalf("topic holds %d records, want 3", n)
 	}
 }

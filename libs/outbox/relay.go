@@ -44,6 +44,11 @@ type RelayConfig struct {
 	Retention time.Duration
 	// SweepInterval is the time between sweeps (default 1 min).
 	SweepInterval time.Duration
+	// DeleteSent removes rows once published instead of marking them and
+	// keeping them for Retention: for high-volume topics, where a kept row
+	// costs a second row version and index entries per event and Kafka's own
+	// retention is the record to investigate with.
+	DeleteSent bool
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
 	// Registerer receives the relay metrics; nil means not exported.
@@ -404,7 +409,12 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 		}
 	}
 	now := r.cfg.Now()
-	if _, err := tx.Exec(ctx, `UPDATE `+r.table+` SET sent_at = $1 WHERE id = ANY($2)`, now, ids); err != nil {
+	mark := `UPDATE ` + r.table + ` SET sent_at = $1 WHERE id = ANY($2)`
+	args := []any{now, ids}
+	if r.cfg.DeleteSent {
+		mark, args = `DELETE FROM `+r.table+` WHERE id = ANY($1)`, []any{ids}
+	}
+	if _, err := tx.Exec(ctx, mark, args...); err != nil {
 		return 0, fmt.Errorf("mark %d outbox events sent: %w", len(ids), err)
 	}
 	if err := tx.Commit(ctx); err != nil {

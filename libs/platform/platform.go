@@ -57,6 +57,9 @@ type Spec struct {
 	// rows without a NOTIFY (services that enqueue without one, on a hot
 	// path, want tens of milliseconds); OUTBOX_POLL_INTERVAL overrides it.
 	RelayPollInterval time.Duration
+	// RelayDeleteSent deletes published outbox rows at once rather than
+	// keeping them (see outbox.RelayConfig.DeleteSent).
+	RelayDeleteSent bool
 	// Wire builds the service on the opened platform: it may add consumers
 	// and returns the service's routes.
 	Wire func(ctx context.Context, p *Platform) ([]Route, error)
@@ -269,6 +272,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	relay, err := outbox.NewRelay(p.Pool, p.Writer, outbox.RelayConfig{
 		Schema: cfg.Schema, Logger: p.Logger, Registerer: p.Registry,
 		PollInterval: p.Env.Duration("OUTBOX_POLL_INTERVAL", spec.RelayPollInterval),
+		DeleteSent:   p.Env.Bool("OUTBOX_DELETE_SENT", spec.RelayDeleteSent),
 	})
 	if err != nil {
 		return fmt.Errorf("outbox relay: %w", err)

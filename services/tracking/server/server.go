@@ -41,6 +41,9 @@ func Spec() platform.Spec {
 		// Clicks are enqueued without NOTIFY (it serialises commits on a hot
 		// path); the relay polls instead.
 		RelayPollInterval: 50 * time.Millisecond,
+		// One event per click: published rows are deleted rather than kept
+		// (Kafka's retention is the record), halving outbox writes.
+		RelayDeleteSent: true,
 		Topics:            []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
 		Wire:              wire,
 	}
