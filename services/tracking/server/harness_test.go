@@ -39,6 +39,9 @@ func startStack(t *testing.T, trackingEnv map[string]string) *stack {
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, ed25519.SeedSize)),
 		"CATALOG_CONSUMERS":   "tracking",
+		// Keep published outbox rows so tests can read the events each
+		// request wrote (deleting on publish is tested in libs/outbox).
+		"OUTBOX_DELETE_SENT": "false",
 	})
 	acc := platformtest.Start(t, accounts.Spec(), env)
 	trk := platformtest.Start(t, tracking.Spec(), platformtest.With(env, trackingEnv))

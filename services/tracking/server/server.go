@@ -44,8 +44,8 @@ func Spec() platform.Spec {
 		// One event per click: published rows are deleted rather than kept
 		// (Kafka's retention is the record), halving outbox writes.
 		RelayDeleteSent: true,
-		Topics:            []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
-		Wire:              wire,
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
+		Wire:            wire,
 	}
 }
 
