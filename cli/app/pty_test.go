@@ -10,11 +10,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/creack/pty"
+	"github.com/svc-dev/svc/cli/ptytest"
 
 	"github.com/svc-dev/svc/cli/app"
 	"github.com/svc-dev/svc/cli/internal/config"
@@ -23,8 +21,6 @@ import (
 // These tests run the real svc binary, built from cmd/svc, under a real
 // pseudo-terminal (or with plain pipes), so terminal detection, prompts,
 // the spinner and exit codes are checked as a user sees them.
-
-const expectTimeout = 30 * time.Second
 
 // buildSVC builds the binary into a temporary directory; the build cache
 // makes every build after the first quick.
@@ -54,114 +50,6 @@ func binEnv(configDir, base string, extra ...string) []string {
 	}, extra...)
 }
 
-// terminal is a process attached to a pseudo-terminal.
-type terminal struct {
-	t       *testing.T
-	ptmx    *os.File
-	cmd     *exec.Cmd
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	seen    int // expect consumed output up to here
-	changed chan struct{}
-	done    chan struct{}
-}
-
-func startTerminal(t *testing.T, bin string, env []string, args ...string) *terminal {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 40, Cols: 160})
-	if err != nil {
-		t.Fatalf("start under a pty: %v", err)
-	}
-	tm := &terminal{t: t, ptmx: ptmx, cmd: cmd, changed: make(chan struct{}, 1), done: make(chan struct{})}
-	go func() {
-		defer close(tm.done)
-		b := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(b)
-			if n > 0 {
-				tm.mu.Lock()
-				tm.buf.Write(b[:n])
-				tm.mu.Unlock()
-				select {
-				case tm.changed <- struct{}{}:
-				default:
-				}
-			}
-			if err != nil {
-				return // EIO once the child has exited and output is drained
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = ptmx.Close()
-	})
-	return tm
-}
-
-func (tm *terminal) output() string {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	return tm.buf.String()
-}
-
-// expect waits until s appears in output not yet consumed by an earlier
-// expect, and consumes through it.
-func (tm *terminal) expect(s string) {
-	tm.t.Helper()
-	deadline := time.NewTimer(expectTimeout)
-	defer deadline.Stop()
-	for {
-		tm.mu.Lock()
-		out := tm.buf.String()
-		if i := strings.Index(out[tm.seen:], s); i >= 0 {
-			tm.seen += i + len(s)
-			tm.mu.Unlock()
-			return
-		}
-		tm.mu.Unlock()
-		select {
-		case <-tm.changed:
-		case <-tm.done:
-			if strings.Contains(tm.output()[tm.seen:], s) {
-				continue
-			}
-			tm.t.Fatalf("process ended before %q appeared; output:\n%q", s, tm.output())
-		case <-deadline.C:
-			tm.t.Fatalf("%q did not appear within %s; output:\n%q", s, expectTimeout, tm.output())
-		}
-	}
-}
-
-func (tm *terminal) send(s string) {
-	tm.t.Helper()
-	if _, err := tm.ptmx.Write([]byte(s)); err != nil {
-		tm.t.Fatal(err)
-	}
-}
-
-// wait returns the exit code once the process has ended and its output
-// has been read.
-func (tm *terminal) wait() int {
-	tm.t.Helper()
-	err := tm.cmd.Wait()
-	select {
-	case <-tm.done:
-	case <-time.After(expectTimeout):
-		tm.t.Fatal("pty output not drained")
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		tm.t.Fatal(err)
-	}
-	return 0
-}
-
 func TestTerminalInitPromptsForMissingFlags(t *testing.T) {
 	bin := buildSVC(t)
 	f := newFake(t)
@@ -170,25 +58,25 @@ func TestTerminalInitPromptsForMissingFlags(t *testing.T) {
 	if err := st.SaveCredentials(config.Credentials{BaseURL: f.URL(), Token: fakeToken}); err != nil {
 		t.Fatal(err)
 	}
-	tm := startTerminal(t, bin, binEnv(dir, f.URL()), "init", "--name", "Acme")
-	tm.expect("Site domain (e.g. acme.example): ")
-	tm.send("acme.example\r")
-	tm.expect("Commission type (percent, fixed, recurring_percent, recurring_fixed): ")
-	tm.send("weekly\r")
-	tm.expect("choose one of percent, fixed, recurring_percent, recurring_fixed")
-	tm.expect("Commission type (")
-	tm.send("fixed\r")
-	tm.expect("Commission rate (percentage for percent types, amount for fixed): ")
-	tm.send("500\r")
-	tm.expect("Created program 7: Acme (acme.example)")
-	tm.expect(fakeKey)
-	tm.expect("Save this API key as the default program key for svc status and svc test? [Y/n] ")
-	tm.send("\r")
-	tm.expect("Saved as the default program key")
-	if code := tm.wait(); code != 0 {
-		t.Fatalf("exit %d\n%s", code, tm.output())
+	tm := ptytest.Start(t, bin, binEnv(dir, f.URL()), "init", "--name", "Acme")
+	tm.Expect("Site domain (e.g. acme.example): ")
+	tm.Send("acme.example\r")
+	tm.Expect("Commission type (percent, fixed, recurring_percent, recurring_fixed): ")
+	tm.Send("weekly\r")
+	tm.Expect("choose one of percent, fixed, recurring_percent, recurring_fixed")
+	tm.Expect("Commission type (")
+	tm.Send("fixed\r")
+	tm.Expect("Commission rate (percentage for percent types, amount for fixed): ")
+	tm.Send("500\r")
+	tm.Expect("Created program 7: Acme (acme.example)")
+	tm.Expect(fakeKey)
+	tm.Expect("Save this API key as the default program key for svc status and svc test? [Y/n] ")
+	tm.Send("\r")
+	tm.Expect("Saved as the default program key")
+	if code := tm.Wait(); code != 0 {
+		t.Fatalf("exit %d\n%s", code, tm.Output())
 	}
-	if strings.Contains(tm.output(), "Program name") {
+	if strings.Contains(tm.Output(), "Program name") {
 		t.Fatal("asked for a flag that was given")
 	}
 	body := f.routeRequests("POST /api/v1/cli/init")[0].Body
@@ -205,20 +93,20 @@ func TestTerminalLoginShowsSpinner(t *testing.T) {
 	f := newFake(t)
 	f.set(func(f *fake) { f.hold = true })
 	dir := t.TempDir()
-	tm := startTerminal(t, bin, binEnv(dir, f.URL()), "login", "--poll-interval", "20ms")
-	tm.expect("Open this link to sign in:")
-	tm.expect(f.URL() + "/cli/sign-in?state=" + fakeState)
+	tm := ptytest.Start(t, bin, binEnv(dir, f.URL()), "login", "--poll-interval", "20ms")
+	tm.Expect("Open this link to sign in:")
+	tm.Expect(f.URL() + "/cli/sign-in?state=" + fakeState)
 	// The first frame, then the line redrawn in place with the next ones.
-	tm.expect("\r\x1b[2K⠋ Waiting for sign-in in the browser... (")
-	tm.expect("\r\x1b[2K⠙ Waiting for sign-in in the browser... (")
-	tm.expect("\r\x1b[2K⠹ Waiting")
+	tm.Expect("\r\x1b[2K⠋ Waiting for sign-in in the browser... (")
+	tm.Expect("\r\x1b[2K⠙ Waiting for sign-in in the browser... (")
+	tm.Expect("\r\x1b[2K⠹ Waiting")
 	f.release()
-	tm.expect("\r\x1b[2K") // the spinner line is cleared
-	tm.expect("Signed in to " + f.URL() + " as " + fakeEmail + ".")
-	if code := tm.wait(); code != 0 {
-		t.Fatalf("exit %d\n%q", code, tm.output())
+	tm.Expect("\r\x1b[2K") // the spinner line is cleared
+	tm.Expect("Signed in to " + f.URL() + " as " + fakeEmail + ".")
+	if code := tm.Wait(); code != 0 {
+		t.Fatalf("exit %d\n%q", code, tm.Output())
 	}
-	out := tm.output()
+	out := tm.Output()
 	if strings.Contains(out, "Waiting for sign-in to complete in the browser...") {
 		t.Fatal("plain waiting line printed on a terminal")
 	}

@@ -3,7 +3,6 @@ module github.com/svc-dev/svc/cli/e2e
 go 1.26.0
 
 require (
-	github.com/creack/pty v1.1.24
 	github.com/svc-dev/svc/cli v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0
@@ -18,6 +17,7 @@ require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
+	github.com/creack/pty v1.1.24 // indirect
 	github.com/exaring/otelpgx v0.13.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
