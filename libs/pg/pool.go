@@ -33,6 +33,13 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// AppName is reported as application_name (visible in pg_stat_activity).
 	AppName string
+	// PlanCacheMode sets plan_cache_mode ("auto", "force_custom_plan",
+	// "force_generic_plan"); empty keeps the server's setting. pgx prepares
+	// and caches every statement, and after five runs Postgres may switch a
+	// statement to a generic plan costed on the statistics of that moment:
+	// on a service that starts with empty tables, that can be a sequential
+	// scan kept long after the table has grown.
+	PlanCacheMode string
 }
 
 // ValidSchema reports an error when name is not a plain lower-case
@@ -67,6 +74,9 @@ func NewPool(ctx context.Context, dsn string, opt Options) (*pgxpool.Pool, error
 	}
 	if opt.AppName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opt.AppName
+	}
+	if opt.PlanCacheMode != "" {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = opt.PlanCacheMode
 	}
 	cfg.MaxConns = opt.MaxConns
 	if cfg.MaxConns <= 0 {

@@ -252,7 +252,14 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	if err := migrate(ctx, spec, cfg, p.Logger); err != nil {
 		return err
 	}
-	p.Pool, err = pg.NewPool(ctx, cfg.DatabaseURL, pg.Options{Schema: cfg.Schema, MaxConns: int32(cfg.DBMaxConns), Tracing: true, AppName: spec.Name})
+	p.Pool, err = pg.NewPool(ctx, cfg.DatabaseURL, pg.Options{
+		Schema: cfg.Schema, MaxConns: int32(cfg.DBMaxConns), Tracing: true, AppName: spec.Name,
+		// Services start on empty tables; a generic plan chosen then (a
+		// sequential scan) would outlive the table's growth. Measured on the
+		// click path: 60-90 µs of Postgres CPU per click with custom plans,
+		// 200-300 µs when a cached generic plan scanned customers.
+		PlanCacheMode: p.Env.String("DB_PLAN_CACHE_MODE", "force_custom_plan"),
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
