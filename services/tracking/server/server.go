@@ -75,7 +75,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	store := pgstore.New(p.Pool, pgstore.Config{
 		Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger,
-		ClickWriters: p.Env.Int("CLICK_WRITERS", 4), ClickGroup: p.Env.Int("CLICK_GROUP_MAX", 64),
+		ClickWriters: p.Env.Int("CLICK_WRITERS", 2), ClickGroup: p.Env.Int("CLICK_GROUP_MAX", 64),
 	})
 	p.AddRunner(store.Run)
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
