@@ -108,13 +108,12 @@ type Platform struct {
 	IPs        *httpkit.IPResolver
 	Now        func() time.Time
 
-	getenv    func(string) string
-	health    *obs.Health
-	metrics   *obs.HTTPMetrics
-	runners   []func(context.Context) error
-	closers   []func(context.Context) error
-	listener  net.Listener
-	addrReady chan struct{}
+	getenv   func(string) string
+	health   *obs.Health
+	metrics  *obs.HTTPMetrics
+	runners  []func(context.Context) error
+	closers  []func(context.Context) error
+	listener net.Listener
 }
 
 // Run is main() for a service: `serve` (the default) or `migrate`.
