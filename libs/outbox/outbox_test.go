@@ -611,3 +611,29 @@ func TestRelayDeleteSentRemovesPublishedRows(t *testing.T) {
 		t.Fatalf("topic holds %d records, want 3", n)
 	}
 }
+
+// A row whose transaction commits after later rows were published (a lower
+// id behind the relay's cursor) is still published.
+func TestRelayPublishesALateCommittingLowerID(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, topic)
+	ctx := testenv.Ctx(t)
+	startRelay(t, e, relayOpts{})
+	held, err := e.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	late := testenv.Envelope("test.late", 1, 1)
+	if _, err := outbox.Enqueue(ctx, held, topic, late); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 4; i++ {
+		e.Enqueue(t, topic, testenv.Envelope("test.early", 1, int64(i)))
+	}
+	testenv.Eventually(t, 30*time.Second, "the later rows published", func() bool { return e.TopicSize(t, topic) == 3 })
+	if err := held.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the late row published too", func() bool { return unsent(t, e) == 0 && e.TopicSize(t, topic) == 4 })
+}
