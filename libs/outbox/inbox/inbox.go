@@ -223,7 +223,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("inbox consumer %s: fetch: %w", c.cfg.Name, err)
 		}
-		if c.skip(msg) {
+		env, decodeErr := decode(msg)
+		if decodeErr == nil && c.cfg.Skip != nil && c.cfg.Skip(env) {
 			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeSkipped).Inc()
 			if skipped = append(skipped, msg); len(skipped) >= skipCommitEvery {
 				commitSkipped()
@@ -231,7 +232,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		commitSkipped()
-		if err := c.handle(ctx, msg); err != nil {
+		if err := c.handle(ctx, msg, env, decodeErr); err != nil {
 			// Only cancellation gets here; the offset stays uncommitted and
 			// the message comes back after restart, where the inbox
 			// absorbs it if it was applied.
@@ -260,27 +261,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 // restart at most that many skipped events are read (and skipped) again.
 const skipCommitEvery = 500
 
-// skip reports whether msg is an event Skip declines. Undecodable messages
-// are never skipped: they go to the dead-letter path.
-func (c *Consumer) skip(msg kafka.Message) bool {
-	if c.cfg.Skip == nil {
-		return false
-	}
+// decode reads msg's envelope once; an undecodable message is never
+// skipped: it goes to the dead-letter path.
+func decode(msg kafka.Message) (*eventsv1.Envelope, error) {
 	env := &eventsv1.Envelope{}
-	if err := proto.Unmarshal(msg.Value, env); err != nil || !outbox.ValidUUID(env.GetId()) {
-		return false
+	if err := proto.Unmarshal(msg.Value, env); err != nil {
+		return env, fmt.Errorf("undecodable envelope: %w", err)
 	}
-	return c.cfg.Skip(env)
+	if !outbox.ValidUUID(env.GetId()) {
+		return env, fmt.Errorf("undecodable envelope: id %q is not a UUID", env.GetId())
+	}
+	return env, nil
 }
 
 // handle returns an error only when ctx ended before msg was settled.
-func (c *Consumer) handle(ctx context.Context, msg kafka.Message) error {
-	env := &eventsv1.Envelope{}
-	if err := proto.Unmarshal(msg.Value, env); err != nil {
-		return c.deadLetter(ctx, msg, env, fmt.Errorf("undecodable envelope: %w", err), 0)
-	}
-	if !outbox.ValidUUID(env.GetId()) {
-		return c.deadLetter(ctx, msg, env, fmt.Errorf("undecodable envelope: id %q is not a UUID", env.GetId()), 0)
+func (c *Consumer) handle(ctx context.Context, msg kafka.Message, env *eventsv1.Envelope, decodeErr error) error {
+	if decodeErr != nil {
+		return c.deadLetter(ctx, msg, env, decodeErr, 0)
 	}
 
 	ctx = kafkakit.ExtractWith(ctx, c.prop, msg)
