@@ -104,31 +104,8 @@ func TestLeadCustomerRows(t *testing.T) {
 		})
 	})
 
-	t.Run("provisional lead, a sale, then a Bearer lead: 400", func(t *testing.T) {
-		cid := s.click(f.codeA, nil)
-		wantProvisional(t, s.lead(map[string]any{"click_id": cid}))
-		// The sale is recorded by commissions; tracking keeps the fact on
-		// the customer.
-		if _, err := s.pool.Exec(context.Background(), `UPDATE customers SET sale_recorded_at = now() WHERE click_id = $1`, cid); err != nil {
-			t.Fatal(err)
-		}
-		r := s.lead(map[string]any{"click_id": cid}, bearer(f.keyServer)...)
-		if r.status != 400 {
-			t.Fatalf("%d %s", r.status, r.raw)
-		}
-		if st, _, _ := s.status(cid); st != "click" {
-			t.Fatalf("status %s", st)
-		}
-	})
-
-	t.Run("conversion customer: status message", func(t *testing.T) {
-		cid := s.click(f.codeA, nil)
-		if _, err := s.pool.Exec(context.Background(), `UPDATE customers SET status = 'conversion' WHERE click_id = $1`, cid); err != nil {
-			t.Fatal(err)
-		}
-		wantPlatformError(t, s.lead(map[string]any{"click_id": cid}, bearer(f.keyServer)...), 400, "BadRequestError",
-			"Customer status cannot be updated to lead. Current status: conversion")
-	})
+	// The rows driven by a sale (provisional lead + sale, then a Bearer
+	// lead; lead to conversion) are in sale_test.go, through the sale route.
 
 	t.Run("empty token after Bearer is browser mode", func(t *testing.T) {
 		cid := s.click(f.codeA, nil)

@@ -57,6 +57,8 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	limits.Lead = p.Env.Int("TRACK_LEAD_RATE_LIMIT", limits.Lead)
 	limits.Visit = p.Env.Int("TRACK_VISIT_RATE_LIMIT", limits.Visit)
 	limits.Config = p.Env.Int("TRACK_CONFIG_RATE_LIMIT", limits.Config)
+	limits.Sale = p.Env.Int("TRACK_SALE_RATE_LIMIT", limits.Sale)
+	processorSecret := p.Env.String("PROCESSOR_WEBHOOK_SECRET", "")
 	if err := p.Env.Err(); err != nil {
 		return nil, err
 	}
@@ -96,12 +98,17 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Limits:  limits,
 		OnLimit: refusals.Inc,
 		Origins: svc.OriginAllowedSomewhere,
+		// Secrets go from the environment to the verifier only, never to logs.
+		ProcessorSecret: processorSecret,
 		Extra: []httpapi.Route{
 			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
 		},
 	})
 	if err != nil {
 		return nil, err
+	}
+	if processorSecret == "" {
+		p.Logger.Info("no PROCESSOR_WEBHOOK_SECRET: payment-processor events are not received (" + httpapi.ProcessorWebhookPath + " is not served)")
 	}
 	out := make([]platform.Route, 0, len(routes))
 	for _, r := range routes {

@@ -8,8 +8,8 @@ const (
 	TopicCatalog = "accounts.catalog.v1"
 	// TopicCatalogApplied carries CatalogApplied acknowledgements.
 	TopicCatalogApplied = "catalog.applied.v1"
-	// TopicTracking carries tracking's ClickRecorded, LeadRecorded and
-	// VisitRecorded events.
+	// TopicTracking carries tracking's ClickRecorded, LeadRecorded,
+	// VisitRecorded and SaleRecorded events.
 	TopicTracking = "tracking.events.v1"
 )
 
@@ -28,4 +28,5 @@ const (
 	TypeClickRecorded          = "tracking.click.recorded"
 	TypeLeadRecorded           = "tracking.lead.recorded"
 	TypeVisitRecorded          = "tracking.visit.recorded"
+	TypeSaleRecorded           = "tracking.sale.recorded"
 )

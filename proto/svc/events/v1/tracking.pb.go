@@ -440,6 +440,216 @@ func (x *VisitRecorded) GetVisitedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// Event type "tracking.sale.recorded": a sale was attributed to a customer
+// and stored. The commissions service creates (or, for a test sale, skips)
+// the partner's commission from it; analytics counts revenue and
+// conversions. One event per stored sale: transaction_id is globally unique.
+type SaleRecorded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sale's id in tracking (error.details.sale_id of a duplicate).
+	SaleId int64 `protobuf:"varint,1,opt,name=sale_id,json=saleId,proto3" json:"sale_id,omitempty"`
+	// The brand's or processor's id: the idempotency key.
+	TransactionId string `protobuf:"bytes,2,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	ProgramId     int64  `protobuf:"varint,3,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	CustomerId    int64  `protobuf:"varint,4,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	ClickId       string `protobuf:"bytes,5,opt,name=click_id,json=clickId,proto3" json:"click_id,omitempty"`
+	// The customer's first partner: who the commission is for.
+	PartnerId   int64 `protobuf:"varint,6,opt,name=partner_id,json=partnerId,proto3" json:"partner_id,omitempty"`
+	AmountCents int64 `protobuf:"varint,7,opt,name=amount_cents,json=amountCents,proto3" json:"amount_cents,omitempty"`
+	// "USD", "EUR" or "VND".
+	Currency   string                 `protobuf:"bytes,8,opt,name=currency,proto3" json:"currency,omitempty"`
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	IsTest     bool                   `protobuf:"varint,10,opt,name=is_test,json=isTest,proto3" json:"is_test,omitempty"`
+	// "api" (POST /track/sale) or "processor" (a payment-processor event).
+	Source string `protobuf:"bytes,11,opt,name=source,proto3" json:"source,omitempty"`
+	// Optional fields the brand sent.
+	Provider          string `protobuf:"bytes,12,opt,name=provider,proto3" json:"provider,omitempty"`
+	ProviderPaymentId string `protobuf:"bytes,13,opt,name=provider_payment_id,json=providerPaymentId,proto3" json:"provider_payment_id,omitempty"`
+	Livemode          bool   `protobuf:"varint,14,opt,name=livemode,proto3" json:"livemode,omitempty"`
+	// The customer's status after the sale ("click", "lead" or "conversion").
+	CustomerStatus string `protobuf:"bytes,15,opt,name=customer_status,json=customerStatus,proto3" json:"customer_status,omitempty"`
+	// True when this sale moved the customer to conversion.
+	Converted         bool                   `protobuf:"varint,16,opt,name=converted,proto3" json:"converted,omitempty"`
+	FirstPurchaseDate *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=first_purchase_date,json=firstPurchaseDate,proto3" json:"first_purchase_date,omitempty"`
+	// "one_time", "subscription_first" or "subscription_renewal" for
+	// processor sales; empty for the sale route.
+	PaymentKind         string `protobuf:"bytes,18,opt,name=payment_kind,json=paymentKind,proto3" json:"payment_kind,omitempty"`
+	ProcessorCustomerId string `protobuf:"bytes,19,opt,name=processor_customer_id,json=processorCustomerId,proto3" json:"processor_customer_id,omitempty"`
+	ApiKeyId            int64  `protobuf:"varint,20,opt,name=api_key_id,json=apiKeyId,proto3" json:"api_key_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *SaleRecorded) Reset() {
+	*x = SaleRecorded{}
+	mi := &file_svc_events_v1_tracking_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaleRecorded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaleRecorded) ProtoMessage() {}
+
+func (x *SaleRecorded) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_events_v1_tracking_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaleRecorded.ProtoReflect.Descriptor instead.
+func (*SaleRecorded) Descriptor() ([]byte, []int) {
+	return file_svc_events_v1_tracking_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SaleRecorded) GetSaleId() int64 {
+	if x != nil {
+		return x.SaleId
+	}
+	return 0
+}
+
+func (x *SaleRecorded) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetProgramId() int64 {
+	if x != nil {
+		return x.ProgramId
+	}
+	return 0
+}
+
+func (x *SaleRecorded) GetCustomerId() int64 {
+	if x != nil {
+		return x.CustomerId
+	}
+	return 0
+}
+
+func (x *SaleRecorded) GetClickId() string {
+	if x != nil {
+		return x.ClickId
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetPartnerId() int64 {
+	if x != nil {
+		return x.PartnerId
+	}
+	return 0
+}
+
+func (x *SaleRecorded) GetAmountCents() int64 {
+	if x != nil {
+		return x.AmountCents
+	}
+	return 0
+}
+
+func (x *SaleRecorded) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *SaleRecorded) GetIsTest() bool {
+	if x != nil {
+		return x.IsTest
+	}
+	return false
+}
+
+func (x *SaleRecorded) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetProviderPaymentId() string {
+	if x != nil {
+		return x.ProviderPaymentId
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetLivemode() bool {
+	if x != nil {
+		return x.Livemode
+	}
+	return false
+}
+
+func (x *SaleRecorded) GetCustomerStatus() string {
+	if x != nil {
+		return x.CustomerStatus
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetConverted() bool {
+	if x != nil {
+		return x.Converted
+	}
+	return false
+}
+
+func (x *SaleRecorded) GetFirstPurchaseDate() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstPurchaseDate
+	}
+	return nil
+}
+
+func (x *SaleRecorded) GetPaymentKind() string {
+	if x != nil {
+		return x.PaymentKind
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetProcessorCustomerId() string {
+	if x != nil {
+		return x.ProcessorCustomerId
+	}
+	return ""
+}
+
+func (x *SaleRecorded) GetApiKeyId() int64 {
+	if x != nil {
+		return x.ApiKeyId
+	}
+	return 0
+}
+
 var File_svc_events_v1_tracking_proto protoreflect.FileDescriptor
 
 const file_svc_events_v1_tracking_proto_rawDesc = "" +
@@ -499,7 +709,34 @@ const file_svc_events_v1_tracking_proto_rawDesc = "" +
 	"\bpage_url\x18\x04 \x01(\tR\apageUrl\x12!\n" +
 	"\freferrer_url\x18\x05 \x01(\tR\vreferrerUrl\x129\n" +
 	"\n" +
-	"visited_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tvisitedAtB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
+	"visited_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tvisitedAt\"\xe5\x05\n" +
+	"\fSaleRecorded\x12\x17\n" +
+	"\asale_id\x18\x01 \x01(\x03R\x06saleId\x12%\n" +
+	"\x0etransaction_id\x18\x02 \x01(\tR\rtransactionId\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x03 \x01(\x03R\tprogramId\x12\x1f\n" +
+	"\vcustomer_id\x18\x04 \x01(\x03R\n" +
+	"customerId\x12\x19\n" +
+	"\bclick_id\x18\x05 \x01(\tR\aclickId\x12\x1d\n" +
+	"\n" +
+	"partner_id\x18\x06 \x01(\x03R\tpartnerId\x12!\n" +
+	"\famount_cents\x18\a \x01(\x03R\vamountCents\x12\x1a\n" +
+	"\bcurrency\x18\b \x01(\tR\bcurrency\x12;\n" +
+	"\voccurred_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x17\n" +
+	"\ais_test\x18\n" +
+	" \x01(\bR\x06isTest\x12\x16\n" +
+	"\x06source\x18\v \x01(\tR\x06source\x12\x1a\n" +
+	"\bprovider\x18\f \x01(\tR\bprovider\x12.\n" +
+	"\x13provider_payment_id\x18\r \x01(\tR\x11providerPaymentId\x12\x1a\n" +
+	"\blivemode\x18\x0e \x01(\bR\blivemode\x12'\n" +
+	"\x0fcustomer_status\x18\x0f \x01(\tR\x0ecustomerStatus\x12\x1c\n" +
+	"\tconverted\x18\x10 \x01(\bR\tconverted\x12J\n" +
+	"\x13first_purchase_date\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\x11firstPurchaseDate\x12!\n" +
+	"\fpayment_kind\x18\x12 \x01(\tR\vpaymentKind\x122\n" +
+	"\x15processor_customer_id\x18\x13 \x01(\tR\x13processorCustomerId\x12\x1c\n" +
+	"\n" +
+	"api_key_id\x18\x14 \x01(\x03R\bapiKeyIdB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_svc_events_v1_tracking_proto_rawDescOnce sync.Once
@@ -513,23 +750,26 @@ func file_svc_events_v1_tracking_proto_rawDescGZIP() []byte {
 	return file_svc_events_v1_tracking_proto_rawDescData
 }
 
-var file_svc_events_v1_tracking_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_svc_events_v1_tracking_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_svc_events_v1_tracking_proto_goTypes = []any{
 	(*ClickRecorded)(nil),         // 0: svc.events.v1.ClickRecorded
 	(*LeadRecorded)(nil),          // 1: svc.events.v1.LeadRecorded
 	(*VisitRecorded)(nil),         // 2: svc.events.v1.VisitRecorded
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*SaleRecorded)(nil),          // 3: svc.events.v1.SaleRecorded
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_svc_events_v1_tracking_proto_depIdxs = []int32{
-	3, // 0: svc.events.v1.ClickRecorded.clicked_at:type_name -> google.protobuf.Timestamp
-	3, // 1: svc.events.v1.LeadRecorded.recorded_at:type_name -> google.protobuf.Timestamp
-	3, // 2: svc.events.v1.LeadRecorded.signup_date:type_name -> google.protobuf.Timestamp
-	3, // 3: svc.events.v1.VisitRecorded.visited_at:type_name -> google.protobuf.Timestamp
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 0: svc.events.v1.ClickRecorded.clicked_at:type_name -> google.protobuf.Timestamp
+	4, // 1: svc.events.v1.LeadRecorded.recorded_at:type_name -> google.protobuf.Timestamp
+	4, // 2: svc.events.v1.LeadRecorded.signup_date:type_name -> google.protobuf.Timestamp
+	4, // 3: svc.events.v1.VisitRecorded.visited_at:type_name -> google.protobuf.Timestamp
+	4, // 4: svc.events.v1.SaleRecorded.occurred_at:type_name -> google.protobuf.Timestamp
+	4, // 5: svc.events.v1.SaleRecorded.first_purchase_date:type_name -> google.protobuf.Timestamp
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_svc_events_v1_tracking_proto_init() }
@@ -543,7 +783,7 @@ func file_svc_events_v1_tracking_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_events_v1_tracking_proto_rawDesc), len(file_svc_events_v1_tracking_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

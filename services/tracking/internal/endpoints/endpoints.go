@@ -18,6 +18,9 @@ type Set struct {
 	Lead   endpoint.Endpoint
 	Visit  endpoint.Endpoint
 	Config endpoint.Endpoint
+	Sale   endpoint.Endpoint
+	// ProcessorEvent handles one payment-processor webhook delivery.
+	ProcessorEvent endpoint.Endpoint
 }
 
 // Middleware decorates one named endpoint.
@@ -45,6 +48,14 @@ func New(svc ingest.Service, mw ...Middleware) Set {
 		}),
 		Config: wrap("config", func(ctx context.Context, req any) (any, error) {
 			out, err := svc.Config(ctx, req.(ingest.ProgramRef))
+			return respond(out, err)
+		}),
+		Sale: wrap("sale", func(ctx context.Context, req any) (any, error) {
+			out, err := svc.Sale(ctx, req.(ingest.SaleInput))
+			return respond(out, err)
+		}),
+		ProcessorEvent: wrap("processor_event", func(ctx context.Context, req any) (any, error) {
+			out, err := svc.ProcessorPayment(ctx, req.(ingest.PaymentInput))
 			return respond(out, err)
 		}),
 	}

@@ -27,13 +27,14 @@ type Route struct {
 	Handler http.Handler
 }
 
-// Limits are the per-minute, per-client-IP limits of the spec.
+// Limits are the per-minute limits of the spec: per client IP, and for
+// Sale (shared with refund) per API key.
 type Limits struct {
-	Click, Lead, Visit, Config int
+	Click, Lead, Visit, Config, Sale int
 }
 
 // DefaultLimits are the spec's Limits table.
-func DefaultLimits() Limits { return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60} }
+func DefaultLimits() Limits { return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60, Sale: 120} }
 
 // Config carries what the transport needs besides the endpoints.
 type Config struct {
@@ -47,6 +48,9 @@ type Config struct {
 	// preflights and CORS headers; the program's own check is the
 	// service's).
 	Origins func(ctx context.Context, origin string) (bool, error)
+	// ProcessorSecret verifies payment-processor webhook signatures; the
+	// webhook route is served only when it is set.
+	ProcessorSecret string
 	// Extra routes served by the service (the browser tracker).
 	Extra []Route
 }
@@ -60,8 +64,8 @@ func Routes(set endpoints.Set, cfg Config) ([]Route, error) {
 		}
 		return ratelimit.Middleware(l, ratelimit.ByIP(cfg.IPs), ratelimit.WithRoute(route), ratelimit.WithOnRefuse(cfg.OnLimit)), nil
 	}
-	server := func(e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc, failMsg string) http.Handler {
-		ee := encodeError(cfg.Logger, failMsg)
+	coded := func(e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc, failMsg string, code func(int, error) string) http.Handler {
+		ee := encodeError(cfg.Logger, failMsg, code)
 		return kithttp.NewServer(e, dec, func(ctx context.Context, w http.ResponseWriter, resp any) error {
 			r := resp.(endpoints.Response)
 			if r.Err != nil {
@@ -70,6 +74,9 @@ func Routes(set endpoints.Set, cfg Config) ([]Route, error) {
 			}
 			return enc(ctx, w, r.Value)
 		}, kithttp.ServerErrorEncoder(ee))
+	}
+	server := func(e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc, failMsg string) http.Handler {
+		return coded(e, dec, enc, failMsg, nil)
 	}
 	clickLimit, err := limited("click", cfg.Limits.Click)
 	if err != nil {
@@ -87,16 +94,25 @@ func Routes(set endpoints.Set, cfg Config) ([]Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	saleLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.Limits.Sale, Now: cfg.Now})
+	if err != nil {
+		return nil, err
+	}
+	// One limiter for sale and refund: the spec counts them together.
+	saleLimit := ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(cfg.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(cfg.OnLimit))
 	cors := corsPolicy{origins: cfg.Origins, logger: cfg.Logger}
 	keyOptional := clickKey(cfg.Keys)
-	leadKey := cfg.Keys.Middleware(apikey.LeadMessages(), internalError(cfg.Logger, "Lead tracking failed"))
+	leadKey := cfg.Keys.Middleware(apikey.LeadMessages(), internalError(cfg.Logger, "Lead tracking failed", ""))
+	saleKey := cfg.Keys.Middleware(apikey.SaleMessages(), internalError(cfg.Logger, "Sale tracking failed", "internal_error"))
 
 	click := cors.wrap(clickLimit(keyOptional(server(set.Click, decodeClick(cfg.Now), encodeClick, "Click tracking failed"))))
 	lead := cors.wrap(leadLimit(leadKey(server(set.Lead, decodeLead(cfg.Now), encodeLead, "Lead tracking failed"))))
 	visit := cors.wrap(visitLimit(server(set.Visit, decodeVisit, encodeVisit, "Visit tracking failed")))
 	config := cors.wrap(configLimit(server(set.Config, decodeConfig, encodeConfig, "Failed to load tracking config")))
+	sale := saleLimit(saleKey(coded(set.Sale, decodeSale(cfg.Now), encodeSale, "Sale tracking failed", saleCode)))
 	routes := []Route{
 		{"POST /api/v1/track/click", "track_click", click},
+		{"POST /api/v1/track/sale", "track_sale", sale},
 		{"POST /api/v1/track/lead", "track_lead", lead},
 		{"POST /api/v1/track/visit", "track_visit", visit},
 		{"GET /api/v1/track/config", "track_config", config},
@@ -104,6 +120,11 @@ func Routes(set endpoints.Set, cfg Config) ([]Route, error) {
 		{"OPTIONS /api/v1/track/lead", "track_preflight", cors.preflight()},
 		{"OPTIONS /api/v1/track/visit", "track_preflight", cors.preflight()},
 		{"OPTIONS /api/v1/track/config", "track_preflight", cors.preflight()},
+	}
+	if cfg.ProcessorSecret != "" {
+		hook := coded(set.ProcessorEvent, decodeProcessorEvent(cfg.ProcessorSecret, cfg.Now), encodeProcessorEvent,
+			"Processor event handling failed", nil)
+		routes = append(routes, Route{"POST " + ProcessorWebhookPath, "processor_webhook", hook})
 	}
 	return append(routes, cfg.Extra...), nil
 }
@@ -191,16 +212,47 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ingest.ErrGone):
 		return http.StatusGone
+	case errors.Is(err, ingest.ErrNoAttribution):
+		return http.StatusBadRequest
+	case errors.Is(err, ingest.ErrDuplicate):
+		return http.StatusConflict
+	case errors.Is(err, ingest.ErrUnsupported):
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusInternalServerError
 }
 
+// saleCode is error.code of the sale route's platform envelope (the
+// specification's stable codes); the other tracking routes carry none.
+func saleCode(status int, err error) string {
+	switch {
+	case status >= 500:
+		return "internal_error"
+	case errors.Is(err, ingest.ErrNoAttribution):
+		return "no_attribution"
+	case status == http.StatusConflict:
+		return "duplicate_transaction"
+	case status == http.StatusUnprocessableEntity:
+		return "unsupported_currency"
+	case status == http.StatusUnauthorized:
+		return "unauthorized"
+	case status == http.StatusNotFound:
+		return "not_found"
+	}
+	return "invalid_request"
+}
+
 // encodeError writes business errors in the platform envelope, the disabled
 // link in its typed one, and any failure as failMsg (the request id is in
-// the X-Request-ID header; internals only in the log).
-func encodeError(logger *slog.Logger, failMsg string) kithttp.ErrorEncoder {
+// the X-Request-ID header; internals only in the log). code, when set,
+// gives error.code.
+func encodeError(logger *slog.Logger, failMsg string, code func(int, error) string) kithttp.ErrorEncoder {
 	return func(ctx context.Context, err error, w http.ResponseWriter) {
 		status := statusOf(err)
+		var opts []httpkit.EnvelopeOption
+		if code != nil {
+			opts = append(opts, httpkit.WithCode(code(status, err)))
+		}
 		var be *ingest.Error
 		var de *httpkit.DecodeError
 		switch {
@@ -209,19 +261,25 @@ func encodeError(logger *slog.Logger, failMsg string) kithttp.ErrorEncoder {
 				httpkit.WithTopLevel(map[string]any{"success": false, "message": be.Message}))
 		case status >= 500:
 			logger.ErrorContext(ctx, "tracking request failed", "err", err)
-			_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, failMsg)
+			_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, failMsg, opts...)
 		case errors.As(err, &de):
-			_ = httpkit.WritePlatformError(w, status, de.Message)
+			_ = httpkit.WritePlatformError(w, status, de.Message, opts...)
+		case errors.As(err, &be) && be.SaleID != 0:
+			_ = httpkit.WritePlatformError(w, status, be.Message, append(opts, httpkit.WithDetail("sale_id", be.SaleID))...)
 		default:
-			_ = httpkit.WritePlatformError(w, status, err.Error())
+			_ = httpkit.WritePlatformError(w, status, err.Error(), opts...)
 		}
 	}
 }
 
-func internalError(logger *slog.Logger, failMsg string) func(http.ResponseWriter, *http.Request, error) {
+func internalError(logger *slog.Logger, failMsg, code string) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		logger.ErrorContext(r.Context(), "tracking request failed", "err", err)
-		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, failMsg)
+		var opts []httpkit.EnvelopeOption
+		if code != "" {
+			opts = append(opts, httpkit.WithCode(code))
+		}
+		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, failMsg, opts...)
 	}
 }
 

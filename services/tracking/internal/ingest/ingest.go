@@ -18,6 +18,13 @@ var (
 	ErrForbidden    = errors.New("forbidden")
 	ErrGone         = errors.New("gone")
 	ErrNotFound     = errors.New("not found")
+	// ErrNoAttribution: a sale whose customer cannot be credited to a
+	// partner of the key's program (400, code no_attribution).
+	ErrNoAttribution = errors.New("no attribution")
+	// ErrDuplicate: the transaction id already names a sale (409).
+	ErrDuplicate = errors.New("duplicate")
+	// ErrUnsupported: a sale currency outside USD, EUR and VND (422).
+	ErrUnsupported = errors.New("unsupported")
 )
 
 // Error is a business failure with the exact message the client sees.
@@ -25,6 +32,8 @@ type Error struct {
 	Kind    error
 	Message string
 	Hint    string
+	// SaleID names the sale a duplicate transaction id already recorded.
+	SaleID int64
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -120,6 +129,16 @@ type Customer struct {
 	SaleRecorded   bool
 	HasProvisional bool
 	Program        Program
+	// FirstClickAt is when the customer was created by its first click:
+	// the click a sale's attribution window is measured from.
+	FirstClickAt time.Time
+	// SignupDate is zero until a lead settles.
+	SignupDate time.Time
+	// ProcessorCustomerID is saved from the first attributed payment.
+	ProcessorCustomerID string
+	// PartnerLinked: a partner-program record links the first partner to
+	// the customer's program (loaded for sales only).
+	PartnerLinked bool
 }
 
 // Enrichment is what the server derives from a click's IP and user agent.
@@ -227,4 +246,20 @@ type Store interface {
 	RecordTestLead(ctx context.Context, rec TestLeadRecord) (int64, error)
 	RecordVisit(ctx context.Context, v Visit) (int64, error)
 	AnyProgramAllowsOrigin(ctx context.Context, origin string) (bool, error)
+
+	// Pay resolves req.Ref to a customer (locked), passes it to decide and
+	// writes what decide returns (a settled lead, a sale, a conversion), all
+	// in one transaction with their events. A transaction id that already
+	// names a sale fails with a duplicate *Error before anything else. With
+	// req.Event the processor event is stored in the same transaction,
+	// whatever the outcome, and a decide refusal is reported in the result
+	// rather than rolled back.
+	Pay(ctx context.Context, req PaymentRequest, decide func(Customer) (PaymentDecision, error)) (PaymentResult, error)
+	RecordTestSale(ctx context.Context, rec TestSaleRecord) (int64, error)
+	// RecordProcessorEvent stores an event this service does not act on;
+	// duplicate is true when the event id was already stored.
+	RecordProcessorEvent(ctx context.Context, ev ProcessorEvent) (duplicate bool, err error)
+	// ProgramByProcessorAccount finds the program a processor account is
+	// connected to.
+	ProgramByProcessorAccount(ctx context.Context, accountID string) (Program, bool, error)
 }

@@ -237,12 +237,18 @@ func (s *Store) RecordTestClick(ctx context.Context, rec ingest.TestClickRecord)
 const customerColumns = `c.id, c.click_id, c.program_id, c.status, c.first_partner_id, COALESCE(c.customer_key, ''),
 	c.sale_recorded_at IS NOT NULL,
 	EXISTS (SELECT 1 FROM lead_events le WHERE le.customer_id = c.id AND NOT le.is_test AND le.status = 'provisional'),
-	COALESCE(p.id, 0), COALESCE(p.attribution_window_days, 0), COALESCE(p.lead_auth_policy, 'server_required'), COALESCE(p.allowed_origins, '{}')`
+	COALESCE(p.id, 0), COALESCE(p.attribution_window_days, 0), COALESCE(p.lead_auth_policy, 'server_required'), COALESCE(p.allowed_origins, '{}'),
+	c.created_at, c.signup_date, COALESCE(c.processor_customer_id, '')`
 
 func scanCustomer(row pgx.Row) (ingest.Customer, error) {
 	var c ingest.Customer
+	var signup *time.Time
 	err := row.Scan(&c.ID, &c.ClickID, &c.ProgramID, &c.Status, &c.FirstPartnerID, &c.CustomerKey, &c.SaleRecorded,
-		&c.HasProvisional, &c.Program.ID, &c.Program.AttributionWindowDays, &c.Program.LeadAuthPolicy, &c.Program.AllowedOrigins)
+		&c.HasProvisional, &c.Program.ID, &c.Program.AttributionWindowDays, &c.Program.LeadAuthPolicy, &c.Program.AllowedOrigins,
+		&c.FirstClickAt, &signup, &c.ProcessorCustomerID)
+	if signup != nil {
+		c.SignupDate = *signup
+	}
 	return c, err
 }
 
@@ -317,36 +323,52 @@ func (s *Store) Lead(ctx context.Context, ref ingest.LeadRef, at time.Time, deci
 			}
 			return publish(ctx, tx, eventsv1.TypeLeadRecorded, c.ProgramID, at, ev)
 		}
-		ev.Status = "settled"
-		ev.SignupDate = timestamppb.New(at)
-		if c.HasProvisional {
-			err = tx.QueryRow(ctx, `UPDATE lead_events SET status = 'settled', settled_at = $2, via_api_key = $3,
-					api_key_id = COALESCE($4, api_key_id), customer_key = COALESCE($5, customer_key),
-					email_hash = COALESCE(NULLIF($6, ''), email_hash)
-				WHERE customer_id = $1 AND NOT is_test RETURNING id`, c.ID, at, d.ViaKey, keyID, key, d.EmailHash).Scan(&ev.EventId)
-		} else {
-			err = tx.QueryRow(ctx, `INSERT INTO lead_events (customer_id, program_id, partner_id, click_id, customer_key,
-					email_hash, event_name, status, via_api_key, api_key_id, created_at, settled_at)
-				VALUES ($1,$2,$3,$4,$5,NULLIF($6,''),$7,'settled',$8,$9,$10,$10) RETURNING id`,
-				c.ID, c.ProgramID, c.FirstPartnerID, c.ClickID, key, d.EmailHash, d.EventName, d.ViaKey, keyID, at).Scan(&ev.EventId)
-		}
-		if err != nil {
-			return fmt.Errorf("settle lead: %w", err)
-		}
-		b := &pgx.Batch{}
-		b.Queue(`UPDATE customers SET status = 'lead', signup_date = $2, customer_key = COALESCE($3, customer_key),
-				email_hash = COALESCE(NULLIF($4, ''), email_hash), updated_at = $2 WHERE id = $1`, c.ID, at, key, d.EmailHash)
-		b.Queue(`INSERT INTO partner_program_metrics (program_id, partner_id, leads) VALUES ($1, $2, 1)
-			ON CONFLICT (program_id, partner_id) DO UPDATE SET leads = partner_program_metrics.leads + 1`, c.ProgramID, c.FirstPartnerID)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("settle lead: %w", err)
-		}
-		return publish(ctx, tx, eventsv1.TypeLeadRecorded, c.ProgramID, at, ev)
+		return settleLead(ctx, tx, c, d, at)
 	})
 	if errors.Is(err, errNothingToWrite) {
 		err = nil
 	}
 	return found, err
+}
+
+// settleLead moves the customer to lead: its provisional lead settles, or a
+// settled one is stored; the customer key is saved and the partner's lead
+// count grows.
+func settleLead(ctx context.Context, tx pgx.Tx, c ingest.Customer, d ingest.LeadDecision, at time.Time) error {
+	var key, keyID any
+	if d.CustomerKey != "" {
+		key = d.CustomerKey
+	}
+	if d.KeyID != 0 {
+		keyID = d.KeyID
+	}
+	ev := &eventsv1.LeadRecorded{CustomerId: c.ID, ClickId: c.ClickID, ProgramId: c.ProgramID, PartnerId: c.FirstPartnerID,
+		CustomerKey: d.CustomerKey, ViaApiKey: d.ViaKey, EventName: d.EventName, RecordedAt: timestamppb.New(at),
+		Status: "settled", SignupDate: timestamppb.New(at)}
+	var err error
+	if c.HasProvisional {
+		err = tx.QueryRow(ctx, `UPDATE lead_events SET status = 'settled', settled_at = $2, via_api_key = $3,
+				api_key_id = COALESCE($4, api_key_id), customer_key = COALESCE($5, customer_key),
+				email_hash = COALESCE(NULLIF($6, ''), email_hash)
+			WHERE customer_id = $1 AND NOT is_test RETURNING id`, c.ID, at, d.ViaKey, keyID, key, d.EmailHash).Scan(&ev.EventId)
+	} else {
+		err = tx.QueryRow(ctx, `INSERT INTO lead_events (customer_id, program_id, partner_id, click_id, customer_key,
+				email_hash, event_name, status, via_api_key, api_key_id, created_at, settled_at)
+			VALUES ($1,$2,$3,$4,$5,NULLIF($6,''),$7,'settled',$8,$9,$10,$10) RETURNING id`,
+			c.ID, c.ProgramID, c.FirstPartnerID, c.ClickID, key, d.EmailHash, d.EventName, d.ViaKey, keyID, at).Scan(&ev.EventId)
+	}
+	if err != nil {
+		return fmt.Errorf("settle lead: %w", err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`UPDATE customers SET status = 'lead', signup_date = $2, customer_key = COALESCE($3, customer_key),
+			email_hash = COALESCE(NULLIF($4, ''), email_hash), updated_at = $2 WHERE id = $1`, c.ID, at, key, d.EmailHash)
+	b.Queue(`INSERT INTO partner_program_metrics (program_id, partner_id, leads) VALUES ($1, $2, 1)
+		ON CONFLICT (program_id, partner_id) DO UPDATE SET leads = partner_program_metrics.leads + 1`, c.ProgramID, c.FirstPartnerID)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("settle lead: %w", err)
+	}
+	return publish(ctx, tx, eventsv1.TypeLeadRecorded, c.ProgramID, at, ev)
 }
 
 func (s *Store) RecordTestLead(ctx context.Context, rec ingest.TestLeadRecord) (int64, error) {

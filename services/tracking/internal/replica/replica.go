@@ -49,15 +49,17 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			return false, fmt.Errorf("decode program event %s: %w", env.GetId(), err)
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO programs (id, advertiser_id, attribution_window_days, lead_auth_policy,
-				payment_tracking_mode, processor_status, allowed_origins, catalog_seq, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)
+				payment_tracking_mode, processor_status, processor_account_id, allowed_origins, catalog_seq, updated_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
 			ON CONFLICT (id) DO UPDATE SET advertiser_id = EXCLUDED.advertiser_id,
 				attribution_window_days = EXCLUDED.attribution_window_days, lead_auth_policy = EXCLUDED.lead_auth_policy,
 				payment_tracking_mode = EXCLUDED.payment_tracking_mode, processor_status = EXCLUDED.processor_status,
+				processor_account_id = EXCLUDED.processor_account_id,
 				allowed_origins = EXCLUDED.allowed_origins, catalog_seq = EXCLUDED.catalog_seq, updated_at = EXCLUDED.updated_at
 			WHERE programs.catalog_seq < EXCLUDED.catalog_seq`,
 			p.GetId(), p.GetAdvertiserId(), p.GetAttributionWindowDays(), p.GetLeadAuthPolicy(), p.GetPaymentTrackingMode(),
-			p.GetProcessorConnection().GetStatus(), nonNil(p.GetAllowedOrigins()), seq, p.GetUpdatedAt().AsTime())
+			p.GetProcessorConnection().GetStatus(), p.GetProcessorConnection().GetAccountId(), nonNil(p.GetAllowedOrigins()),
+			seq, p.GetUpdatedAt().AsTime())
 		if err != nil {
 			return false, fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}

@@ -1,0 +1,247 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// saleEvent decodes the outbox's sale event for a sale id.
+func (s *stack) saleEvent(saleID int64) *eventsv1.SaleRecorded {
+	s.t.Helper()
+	rows, err := s.pool.Query(context.Background(), `SELECT payload FROM outbox WHERE event_type = $1 ORDER BY id`, eventsv1.TypeSaleRecorded)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			s.t.Fatal(err)
+		}
+		var env eventsv1.Envelope
+		var ev eventsv1.SaleRecorded
+		if err := proto.Unmarshal(raw, &env); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			s.t.Fatal(err)
+		}
+		if ev.GetSaleId() == saleID {
+			if env.GetProgramId() != ev.GetProgramId() || env.GetSource() != "tracking" {
+				s.t.Fatalf("envelope %v", &env)
+			}
+			return &ev
+		}
+	}
+	s.t.Fatalf("no sale event for sale %d", saleID)
+	return nil
+}
+
+func bearer(k string) []string { return []string{"Authorization", "Bearer " + k} }
+
+func (s *stack) sale(body map[string]any, headers ...string) reply {
+	s.t.Helper()
+	return s.call("POST", "/api/v1/track/sale", jsonBody(body), headers...)
+}
+
+// saleBody is a valid sale for clickID under a fresh transaction id.
+func saleBody(clickID string, extra map[string]any) map[string]any {
+	b := map[string]any{"transaction_id": fmt.Sprintf("txn_%d", time.Now().UnixNano()), "amount_cents": 4900, "currency": "USD"}
+	if clickID != "" {
+		b["click_id"] = clickID
+	}
+	for k, v := range extra {
+		if v == nil {
+			delete(b, k)
+			continue
+		}
+		b[k] = v
+	}
+	return b
+}
+
+func wantSaleOK(t *testing.T, r reply, status string) int64 {
+	t.Helper()
+	if r.status != 200 || r.body["success"] != true || r.body["message"] != "Sale tracked successfully" || r.body["customer_status"] != status {
+		t.Fatalf("%d %s, want customer_status %s", r.status, r.raw, status)
+	}
+	if r.header.Get("X-Request-ID") == "" || r.header.Get("X-RateLimit-Limit") != "120" {
+		t.Fatalf("headers %v", r.header)
+	}
+	id, _ := r.body["sale_id"].(float64)
+	if id <= 0 {
+		t.Fatalf("sale_id: %s", r.raw)
+	}
+	return int64(id)
+}
+
+// wantSaleError checks the platform envelope with the sale route's code.
+func wantSaleError(t *testing.T, r reply, status int, name, code, message string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	if d, ok := r.body["data"]; !ok || d != nil {
+		t.Fatalf("platform envelope needs data:null: %s", r.raw)
+	}
+	e, _ := r.body["error"].(map[string]any)
+	if e == nil || e["status"] != float64(status) || e["name"] != name || e["code"] != code || e["message"] != message {
+		t.Fatalf("error %s, want %d %s %s %q", r.raw, status, name, code, message)
+	}
+	if _, ok := e["details"].(map[string]any); !ok {
+		t.Fatalf("details must be an object: %s", r.raw)
+	}
+	if r.header.Get("X-Request-ID") == "" {
+		t.Fatal("missing X-Request-ID")
+	}
+}
+
+type customerRow struct {
+	status        string
+	signup, first *time.Time
+	saleAt        *time.Time
+	processorID   *string
+}
+
+func (s *stack) customer(clickID string) customerRow {
+	s.t.Helper()
+	var c customerRow
+	if err := s.pool.QueryRow(context.Background(), `SELECT status, signup_date, first_purchase_date, sale_recorded_at, processor_customer_id
+		FROM customers WHERE click_id = $1`, clickID).Scan(&c.status, &c.signup, &c.first, &c.saleAt, &c.processorID); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// saleRows counts what a sale may write.
+func (s *stack) saleRows() [4]int {
+	return [4]int{
+		s.count(`SELECT count(*) FROM sales`),
+		s.count(`SELECT count(*) FROM outbox WHERE event_type = 'tracking.sale.recorded'`),
+		s.count(`SELECT count(*) FROM customers WHERE status = 'conversion' OR sale_recorded_at IS NOT NULL`),
+		s.count(`SELECT count(*) FROM lead_events WHERE status = 'settled'`),
+	}
+}
+
+// ageCustomer moves a customer's first click into the past: the only way
+// to have a click older than the attribution window without waiting.
+func (s *stack) ageCustomer(clickID string, age time.Duration) {
+	s.t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `UPDATE customers SET created_at = now() - $2::interval WHERE click_id = $1`,
+		clickID, fmt.Sprintf("%d seconds", int(age.Seconds()))); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// Customer status table, the sale rows, through the sale route.
+func TestSaleCustomerRows(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+
+	t.Run("lead to conversion on an attributed sale; later payments keep the first purchase", func(t *testing.T) {
+		cid := s.click(f.codeA2, nil)
+		wantSettled(t, s.lead(map[string]any{"click_id": cid, "customer_key": "conv-1"}, bearer(f.keyServer)...))
+		body := saleBody(cid, map[string]any{"provider": "processor", "provider_payment_id": "pi_1", "livemode": true})
+		id := wantSaleOK(t, s.sale(body, bearer(f.keyServer)...), "conversion")
+		c := s.customer(cid)
+		if c.status != "conversion" || c.first == nil || c.saleAt == nil {
+			t.Fatalf("customer %+v", c)
+		}
+		if n := s.count(`SELECT count(*) FROM sales WHERE id = $1 AND processor_event_id = $2 AND amount_cents = 4900 AND currency = 'USD'
+				AND partner_id = $3 AND program_id = $4 AND provider = 'processor' AND provider_payment_id = 'pi_1' AND livemode AND NOT is_test AND source = 'api'`,
+			id, body["transaction_id"], f.partner2, f.progServer); n != 1 {
+			t.Fatal("sale row not stored as sent")
+		}
+		ev := s.saleEvent(id)
+		if ev.GetTransactionId() != body["transaction_id"] || ev.GetPartnerId() != f.partner2 || ev.GetProgramId() != f.progServer ||
+			ev.GetAmountCents() != 4900 || ev.GetCurrency() != "USD" || !ev.GetConverted() || ev.GetCustomerStatus() != "conversion" ||
+			ev.GetIsTest() || ev.GetClickId() != cid || ev.GetFirstPurchaseDate() == nil || ev.GetSource() != "api" {
+			t.Fatalf("sale event %v", ev)
+		}
+		// Found by customer_key alone, and the window is not checked again
+		// once converted (the click is now far older than 60 days).
+		s.ageCustomer(cid, 400*24*time.Hour)
+		wantSaleOK(t, s.sale(saleBody("", map[string]any{"customer_key": "conv-1", "currency": "eur"}), bearer(f.keyServer)...), "conversion")
+		if c2 := s.customer(cid); !c2.first.Equal(*c.first) {
+			t.Fatalf("first purchase moved: %v -> %v", c.first, c2.first)
+		}
+		if n := s.count(`SELECT count(*) FROM sales WHERE customer_id = (SELECT id FROM customers WHERE click_id = $1) AND currency = 'EUR'`, cid); n != 1 {
+			t.Fatal("second sale missing")
+		}
+		// A converted customer cannot go back to lead.
+		wantPlatformError(t, s.lead(map[string]any{"click_id": cid}, bearer(f.keyServer)...), 400, "BadRequestError",
+			"Customer status cannot be updated to lead. Current status: conversion")
+	})
+
+	t.Run("provisional lead: a sale leaves it unchanged, then a Bearer lead answers 400", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		wantProvisional(t, s.lead(map[string]any{"click_id": cid}))
+		wantSaleOK(t, s.sale(saleBody(cid, nil), bearer(f.keyServer)...), "click")
+		c := s.customer(cid)
+		if c.status != "click" || c.signup != nil || c.first != nil || c.saleAt == nil {
+			t.Fatalf("customer %+v", c)
+		}
+		if n := s.count(`SELECT count(*) FROM lead_events WHERE click_id = $1 AND status = 'provisional'`, cid); n != 1 {
+			t.Fatal("the sale settled the provisional lead")
+		}
+		before := s.rows()
+		wantPlatformError(t, s.lead(map[string]any{"click_id": cid}, bearer(f.keyServer)...), 400, "BadRequestError",
+			"A sale was already recorded for this customer while its lead was provisional; the lead can no longer be settled")
+		if after := s.rows(); after != before {
+			t.Fatalf("refused lead wrote rows: %v -> %v", before, after)
+		}
+	})
+
+	t.Run("click without a lead: an attributed sale converts it", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		wantSaleOK(t, s.sale(saleBody(cid, nil), bearer(f.keyServer)...), "conversion")
+		if c := s.customer(cid); c.signup != nil || c.first == nil {
+			t.Fatalf("customer %+v", c)
+		}
+	})
+
+	t.Run("attribution window: refused and nothing written, the next payment is checked again", func(t *testing.T) {
+		// progBrowser's window is 30 days.
+		cid := s.click(f.codeB, nil)
+		wantSettled(t, s.lead(map[string]any{"click_id": cid}, bearer(f.keyBrowser)...))
+		s.ageCustomer(cid, 31*24*time.Hour)
+		before := s.saleRows()
+		wantSaleError(t, s.sale(saleBody(cid, nil), bearer(f.keyBrowser)...), 400, "BadRequestError", "no_attribution",
+			"No affiliate attribution: the customer's click is more than 30 days (the program's attribution window) older than its signup or this payment")
+		if after := s.saleRows(); after != before {
+			t.Fatalf("refused sale wrote rows: %v -> %v", before, after)
+		}
+		if c := s.customer(cid); c.status != "lead" {
+			t.Fatalf("status %s", c.status)
+		}
+		// The signup was within the window of a click 29 days before it.
+		s.ageCustomer(cid, 29*24*time.Hour)
+		wantSaleOK(t, s.sale(saleBody(cid, nil), bearer(f.keyBrowser)...), "conversion")
+	})
+
+	t.Run("without a signup the payment time is the reference", func(t *testing.T) {
+		cid := s.click(f.codeB, nil)
+		s.ageCustomer(cid, 45*24*time.Hour)
+		// Paid 10 days ago: 35 days after the click, outside 30 days.
+		paid := time.Now().Add(-10 * 24 * time.Hour).UTC().Format(time.RFC3339)
+		before := s.saleRows()
+		wantSaleError(t, s.sale(saleBody(cid, map[string]any{"occurred_at": paid}), bearer(f.keyBrowser)...), 400, "BadRequestError", "no_attribution",
+			"No affiliate attribution: the customer's click is more than 30 days (the program's attribution window) older than its signup or this payment")
+		if after := s.saleRows(); after != before {
+			t.Fatalf("refused sale wrote rows: %v -> %v", before, after)
+		}
+		// Paid 20 days ago: 25 days after the click, inside.
+		paid = time.Now().Add(-20 * 24 * time.Hour).UTC().Format(time.RFC3339)
+		wantSaleOK(t, s.sale(saleBody(cid, map[string]any{"occurred_at": paid}), bearer(f.keyBrowser)...), "conversion")
+		if c := s.customer(cid); c.first == nil || time.Since(*c.first) < 19*24*time.Hour {
+			t.Fatalf("first purchase date should be the payment's: %+v", c.first)
+		}
+	})
+}
