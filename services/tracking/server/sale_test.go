@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -242,6 +243,174 @@ func TestSaleCustomerRows(t *testing.T) {
 		wantSaleOK(t, s.sale(saleBody(cid, map[string]any{"occurred_at": paid}), bearer(f.keyBrowser)...), "conversion")
 		if c := s.customer(cid); c.first == nil || time.Since(*c.first) < 19*24*time.Hour {
 			t.Fatalf("first purchase date should be the payment's: %+v", c.first)
+		}
+	})
+}
+
+// Track sale error table (and the authentication messages): every row
+// answers its status, code and message, and writes nothing.
+func TestSaleErrors(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+	cid := s.click(f.codeA, nil)
+	otherProgram := s.click(f.codeB, nil)
+	// A partner with a link in the program but no partner-program record.
+	p3 := s.id("POST", "/admin/v1/partners", map[string]any{"name": "P3", "email": "p3@partners.example"})
+	s.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/links", f.progServer), map[string]any{"partner_id": p3, "code": "NOPP", "active": true})
+	s.sync()
+	unlinked := s.click("NOPP", nil)
+	key := bearer(f.keyServer)
+
+	oldDate := time.Now().Add(-31 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	future := time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)
+	const (
+		bad  = "BadRequestError"
+		auth = "UnauthorizedError"
+	)
+	rows := []struct {
+		name          string
+		body          map[string]any
+		headers       []string
+		status        int
+		errName, code string
+		message       string
+	}{
+		{"no header", saleBody(cid, nil), nil, 401, auth, "unauthorized", "Missing or malformed Authorization header. Expected: Bearer <token>"},
+		{"not Bearer", saleBody(cid, nil), []string{"Authorization", "Basic abc"}, 401, auth, "unauthorized", "Missing or malformed Authorization header. Expected: Bearer <token>"},
+		{"empty token", saleBody(cid, nil), []string{"Authorization", "Bearer "}, 401, auth, "unauthorized", "Missing API token"},
+		{"unknown token", saleBody(cid, nil), bearer("svc_live_nothing"), 401, auth, "unauthorized", "Invalid API token"},
+		{"transaction_id missing", saleBody(cid, map[string]any{"transaction_id": nil}), key, 400, bad, "invalid_request", "transaction_id is required and must be a string"},
+		{"transaction_id a number", saleBody(cid, map[string]any{"transaction_id": 12}), key, 400, bad, "invalid_request", "transaction_id is required and must be a string"},
+		{"transaction_id empty", saleBody(cid, map[string]any{"transaction_id": " "}), key, 400, bad, "invalid_request", "transaction_id is required and must be a string"},
+		{"amount missing", saleBody(cid, map[string]any{"amount_cents": nil}), key, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"amount zero", saleBody(cid, map[string]any{"amount_cents": 0}), key, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"amount negative", saleBody(cid, map[string]any{"amount_cents": -5}), key, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"amount fractional", saleBody(cid, map[string]any{"amount_cents": 10.5}), key, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"amount a string", saleBody(cid, map[string]any{"amount_cents": "100"}), key, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"occurred_at not a time", saleBody(cid, map[string]any{"occurred_at": "yesterday"}), key, 400, bad, "invalid_request", "occurred_at must be an ISO 8601 time within the last 30 days"},
+		{"occurred_at without offset", saleBody(cid, map[string]any{"occurred_at": "2026-11-20T10:00:00"}), key, 400, bad, "invalid_request", "occurred_at must be an ISO 8601 time within the last 30 days"},
+		{"occurred_at not a real date", saleBody(cid, map[string]any{"occurred_at": "2026-02-30T10:00:00Z"}), key, 400, bad, "invalid_request", "occurred_at must be an ISO 8601 time within the last 30 days"},
+		{"occurred_at too old", saleBody(cid, map[string]any{"occurred_at": oldDate}), key, 400, bad, "invalid_request", "occurred_at must be an ISO 8601 time within the last 30 days"},
+		{"occurred_at too far ahead", saleBody(cid, map[string]any{"occurred_at": future}), key, 400, bad, "invalid_request", "occurred_at must be an ISO 8601 time within the last 30 days"},
+		{"provider unknown", saleBody(cid, map[string]any{"provider": "bank"}), key, 400, bad, "invalid_request", "provider must be one of: processor, paddle, lemonsqueezy, paypal, chargebee, recurly, braintree, manual, other"},
+		{"provider_payment_id empty", saleBody(cid, map[string]any{"provider_payment_id": ""}), key, 400, bad, "invalid_request", "provider_payment_id must be a string of 1 to 255 characters"},
+		{"provider_payment_id too long", saleBody(cid, map[string]any{"provider_payment_id": strings.Repeat("x", 256)}), key, 400, bad, "invalid_request", "provider_payment_id must be a string of 1 to 255 characters"},
+		{"livemode not a boolean", saleBody(cid, map[string]any{"livemode": "yes"}), key, 400, bad, "invalid_request", "livemode must be a boolean"},
+		{"currency unsupported", saleBody(cid, map[string]any{"currency": "GBP"}), key, 422, "UnprocessableEntityError", "unsupported_currency", "currency GBP is not supported"},
+		{"currency missing", saleBody(cid, map[string]any{"currency": nil}), key, 400, bad, "invalid_request", "currency is required: one of USD, EUR, VND"},
+		{"no customer identifiers", saleBody("", nil), key, 400, bad, "no_attribution", "Customer not found. Provide customer_key or click_id."},
+		{"unknown click id", saleBody("cust_1_1", nil), key, 400, bad, "no_attribution", "Customer not found. Provide customer_key or click_id."},
+		{"unknown customer key", saleBody("", map[string]any{"customer_key": "nobody"}), key, 400, bad, "no_attribution", "Customer not found. Provide customer_key or click_id."},
+		{"customer of another program", saleBody(otherProgram, nil), key, 400, bad, "no_attribution", "No affiliate attribution found for this customer in this program"},
+		{"no partner-program record", saleBody(unlinked, nil), key, 400, bad, "no_attribution", "No partner-program relationship found for this customer"},
+		{"malformed JSON", nil, key, 400, bad, "invalid_request", "Request body is not valid JSON"},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			before, beforeSales := s.rows(), s.saleRows()
+			body := "{"
+			if row.body != nil {
+				body = jsonBody(row.body)
+			}
+			r := s.call("POST", "/api/v1/track/sale", body, row.headers...)
+			wantSaleError(t, r, row.status, row.errName, row.code, row.message)
+			if after, afterSales := s.rows(), s.saleRows(); after != before || afterSales != beforeSales {
+				t.Fatalf("rejected sale wrote rows: %v %v -> %v %v", before, beforeSales, after, afterSales)
+			}
+		})
+	}
+
+	t.Run("retired key: typed 401", func(t *testing.T) {
+		r := s.sale(saleBody(cid, nil), bearer(f.keyRetired)...)
+		e, _ := r.body["error"].(map[string]any)
+		if r.status != 401 || e["code"] != "api_key_rotation_required" || r.body["data"] != nil {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		if _, ok := r.body["data"]; ok {
+			t.Fatalf("typed envelope has no data key: %s", r.raw)
+		}
+	})
+
+	t.Run("duplicate transaction_id: 409 naming the first sale, across programs", func(t *testing.T) {
+		body := saleBody(cid, nil)
+		first := wantSaleOK(t, s.sale(body, key...), "conversion")
+		before := s.saleRows()
+		for _, k := range [][]string{key, bearer(f.keyBrowser)} {
+			b := saleBody(otherProgram, map[string]any{"transaction_id": body["transaction_id"], "amount_cents": 1})
+			r := s.sale(b, k...)
+			if r.status != 409 || r.body["error"].(map[string]any)["details"].(map[string]any)["sale_id"] != float64(first) {
+				t.Fatalf("%d %s", r.status, r.raw)
+			}
+			e := r.body["error"].(map[string]any)
+			if e["name"] != "ConflictError" || e["code"] != "duplicate_transaction" || e["message"] != "Duplicate transaction_id. This sale has already been recorded." {
+				t.Fatalf("%s", r.raw)
+			}
+		}
+		if after := s.saleRows(); after != before {
+			t.Fatalf("duplicate wrote rows: %v -> %v", before, after)
+		}
+	})
+
+	t.Run("rotating key: recorded, with the warnings", func(t *testing.T) {
+		r := s.sale(saleBody(s.click(f.codeA, nil), nil), bearer(f.keyRotating)...)
+		wantSaleOK(t, r, "conversion")
+		if w, _ := r.body["warnings"].([]any); len(w) != 1 || r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" {
+			t.Fatalf("%s %v", r.raw, r.header)
+		}
+	})
+}
+
+func TestSaleTestModeAndLimit(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, map[string]string{"TRACK_SALE_RATE_LIMIT": "4"})
+	f := s.fixture()
+	cid := s.click(f.codeA, nil)
+
+	wantTest := func(r reply) string {
+		t.Helper()
+		d, _ := r.body["data"].(map[string]any)
+		if r.status != 200 || r.body["success"] != true || r.body["message"] != "Test sale recorded" || d == nil ||
+			d["test_mode"] != true || d["programId"] != float64(f.progServer) || d["eventId"] == nil {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		return d["transaction_id"].(string)
+	}
+	t.Run("test_mode without transaction_id: generated id, no attribution", func(t *testing.T) {
+		txn := wantTest(s.sale(map[string]any{"amount_cents": 100, "currency": "VND", "click_id": cid, "additional_data": map[string]any{"test_mode": true}},
+			bearer(f.keyServer)...))
+		if !strings.HasPrefix(txn, "test_txn_") {
+			t.Fatalf("transaction id %q", txn)
+		}
+		if n := s.count(`SELECT count(*) FROM sales WHERE processor_event_id = $1 AND is_test AND customer_id IS NOT NULL`, txn); n != 1 {
+			t.Fatal("test sale not stored")
+		}
+		if c := s.customer(cid); c.status != "click" || c.saleAt != nil {
+			t.Fatalf("test sale moved the customer: %+v", c)
+		}
+	})
+	t.Run("test key: a test sale", func(t *testing.T) {
+		wantTest(s.sale(saleBody(cid, nil), bearer(f.keyTest)...))
+		if c := s.customer(cid); c.status != "click" {
+			t.Fatalf("status %s", c.status)
+		}
+	})
+	t.Run("120 per minute per key, here 4: the key's fifth call is refused, another key is not", func(t *testing.T) {
+		// keyServer made one call above: three more pass, the fifth is refused.
+		for i := 0; i < 4; i++ {
+			r := s.sale(saleBody(cid, map[string]any{"additional_data": map[string]any{"test_mode": true}}), bearer(f.keyServer)...)
+			if i < 3 && r.status != 200 {
+				t.Fatalf("call %d: %d %s", i, r.status, r.raw)
+			}
+			if i == 3 {
+				e, _ := r.body["error"].(map[string]any)
+				if r.status != 429 || e["code"] != "rate_limited" || r.header.Get("Retry-After") == "" {
+					t.Fatalf("%d %s", r.status, r.raw)
+				}
+			}
+		}
+		if r := s.sale(saleBody(cid, nil), bearer(f.keyBrowser)...); r.status == 429 {
+			t.Fatalf("another key was limited: %s", r.raw)
 		}
 	})
 }
