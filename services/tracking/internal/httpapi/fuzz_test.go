@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -19,15 +20,33 @@ import (
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 
-// memStore is just enough catalog and customers for the decoders and rules
-// to run end to end: the fuzz target checks the transport and domain never
-// fail on a body, not persistence (the integration tests cover that).
+// memStore is just enough catalog, customers and sales for the decoders
+// and rules to run end to end: the fuzz targets check the transport and
+// domain never fail on a body, not persistence (the integration tests cover
+// that). Its duplicate checks come in the order pgstore's do (event, then
+// transaction id), so the duplicate paths of the domain run too.
 type memStore struct {
 	mu        sync.Mutex
 	customers map[string]ingest.Customer
+	sales     map[string]int64 // transaction id -> sale id
+	events    map[string]bool  // processor event ids
+	nextSale  int64
 }
 
 var fuzzProgram = ingest.Program{ID: 1, AttributionWindowDays: 60, LeadAuthPolicy: "server_required", AllowedOrigins: []string{"https://shop.example"}}
+
+// recordedTransaction already names a sale in every store, so a sale or a
+// processor payment reusing it takes the duplicate path.
+const recordedTransaction = "txn_recorded"
+
+func newMemStore() *memStore {
+	return &memStore{
+		customers: map[string]ingest.Customer{},
+		sales:     map[string]int64{recordedTransaction: 1},
+		events:    map[string]bool{},
+		nextSale:  1,
+	}
+}
 
 func (m *memStore) Program(_ context.Context, id int64) (ingest.Program, bool, error) {
 	return fuzzProgram, id == 1, nil
@@ -46,20 +65,37 @@ func (m *memStore) RecordClick(_ context.Context, rec ingest.ClickRecord) (inges
 		id = rec.NewClickID()
 	}
 	if _, ok := m.customers[id]; !ok {
-		m.customers[id] = ingest.Customer{ID: int64(len(m.customers) + 1), ClickID: id, ProgramID: 1, Status: "click", Program: fuzzProgram}
+		// The link's partner is in the program, so a sale for this customer
+		// can be attributed.
+		m.customers[id] = ingest.Customer{ID: int64(len(m.customers) + 1), ClickID: id, ProgramID: 1, Status: "click", Program: fuzzProgram,
+			FirstPartnerID: rec.Link.PartnerID, PartnerLinked: true, FirstClickAt: rec.At}
 	}
 	return ingest.ClickResult{EventID: 1, ClickID: id}, nil
 }
 func (m *memStore) RecordTestClick(context.Context, ingest.TestClickRecord) (int64, error) {
 	return 1, nil
 }
-func (m *memStore) Lead(_ context.Context, ref ingest.LeadRef, _ time.Time, decide func(ingest.Customer) (ingest.LeadDecision, error)) (bool, error) {
-	c, ok, _ := m.FindCustomer(context.Background(), ref)
+
+// Lead applies the decision, so a browser lead leaves a provisional
+// customer for a processor checkout to settle.
+func (m *memStore) Lead(_ context.Context, ref ingest.LeadRef, at time.Time, decide func(ingest.Customer) (ingest.LeadDecision, error)) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.customers[ref.ClickID]
 	if !ok {
 		return false, nil
 	}
-	_, err := decide(c)
-	return true, err
+	d, err := decide(c)
+	if err != nil || !d.Record {
+		return true, err
+	}
+	if d.Provisional {
+		c.HasProvisional = true
+	} else {
+		c.Status, c.SignupDate, c.HasProvisional = "lead", at, false
+	}
+	m.customers[c.ClickID] = c
+	return true, nil
 }
 func (m *memStore) FindCustomer(_ context.Context, ref ingest.LeadRef) (ingest.Customer, bool, error) {
 	m.mu.Lock()
@@ -75,6 +111,74 @@ func (m *memStore) AnyProgramAllowsOrigin(_ context.Context, o string) (bool, er
 	return fuzzProgram.AllowsOrigin(o), nil
 }
 
+func (m *memStore) Pay(_ context.Context, req ingest.PaymentRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.PaymentResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if req.Event != nil && m.events[req.Event.ID] {
+		return ingest.PaymentResult{}, ingest.ErrDuplicateEvent
+	}
+	if id, ok := m.sales[req.TransactionID]; ok && req.TransactionID != "" {
+		return ingest.PaymentResult{}, &ingest.Error{Kind: ingest.ErrDuplicate, Message: ingest.MsgSaleDuplicate, SaleID: id}
+	}
+	var res ingest.PaymentResult
+	c, ok := m.customers[req.Ref.ClickID]
+	if !ok && req.Ref.ClientReferenceID != "" {
+		if c, ok = m.customers[req.Ref.ClientReferenceID]; ok && c.ProgramID != req.Ref.ProgramID {
+			ok = false
+		}
+	}
+	if ok {
+		res.Found, res.ClickID, res.CustomerStatus = true, c.ClickID, c.Status
+		d, err := decide(c)
+		switch {
+		case err != nil && req.Event != nil && ingest.IsBusiness(err):
+			res.Refused = err
+		case err != nil:
+			return ingest.PaymentResult{}, err
+		default:
+			m.apply(&c, d, req.At, &res)
+		}
+	}
+	if req.Event != nil {
+		m.events[req.Event.ID] = true
+	}
+	return res, nil
+}
+
+// apply writes a payment decision; the caller holds m.mu.
+func (m *memStore) apply(c *ingest.Customer, d ingest.PaymentDecision, at time.Time, res *ingest.PaymentResult) {
+	if d.SettleLead {
+		c.Status, c.SignupDate, c.HasProvisional = "lead", at, false
+		res.LeadSettled = true
+	}
+	if d.Sale != nil {
+		m.nextSale++
+		m.sales[d.Sale.TransactionID] = m.nextSale
+		res.SaleID, c.SaleRecorded = m.nextSale, true
+	}
+	if d.Convert {
+		c.Status = "conversion"
+	}
+	res.CustomerStatus = c.Status
+	m.customers[c.ClickID] = *c
+}
+
+func (m *memStore) RecordTestSale(context.Context, ingest.TestSaleRecord) (int64, error) {
+	return 1, nil
+}
+func (m *memStore) RecordProcessorEvent(_ context.Context, ev ingest.ProcessorEvent) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.events[ev.ID] {
+		return true, nil
+	}
+	m.events[ev.ID] = true
+	return false, nil
+}
+func (m *memStore) ProgramByProcessorAccount(_ context.Context, account string) (ingest.Program, bool, error) {
+	return fuzzProgram, account == "acct_1", nil
+}
+
 type keyStore struct{}
 
 func (keyStore) LookupKeyByHash(_ context.Context, h []byte) (apikey.Key, error) {
@@ -88,10 +192,15 @@ type noEnrich struct{}
 
 func (noEnrich) Enrich(netip.Addr, string) ingest.Enrichment { return ingest.Enrichment{} }
 
-func newHandler(t testing.TB) http.Handler {
+// fuzzNow is the handler's fixed clock: 2027-01-15T08:00:00Z.
+func fuzzNow() time.Time { return time.Unix(1_800_000_000, 0) }
+
+// fuzzSecret signs the processor webhook deliveries of these tests.
+const fuzzSecret = "whsec_fuzz"
+
+func newHandler(t testing.TB, store *memStore) http.Handler {
 	t.Helper()
-	now := func() time.Time { return time.Unix(1_800_000_000, 0) }
-	svc, err := ingest.NewService(ingest.Config{Store: &memStore{customers: map[string]ingest.Customer{}}, Enricher: noEnrich{}, Now: now})
+	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: noEnrich{}, Now: fuzzNow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +208,11 @@ func newHandler(t testing.TB) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30}
+	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30, Sale: 1 << 30}
 	routes, err := httpapi.Routes(endpoints.New(svc), httpapi.Config{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: now,
-		Keys: &apikey.Authenticator{Store: keyStore{}, Now: now}, IPs: ips, Limits: limits,
-		OnLimit: func(string) {}, Origins: svc.OriginAllowedSomewhere,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: fuzzNow,
+		Keys: &apikey.Authenticator{Store: keyStore{}, Now: fuzzNow}, IPs: ips, Limits: limits,
+		OnLimit: func(string) {}, Origins: svc.OriginAllowedSomewhere, ProcessorSecret: fuzzSecret,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +243,7 @@ func FuzzClickAndLead(f *testing.F) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
-	h := newHandler(f)
+	h := newHandler(f, newMemStore())
 	f.Fuzz(func(t *testing.T, body string, withKey bool) {
 		for _, path := range []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit"} {
 			req := httptest.NewRequest("POST", path, strings.NewReader(body))
@@ -153,4 +262,240 @@ func FuzzClickAndLead(f *testing.F) {
 			}
 		}
 	})
+}
+
+const (
+	salePath    = "/api/v1/track/sale"
+	webhookPath = httpapi.ProcessorWebhookPath
+)
+
+func post(h http.Handler, path, body string, header http.Header) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+// salesFixture is a fresh handler, so every fuzz input meets the same state
+// and a failure replays from its saved input alone. Its store holds a
+// customer of each kind a payment meets: cust_1_2 and cust_1_3 made by
+// clicks (cust_1_3 with a provisional browser lead), and, put in directly
+// because no request makes them under a fixed clock, one whose click is
+// outside the attribution window, one whose partner is not in the program
+// and one of another program.
+func salesFixture(t testing.TB) http.Handler {
+	t.Helper()
+	store := newMemStore()
+	old := fuzzNow().Add(-90 * 24 * time.Hour)
+	other := ingest.Program{ID: 2, AttributionWindowDays: 30, LeadAuthPolicy: "browser_allowed"}
+	for _, c := range []ingest.Customer{
+		{ID: 100, ClickID: "cust_1_7", ProgramID: 1, Status: "click", Program: fuzzProgram, FirstPartnerID: 1, PartnerLinked: true, FirstClickAt: old},
+		{ID: 101, ClickID: "cust_1_8", ProgramID: 1, Status: "click", Program: fuzzProgram, FirstPartnerID: 2, FirstClickAt: fuzzNow()},
+		{ID: 102, ClickID: "cust_2_1", ProgramID: 2, Status: "click", Program: other, FirstPartnerID: 1, PartnerLinked: true, FirstClickAt: fuzzNow()},
+	} {
+		store.customers[c.ClickID] = c
+	}
+	h := newHandler(t, store)
+	browser := http.Header{"Origin": {"https://shop.example"}}
+	for _, step := range []struct {
+		path, body string
+		header     http.Header
+		want       string
+	}{
+		{"/api/v1/track/click", `{"affiliate_url":"https://shop.example/?aff=A","existing_click_id":"cust_1_2"}`, nil, `"click_id":"cust_1_2"`},
+		{"/api/v1/track/click", `{"affiliate_url":"https://shop.example/?aff=A","existing_click_id":"cust_1_3"}`, nil, `"click_id":"cust_1_3"`},
+		{"/api/v1/track/lead", `{"click_id":"cust_1_3","email":"buyer@shop.example"}`, browser, `"provisional":true`},
+	} {
+		rec := post(h, step.path, step.body, step.header)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), step.want) {
+			t.Fatalf("fixture %s %s: %d %s", step.path, step.body, rec.Code, rec.Body.String())
+		}
+	}
+	return h
+}
+
+// saleSeeds are sale bodies around each rule of the route, for the
+// fixture's customers; the handler clock is 2027-01-15T08:00:00Z.
+var saleSeeds = []string{
+	`{"transaction_id":"txn_1","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:59:00Z","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_2","amount_cents":250,"currency":"usd","occurred_at":"2027-01-10T15:00:00+07:00","click_id":"cust_1_3","provider":"paddle","provider_payment_id":"pay_1","livemode":true}`,
+	`{"transaction_id":"txn_3","amount_cents":1000,"currency":"GBP","click_id":"cust_1_2"}`,
+	`{"amount_cents":1000,"currency":"EUR","additional_data":{"test_mode":true},"click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_4","amount_cents":1000,"currency":"EUR","additional_data":{"test_mode":true},"customer_key":"k"}`,
+	`{"transaction_id":"` + recordedTransaction + `","amount_cents":1,"currency":"VND","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_5","amount_cents":1000,"currency":"USD","click_id":"cust_1_7"}`,
+	`{"transaction_id":"txn_6","amount_cents":1000,"currency":"USD","click_id":"cust_1_8"}`,
+	`{"transaction_id":"txn_7","amount_cents":1000,"currency":"USD","click_id":"cust_2_1"}`,
+	`{"transaction_id":"txn_8","amount_cents":1000,"currency":"USD","click_id":"cust_9_9"}`,
+	`{"transaction_id":"txn_9","amount_cents":1000,"currency":"USD","customer_key":"k"}`,
+	`{"transaction_id":"txn_10","amount_cents":1000,"currency":"USD"}`,
+	`{"transaction_id":"txn_11","amount_cents":1000,"currency":"USD","occurred_at":"2026-11-01T00:00:00Z","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_12","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T09:00:00Z","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_13","amount_cents":1000,"currency":"USD","occurred_at":1800000000,"click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_14","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_15","amount_cents":0,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_16","amount_cents":-5,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_17","amount_cents":1.5,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_18","amount_cents":"1000","currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_19","amount_cents":1e400,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_20","amount_cents":99999999999999999999,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_21","amount_cents":9223372036854775807,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"transaction_id":5,"amount_cents":1000,"currency":"USD"}`,
+	`{"transaction_id":"  ","amount_cents":1000,"currency":"USD"}`,
+	`{"transaction_id":"` + strings.Repeat("t", 256) + `","amount_cents":1000,"currency":"USD"}`,
+	`{"transaction_id":"txn_22","amount_cents":1000,"currency":"USD","additional_data":[]}`,
+	`{"transaction_id":"txn_23","amount_cents":1000,"currency":"USD","additional_data":{"test_mode":"yes"}}`,
+	`{"transaction_id":"txn_24","amount_cents":1000,"currency":"USD","provider":"stripe","click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_25","amount_cents":1000,"currency":"USD","provider_payment_id":"","livemode":"true"}`,
+	`{"transaction_id":"txn_29","amount_cents":1000,"currency":"USD","provider_payment_id":"pay_29","livemode":"true"}`,
+	`{"transaction_id":"txn_26","amount_cents":1000,"currency":null,"click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_27","amount_cents":1000,"currency":840,"click_id":"cust_1_2"}`,
+	`{"transaction_id":"txn_28","amount_cents":1000,"currency":{},"click_id":5}`,
+	`null`, `[]`, ``, `{`, `{"a":1}{"b":2}`,
+}
+
+// eventSeeds are processor events of each type and outcome, then broken
+// shapes.
+var eventSeeds = []string{
+	`{"id":"evt_1","type":"checkout.session.completed","account":"acct_1","created":1800000000,"data":{"object":{"id":"cs_1","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2","program_id":"1"}}}}`,
+	`{"id":"evt_2","type":"checkout.session.completed","account":"acct_1","created":1800000000,"livemode":false,"data":{"object":{"id":"cs_2","mode":"payment","payment_status":"paid","amount_total":500,"currency":"eur","payment_intent":"pi_2","customer":"cus_2","customer_details":{"email":"buyer@shop.example"},"metadata":{"svc_click_id":"cust_1_3"}}}}`,
+	`{"id":"evt_3","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_3","mode":"payment","payment_status":"no_payment_required","amount_total":0,"currency":"usd","metadata":{"svc_click_id":"cust_1_3"}}}}`,
+	`{"id":"evt_4","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_4","mode":"subscription","payment_status":"paid","amount_total":1000,"currency":"usd"}}}`,
+	`{"id":"evt_5","type":"checkout.session.completed","data":{"object":{"id":"cs_5","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","client_reference_id":"cust_1_2","metadata":{"program_id":"1"}}}}`,
+	`{"id":"evt_33","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_33","mode":"payment","payment_status":"no_payment_required","amount_total":0,"currency":"usd","metadata":{"svc_click_id":"cust_1_2"}}}}`,
+	`{"id":"evt_34","type":"checkout.session.completed","data":{"object":{"id":"cs_34","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2","program_id":"7"}}}}`,
+	`{"id":"evt_35","type":"checkout.session.completed","data":{"object":{"id":"cs_35","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2"}}}}`,
+	`{"id":"evt_36","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_36","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_` + strings.Repeat("2", 300) + `"}}}}`,
+	`{"id":"evt_6","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_6","mode":"payment","payment_status":"unpaid","amount_total":1000,"currency":"usd"}}}`,
+	`{"id":"evt_7","type":"invoice.payment_succeeded","account":"acct_1","created":1800000000,"data":{"object":{"id":"in_1","customer":"cus_1","amount_paid":1500,"currency":"usd","billing_reason":"subscription_create","parent":{"subscription_details":{"metadata":{"svc_click_id":"cust_1_2","program_id":"1"}}}}}}`,
+	`{"id":"evt_8","type":"invoice.payment_succeeded","account":"acct_1","data":{"object":{"id":"in_2","amount_paid":1500,"currency":"vnd","billing_reason":"subscription_cycle","subscription_details":{"metadata":{"svc_customer_key":"k"}}}}}`,
+	`{"id":"evt_9","type":"invoice.payment_succeeded","account":"acct_1","data":{"object":{"amount_paid":1500,"currency":"usd"}}}`,
+	`{"id":"evt_10","type":"charge.refunded","account":"acct_1","data":{"object":{"id":"ch_1","amount_refunded":1000,"payment_intent":"pi_2"}}}`,
+	`{"id":"evt_11","type":"customer.created","account":"acct_1","data":{"object":{"id":"cus_1"}}}`,
+	`{"id":"evt_12","type":"checkout.session.completed","account":"acct_other","data":{"object":{"id":"cs_12","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd"}}}`,
+	`{"id":"evt_13","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_13","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2","program_id":"2"}}}}`,
+	`{"id":"evt_14","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_14","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"gbp","metadata":{"svc_click_id":"cust_1_2"}}}}`,
+	`{"id":"evt_15","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_15","payment_intent":"` + recordedTransaction + `","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2"}}}}`,
+	`{"id":"evt_16","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_16","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_7"}}}}`,
+	`{"id":"evt_17","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_17","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_2_1"}}}}`,
+	`{"id":"evt_18","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_18","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":12,"program_id":1}}}}`,
+	`{"id":"evt_19","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_19","mode":"payment","payment_status":"paid","amount_total":"1000","currency":"usd"}}}`,
+	`{"id":"evt_20","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_20","mode":"payment","payment_status":"paid","amount_total":99999999999999999999,"currency":"usd"}}}`,
+	`{"id":"evt_21","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_21","mode":"payment","payment_status":"paid","amount_total":-5,"currency":"usd","metadata":{"svc_click_id":"cust_1_3"}}}}`,
+	`{"id":"evt_22","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_22","mode":"payment","payment_status":"paid","amount_total":9223372036854775807,"currency":"usd","metadata":{"svc_click_id":"cust_1_2"}}}}`,
+	`{"id":"evt_23","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_23","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":"cust_1_2"}}}`,
+	`{"id":"evt_24","type":"invoice.payment_succeeded","account":"acct_1","data":{"object":{"id":"in_24","amount_paid":1000,"currency":"usd","parent":{"subscription_details":{"metadata":{"program_id":"99999999999999999999"}}}}}}`,
+	`{"id":"evt_25","type":"checkout.session.completed","created":1e30,"data":{"object":{}}}`,
+	`{"id":"evt_26","type":"invoice.payment_succeeded","created":-1,"data":{"object":null}}`,
+	`{"id":"evt_27","type":"invoice.payment_succeeded","created":9223372036854775807,"data":{"object":{"id":"in_27","amount_paid":1000,"currency":"usd","subscription_details":{"metadata":{"svc_click_id":"cust_1_2","program_id":"1"}}}}}`,
+	`{"id":"evt_28","type":"checkout.session.completed","data":{"object":"cs_28"}}`,
+	`{"id":"evt_29","type":"invoice.payment_succeeded","data":{"object":[1,2]}}`,
+	`{"id":"evt_30","type":"charge.refunded","data":{"object":5}}`,
+	`{"id":5,"type":"charge.refunded","data":{"object":{}}}`,
+	`{"id":"evt_32","type":"charge.refunded"}`,
+	`{"id":"","type":"charge.refunded","data":{"object":{}}}`,
+}
+
+func checkJSON(t *testing.T, what, body string, rec *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	t.Helper()
+	if rec.Code >= 500 {
+		t.Fatalf("%s %q: %d %s", what, body, rec.Code, rec.Body.String())
+	}
+	if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+		t.Fatalf("%s %q: content type %q", what, body, rec.Header().Get("Content-Type"))
+	}
+	return rec
+}
+
+func decoded(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		t.Fatalf("response %q: %v", rec.Body.String(), err)
+	}
+	return v
+}
+
+// brokenAuth are Authorization headers the sale route must refuse.
+var brokenAuth = []string{"Bearer", "Bearer svc_live_wrong", "bearer svc_live_fuzzkey", "Basic c3ZjOmZ1eno="}
+
+// FuzzSaleAndProcessorEvent sends any body to the sale route (keyed, twice,
+// then without a key or with a broken one) and to the processor webhook
+// (correctly signed, so event parsing is reached, twice): never a panic,
+// never a 5xx, always JSON; a recorded sale cannot be recorded again, a
+// refused key is a 401, and a delivery acknowledged once is a duplicate the
+// second time.
+func FuzzSaleAndProcessorEvent(f *testing.F) {
+	for _, s := range append(append([]string{}, saleSeeds...), eventSeeds...) {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	salesFixture(f) // fail on a broken fixture before fuzzing
+	f.Fuzz(func(t *testing.T, body string, brokenKey bool) {
+		h := salesFixture(t)
+		keyed := http.Header{"Authorization": {"Bearer svc_live_fuzzkey"}}
+		first := checkJSON(t, "sale", body, post(h, salePath, body, keyed))
+		again := checkJSON(t, "sale again", body, post(h, salePath, body, keyed))
+		if first.Code == http.StatusOK {
+			if _, test := decoded(t, first)["data"]; !test && again.Code != http.StatusConflict {
+				t.Fatalf("sale %q recorded twice: %d %s", body, again.Code, again.Body.String())
+			}
+		}
+		anon := http.Header{}
+		if brokenKey {
+			anon.Set("Authorization", brokenAuth[len(body)%len(brokenAuth)])
+		}
+		if rec := checkJSON(t, "sale without key", body, post(h, salePath, body, anon)); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("sale %q with Authorization %q: %d %s", body, anon.Get("Authorization"), rec.Code, rec.Body.String())
+		}
+
+		signed := http.Header{httpapi.SignatureHeader: {httpapi.Sign(fuzzSecret, fuzzNow(), []byte(body))}}
+		first = checkJSON(t, "webhook", body, post(h, webhookPath, body, signed))
+		again = checkJSON(t, "webhook again", body, post(h, webhookPath, body, signed))
+		if first.Code == http.StatusOK && (again.Code != http.StatusOK || decoded(t, again)["duplicate"] != true) {
+			t.Fatalf("event %q redelivered: %d %s", body, again.Code, again.Body.String())
+		}
+	})
+}
+
+func TestProcessorWebhookSignature(t *testing.T) {
+	body := eventSeeds[0]
+	now := fuzzNow()
+	for _, tc := range []struct {
+		name      string
+		signature string
+		want      int
+	}{
+		{"missing signature is 400", "", http.StatusBadRequest},
+		{"signature without v1 is 400", "t=1800000000", http.StatusBadRequest},
+		{"signature under another secret is 400", httpapi.Sign("whsec_other", now, []byte(body)), http.StatusBadRequest},
+		{"signature of another body is 400", httpapi.Sign(fuzzSecret, now, []byte(body+" ")), http.StatusBadRequest},
+		{"timestamp over 5 minutes old is 400", httpapi.Sign(fuzzSecret, now.Add(-6*time.Minute), []byte(body)), http.StatusBadRequest},
+		{"correct signature is 200", httpapi.Sign(fuzzSecret, now, []byte(body)), http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			header := http.Header{}
+			if tc.signature != "" {
+				header.Set(httpapi.SignatureHeader, tc.signature)
+			}
+			rec := checkJSON(t, "webhook", body, post(salesFixture(t), webhookPath, body, header))
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body.String())
+			}
+			got := decoded(t, rec)
+			if tc.want == http.StatusOK {
+				if got["received"] != true || got["outcome"] != ingest.OutcomeSaleRecorded {
+					t.Fatalf("body %s, want a recorded sale", rec.Body.String())
+				}
+				return
+			}
+			if !strings.Contains(rec.Body.String(), httpapi.SignatureHeader) {
+				t.Fatalf("body %s does not name the signature header", rec.Body.String())
+			}
+		})
+	}
 }
