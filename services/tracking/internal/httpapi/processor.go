@@ -271,4 +271,3 @@ func encodeProcessorEvent(_ context.Context, w http.ResponseWriter, v any) error
 	}
 	return httpkit.WriteJSON(w, http.StatusOK, body)
 }
-
