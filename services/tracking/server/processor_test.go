@@ -187,7 +187,7 @@ func TestProcessorEvents(t *testing.T) {
 		wantOutcome(t, s.deliver(processorEvent("invoice.payment_succeeded", account, map[string]any{
 			"id": fmt.Sprintf("in_%d", time.Now().UnixNano()), "customer": "cus_trial", "amount_paid": 0, "currency": "usd",
 			"billing_reason": "subscription_create",
-			"parent": map[string]any{"subscription_details": map[string]any{"metadata": map[string]any{"svc_click_id": cid}}}})), "lead_settled")
+			"parent":         map[string]any{"subscription_details": map[string]any{"metadata": map[string]any{"svc_click_id": cid}}}})), "lead_settled")
 		if c := s.customer(cid); c.status != "lead" {
 			t.Fatalf("status %s", c.status)
 		}
