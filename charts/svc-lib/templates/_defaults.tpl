@@ -45,6 +45,10 @@ requiredEnv: []
 # Environment variables read from the service's Secret; the key in the Secret
 # is the variable's name.
 secretEnv: [DATABASE_URL]
+# Like secretEnv, but the key may be missing from the Secret: the variable is
+# then unset and the pod still starts. For features a service turns on only
+# when configured (tracking's PROCESSOR_WEBHOOK_SECRET).
+optionalSecretEnv: []
 secret:
   # Name of a Secret created outside the chart (production: External Secrets,
   # sealed secrets, ...). Empty: the chart's own name (<fullname>).

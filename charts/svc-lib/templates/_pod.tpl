@@ -28,6 +28,14 @@ security settings, image and environment cannot drift between them.
 {{- fail (printf "svc-lib: %s: %s is both in env and secretEnv" $v.serviceName $name) -}}
 {{- end -}}
 {{- end -}}
+{{- range $name := $v.optionalSecretEnv -}}
+{{- if hasKey $env $name -}}
+{{- fail (printf "svc-lib: %s: %s is both in env and optionalSecretEnv" $v.serviceName $name) -}}
+{{- end -}}
+{{- if has $name $v.secretEnv -}}
+{{- fail (printf "svc-lib: %s: %s is both in secretEnv and optionalSecretEnv" $v.serviceName $name) -}}
+{{- end -}}
+{{- end -}}
 {{- range $name := keys $env | sortAlpha }}
 {{- $value := get $env $name | toString }}
 {{- if $value }}
@@ -41,6 +49,14 @@ security settings, image and environment cannot drift between them.
     secretKeyRef:
       name: {{ include "svc-lib.secretName" $ }}
       key: {{ $name }}
+{{- end }}
+{{- range $name := $v.optionalSecretEnv }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "svc-lib.secretName" $ }}
+      key: {{ $name }}
+      optional: true
 {{- end }}
 {{- /* The Go runtime's soft memory limit tracks the container limit, so the
        GC works harder before the kernel OOM-kills the pod. */}}

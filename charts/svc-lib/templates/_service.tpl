@@ -144,5 +144,10 @@ stringData:
   {{- end }}
   {{ $name }}: {{ get $v.secret.data $name | toString | quote }}
   {{- end }}
+  {{- range $name := $v.optionalSecretEnv }}
+  {{- with get $v.secret.data $name | default "" | toString }}
+  {{ $name }}: {{ . | quote }}
+  {{- end }}
+  {{- end }}
 {{- end -}}
 {{- end -}}
