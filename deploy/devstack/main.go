@@ -77,6 +77,11 @@ func envOr(k, def string) string {
 
 func adminToken() string { return envOr("ADMIN_TOKEN", "dev-admin-token") }
 
+// processorWebhookSecret is fixed by default so payment-processor events can
+// be signed by hand (or by a processor CLI forwarding to the stack) without
+// reading it from anywhere first.
+func processorWebhookSecret() string { return envOr("PROCESSOR_WEBHOOK_SECRET", "whsec_local_dev") }
+
 func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string) error {
 	if err := os.MkdirAll(filepath.Join(dataDir, "logs"), 0o755); err != nil {
 		return err
@@ -113,6 +118,8 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"SESSION_PUBLIC_KEY":  publicKey(signing),
 		"CATALOG_CONSUMERS":   "tracking",
 		"TRUSTED_PROXIES":     "127.0.0.1/32,::1/128",
+		// Tracking serves the processor's webhook only with a secret.
+		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
 	}
 	getenv := func(k string) string {
 		if v := os.Getenv(k); v != "" && k != "HTTP_ADDR" && k != "DB_SCHEMA" {
@@ -168,6 +175,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "seed.json")); err != nil {
 		return err
 	}
+	printProcessorWebhook(out, baseURL, processorWebhookSecret())
 	fmt.Fprintln(out, "stack is up; Ctrl-C stops it")
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
@@ -209,6 +217,16 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, stat
 	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo.example/?via=%s\"}'\n", baseURL, res.LinkCode)
 	fmt.Fprintf(out, "  SVC_BASE_URL=%s SVC_API_KEY=%s go run ./cli/cmd/svc status\n\n", baseURL, res.Key)
 	return nil
+}
+
+// printProcessorWebhook tells how to play the payment processor against the
+// local stack. The curl signs with openssl so it needs nothing from the repo.
+func printProcessorWebhook(out io.Writer, baseURL, secret string) {
+	fmt.Fprintf(out, "Processor events: POST %s/api/v1/webhooks/processor, signed with PROCESSOR_WEBHOOK_SECRET=%s\n", baseURL, secret)
+	fmt.Fprintln(out, "  (header Processor-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>), e.g.")
+	fmt.Fprintf(out, "  body='{\"id\":\"evt_local_1\",\"type\":\"customer.created\",\"data\":{\"object\":{}}}'; t=$(date +%%s)\n")
+	fmt.Fprintf(out, "  sig=$(printf '%%s.%%s' \"$t\" \"$body\" | openssl dgst -sha256 -hmac '%s' -r | cut -d' ' -f1)\n", secret)
+	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/webhooks/processor -H \"Processor-Signature: t=$t,v1=$sig\" -H 'Content-Type: application/json' -d \"$body\"\n\n", baseURL)
 }
 
 // devSignIn serves a stand-in OpenID provider for `svc login` on the local

@@ -24,9 +24,13 @@ type Rule struct {
 // Rules is the routing table, by owning service.
 func Rules() []Rule {
 	return []Rule{
-		{Prefix: "/api/v1/track/sale", Service: "commissions", Public: true},
+		// Sales are recorded by tracking (under /api/v1/track/); only refunds
+		// wait for commissions.
 		{Prefix: "/api/v1/track/refund", Service: "commissions", Public: true},
 		{Prefix: "/api/v1/track/", Service: "tracking", Public: true},
+		// The payment processor calls it from the internet; the signature,
+		// not the network, is what authenticates it.
+		{Prefix: "/api/v1/webhooks/processor", Service: "tracking", Public: true},
 		{Prefix: "/svc.js", Service: "tracking", Public: true},
 		{Prefix: "/api/v1/cli/", Service: "accounts", Public: true},
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},
