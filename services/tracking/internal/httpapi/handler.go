@@ -98,7 +98,8 @@ func Routes(set endpoints.Set, cfg Config) ([]Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One limiter for sale and refund: the spec counts them together.
+	// The spec counts sale and refund together: a refund route served here
+	// must use this limiter too.
 	saleLimit := ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(cfg.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(cfg.OnLimit))
 	cors := corsPolicy{origins: cfg.Origins, logger: cfg.Logger}
 	keyOptional := clickKey(cfg.Keys)
