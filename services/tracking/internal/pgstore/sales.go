@@ -26,6 +26,18 @@ func saleByTransaction(ctx context.Context, q querier, txn string) (int64, error
 	return id, nil
 }
 
+// raceLost answers an insert that another request's sale under the same id
+// beat between our check and our insert: the winner has committed (the
+// unique index made us wait for it), so it is read outside our aborted
+// transaction.
+func (s *Store) raceLost(ctx context.Context, txn string) error {
+	id, err := saleByTransaction(ctx, s.pool, txn)
+	if err != nil {
+		return err
+	}
+	return duplicateSale(id)
+}
+
 func duplicateSale(id int64) error {
 	return &ingest.Error{Kind: ingest.ErrDuplicate, Message: ingest.MsgSaleDuplicate, SaleID: id}
 }
@@ -154,12 +166,7 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 		sale.Provider, sale.ProviderPaymentID, sale.Livemode, sale.Source, sale.PaymentKind, sale.ProcessorCustomerID, sale.APIKeyID, at).
 		Scan(&res.SaleID)
 	if pg.IsUniqueViolation(err) {
-		// Another request stored the same id between our check and insert.
-		id, lerr := saleByTransaction(ctx, s.pool, sale.TransactionID)
-		if lerr != nil {
-			return lerr
-		}
-		return duplicateSale(id)
+		return s.raceLost(ctx, sale.TransactionID)
 	}
 	if err != nil {
 		return fmt.Errorf("store sale: %w", err)
@@ -238,11 +245,7 @@ func (s *Store) RecordTestSale(ctx context.Context, rec ingest.TestSaleRecord) (
 			sale.TransactionID, rec.ProgramID, customer, rec.ClickID, sale.AmountCents, sale.Currency, sale.OccurredAt,
 			sale.Provider, sale.ProviderPaymentID, sale.Livemode, sale.Source, sale.APIKeyID, rec.At).Scan(&id)
 		if pg.IsUniqueViolation(err) {
-			prev, lerr := saleByTransaction(ctx, s.pool, sale.TransactionID)
-			if lerr != nil {
-				return lerr
-			}
-			return duplicateSale(prev)
+			return s.raceLost(ctx, sale.TransactionID)
 		}
 		if err != nil {
 			return fmt.Errorf("store test sale: %w", err)
