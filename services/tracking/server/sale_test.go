@@ -414,3 +414,50 @@ func TestSaleTestModeAndLimit(t *testing.T) {
 		}
 	})
 }
+
+// Concurrent retries of one sale: exactly one is recorded, every other
+// answer is 409 naming it, and one event is published.
+func TestSaleConcurrentRetries(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, nil)
+	f := s.fixture()
+	cid := s.click(f.codeA, nil)
+	body := jsonBody(saleBody(cid, nil))
+	const n = 8
+	replies := make(chan reply, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func() {
+			<-start
+			replies <- s.call("POST", "/api/v1/track/sale", body, bearer(f.keyServer)...)
+		}()
+	}
+	close(start)
+	var ok, dup int
+	var saleID float64
+	var dupIDs []float64
+	for i := 0; i < n; i++ {
+		r := <-replies
+		switch r.status {
+		case 200:
+			ok++
+			saleID = r.body["sale_id"].(float64)
+		case 409:
+			dup++
+			dupIDs = append(dupIDs, r.body["error"].(map[string]any)["details"].(map[string]any)["sale_id"].(float64))
+		default:
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+	}
+	if ok != 1 || dup != n-1 {
+		t.Fatalf("%d recorded, %d duplicates", ok, dup)
+	}
+	for _, id := range dupIDs {
+		if id != saleID {
+			t.Fatalf("409 names sale %v, recorded %v", id, saleID)
+		}
+	}
+	if got := s.saleRows(); got[0] != 1 || got[1] != 1 {
+		t.Fatalf("sales and events %v", got)
+	}
+}
