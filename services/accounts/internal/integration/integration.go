@@ -19,9 +19,6 @@ import (
 // else is an infrastructure failure (500).
 var (
 	ErrInvalid = errors.New("invalid")
-	// ErrNotAvailable: the operation exists in the contract but what it needs
-	// is not deployed yet (test sales until the sale route exists).
-	ErrNotAvailable = errors.New("not available")
 	// ErrRateLimited: a limit counted inside the endpoint was reached.
 	ErrRateLimited = errors.New("rate limited")
 )
@@ -53,40 +50,16 @@ func ParseEventType(v string) (EventType, error) {
 	return "", &InvalidEventTypeError{Value: v}
 }
 
-// Messages of the answers that the contract leaves to us.
-const (
-	MsgSaleUnavailable  = "Test sales are not available yet: sale tracking (POST /api/v1/track/sale) is not deployed"
-	MsgChainSaleMissing = "Synthetic chain stopped at the sale step: click and lead test events were recorded, but test sales are not available yet (POST /api/v1/track/sale is not deployed)"
-	// CodeSaleUnavailable is the machine code of both, so the command-line
-	// client can tell "not deployed" from a failure.
-	CodeSaleUnavailable = "sale_tracking_unavailable"
-)
-
-// ErrSaleUnavailable answers a test sale while no sale route exists.
-var ErrSaleUnavailable = fmt.Errorf("%s: %w", MsgSaleUnavailable, ErrNotAvailable)
-
-// Chain step outcomes.
-const (
-	StepRecorded     = "recorded"
-	StepNotAvailable = "not_available"
-)
+// StepRecorded is the outcome of a chain step tracking recorded; a step
+// that fails fails the whole chain, so it is the only outcome answered.
+const StepRecorded = "recorded"
 
 // ChainStep is one step of a synthetic chain and what became of it.
 type ChainStep struct {
 	Step    EventType
 	Status  string
-	EventID int64 // 0 when nothing was recorded
+	EventID int64
 }
-
-// ChainIncompleteError is a chain whose click and lead were recorded but
-// whose sale step could not run; Steps says what ran.
-type ChainIncompleteError struct {
-	ProgramID int64
-	Steps     []ChainStep
-}
-
-func (e *ChainIncompleteError) Error() string { return MsgChainSaleMissing }
-func (e *ChainIncompleteError) Unwrap() error { return ErrNotAvailable }
 
 // ChainLimitError refuses a chain over the per-program hourly cap.
 type ChainLimitError struct {
@@ -238,23 +211,27 @@ type Recorded struct {
 	Message   string
 }
 
+// Test sale amount: a fixed, small, round sum (USD 10.00), so a test sale
+// is plain to spot as one in any report that shows it.
+const (
+	TestSaleAmountCents = 1000
+	TestSaleCurrency    = "USD"
+)
+
+// TestSale is the test sale sent to tracking. It names no click: the
+// chain's test click is recorded without a customer (tracking answers an
+// event id, not a click id), so there is no customer to link the sale to.
+type TestSale struct {
+	ProgramID   int64
+	AmountCents int64
+	Currency    string
+}
+
 // Tracker sends test events through the real tracking routes.
 type Tracker interface {
 	TestClick(ctx context.Context, c Caller, click TestClick) (Recorded, error)
 	TestLead(ctx context.Context, c Caller, lead TestLead) (Recorded, error)
-}
-
-// SaleTracker sends a test sale. Until the sale route exists the service
-// uses NoSales.
-type SaleTracker interface {
-	TestSale(ctx context.Context, c Caller, programID int64) (Recorded, error)
-}
-
-// NoSales answers every test sale with ErrSaleUnavailable.
-type NoSales struct{}
-
-func (NoSales) TestSale(context.Context, Caller, int64) (Recorded, error) {
-	return Recorded{}, ErrSaleUnavailable
+	TestSale(ctx context.Context, c Caller, sale TestSale) (Recorded, error)
 }
 
 // FixtureLink is the program's test link as stored.

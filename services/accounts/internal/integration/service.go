@@ -53,7 +53,6 @@ type Config struct {
 	Store   Store
 	Catalog Catalog
 	Tracker Tracker
-	Sales   SaleTracker // NoSales when nil
 	Now     func() time.Time
 	// ChainLimit runs per program per ChainWindow.
 	ChainLimit  int
@@ -69,9 +68,6 @@ type service struct{ cfg Config }
 func NewService(cfg Config) (Service, error) {
 	if cfg.Store == nil || cfg.Catalog == nil || cfg.Tracker == nil || cfg.Now == nil {
 		return nil, errors.New("integration: store, catalog, tracker and clock are required")
-	}
-	if cfg.Sales == nil {
-		cfg.Sales = NoSales{}
 	}
 	if cfg.ChainLimit == 0 {
 		cfg.ChainLimit = DefaultChainLimit
@@ -135,7 +131,11 @@ func (s *service) SendTestEvent(ctx context.Context, c Caller, t EventType) (Rec
 		}
 		return s.cfg.Tracker.TestLead(ctx, c, TestLead{ProgramID: c.ProgramID, EventName: LeadEventName})
 	case EventSale:
-		return s.cfg.Sales.TestSale(ctx, c, c.ProgramID)
+		// Like the lead: no fixture, but the key must be in tracking's replica.
+		if err := s.syncReplicas(ctx); err != nil {
+			return Recorded{}, err
+		}
+		return s.cfg.Tracker.TestSale(ctx, c, testSale(c.ProgramID))
 	}
 	return Recorded{}, &InvalidEventTypeError{Value: string(t)}
 }
@@ -165,15 +165,15 @@ func (s *service) RunChain(ctx context.Context, c Caller) ([]ChainStep, error) {
 		return nil, fmt.Errorf("chain lead: %w", err)
 	}
 	steps = append(steps, ChainStep{Step: EventLead, Status: StepRecorded, EventID: lead.EventID})
-	sale, err := s.cfg.Sales.TestSale(ctx, c, c.ProgramID)
-	if errors.Is(err, ErrNotAvailable) {
-		steps = append(steps, ChainStep{Step: EventSale, Status: StepNotAvailable})
-		return nil, &ChainIncompleteError{ProgramID: c.ProgramID, Steps: steps}
-	}
+	sale, err := s.cfg.Tracker.TestSale(ctx, c, testSale(c.ProgramID))
 	if err != nil {
 		return nil, fmt.Errorf("chain sale: %w", err)
 	}
 	return append(steps, ChainStep{Step: EventSale, Status: StepRecorded, EventID: sale.EventID}), nil
+}
+
+func testSale(programID int64) TestSale {
+	return TestSale{ProgramID: programID, AmountCents: TestSaleAmountCents, Currency: TestSaleCurrency}
 }
 
 type fixtures struct {

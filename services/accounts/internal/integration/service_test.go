@@ -143,11 +143,14 @@ func (s *fakeStore) ReserveChainRun(_ context.Context, _ int64, now time.Time, w
 	return 0, true, nil
 }
 
-// fakeTracker answers test events with increasing ids.
+// fakeTracker answers test events with increasing ids; saleErr fails only
+// sales, as when the sale step of a chain fails after its click and lead.
 type fakeTracker struct {
-	clicks []integration.TestClick
-	leads  []integration.TestLead
-	err    error
+	clicks  []integration.TestClick
+	leads   []integration.TestLead
+	sales   []integration.TestSale
+	err     error
+	saleErr error
 }
 
 func (t *fakeTracker) TestClick(_ context.Context, c integration.Caller, click integration.TestClick) (integration.Recorded, error) {
@@ -164,6 +167,17 @@ func (t *fakeTracker) TestLead(_ context.Context, c integration.Caller, lead int
 	}
 	t.leads = append(t.leads, lead)
 	return integration.Recorded{EventID: int64(200 + len(t.leads)), ProgramID: c.ProgramID, Message: "Test lead recorded"}, nil
+}
+
+func (t *fakeTracker) TestSale(_ context.Context, c integration.Caller, sale integration.TestSale) (integration.Recorded, error) {
+	if t.err != nil {
+		return integration.Recorded{}, t.err
+	}
+	if t.saleErr != nil {
+		return integration.Recorded{}, t.saleErr
+	}
+	t.sales = append(t.sales, sale)
+	return integration.Recorded{EventID: int64(300 + len(t.sales)), ProgramID: c.ProgramID, Message: "Test sale recorded"}, nil
 }
 
 // clock is an injected clock tests move by hand.
@@ -274,7 +288,7 @@ func TestStatusSteps(t *testing.T) {
 func TestStatusOfAMissingProgramIsAFailureNotANotFound(t *testing.T) {
 	h := newHarness(t, 10)
 	_, err := h.svc.Status(context.Background(), 99)
-	if err == nil || errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrNotAvailable) {
+	if err == nil || errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited) {
 		t.Fatalf("err = %v, want an infrastructure failure", err)
 	}
 }
@@ -391,53 +405,66 @@ func TestTestLeadWaitsForReplicasAndNeedsNoFixture(t *testing.T) {
 	}
 }
 
-func TestTestSaleIsNotAvailableAndTouchesNothing(t *testing.T) {
+func TestTestSaleWaitsForReplicasAndSendsTheFixedTestAmount(t *testing.T) {
 	h := newHarness(t, 10)
-	_, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventSale)
-	if !errors.Is(err, integration.ErrNotAvailable) || !errors.Is(err, integration.ErrSaleUnavailable) {
-		t.Fatalf("err = %v", err)
+	h.store.seq = 4
+	rec, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventSale)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(h.cat.calls) != 0 || len(h.tracker.clicks)+len(h.tracker.leads) != 0 {
-		t.Fatalf("calls %q, events %d/%d", h.cat.calls, len(h.tracker.clicks), len(h.tracker.leads))
+	// No fixture: a sale needs no link, only the key in tracking's replica.
+	if fmt.Sprint(h.cat.calls) != "[wait_for_sync 4]" || rec.EventID != 301 || rec.ProgramID != 7 {
+		t.Fatalf("calls %q, recorded %+v", h.cat.calls, rec)
+	}
+	want := []integration.TestSale{{ProgramID: 7, AmountCents: 1000, Currency: "USD"}}
+	if fmt.Sprint(h.tracker.sales) != fmt.Sprint(want) || len(h.tracker.clicks)+len(h.tracker.leads) != 0 {
+		t.Fatalf("sales %+v, clicks %d, leads %d", h.tracker.sales, len(h.tracker.clicks), len(h.tracker.leads))
 	}
 }
 
-func TestChainRunsClickAndLeadThenReportsTheMissingSale(t *testing.T) {
+func TestTestSaleIsNotSentBeforeTheReplicaHasTheKey(t *testing.T) {
 	h := newHarness(t, 10)
-	_, err := h.svc.RunChain(context.Background(), caller(7))
-	var inc *integration.ChainIncompleteError
-	if !errors.As(err, &inc) || !errors.Is(err, integration.ErrNotAvailable) {
-		t.Fatalf("err = %v", err)
+	h.cat.syncErr = fmt.Errorf("late: %w", catalog.ErrUnavailable)
+	if _, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventSale); err == nil {
+		t.Fatal("no error")
+	}
+	if len(h.tracker.sales) != 0 {
+		t.Fatal("a sale was sent before the barrier passed")
+	}
+}
+
+func TestChainRunsClickLeadSaleInOrder(t *testing.T) {
+	h := newHarness(t, 10)
+	steps, err := h.svc.RunChain(context.Background(), caller(7))
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := []integration.ChainStep{
 		{Step: integration.EventClick, Status: integration.StepRecorded, EventID: 101},
 		{Step: integration.EventLead, Status: integration.StepRecorded, EventID: 201},
-		{Step: integration.EventSale, Status: integration.StepNotAvailable},
+		{Step: integration.EventSale, Status: integration.StepRecorded, EventID: 301},
 	}
-	if fmt.Sprint(inc.Steps) != fmt.Sprint(want) {
-		t.Fatalf("steps = %+v, want %+v", inc.Steps, want)
+	if fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Fatalf("steps = %+v, want %+v", steps, want)
 	}
 	if h.tracker.leads[0].EventName != integration.ChainLeadEventName {
 		t.Fatalf("lead event name %q", h.tracker.leads[0].EventName)
 	}
-}
-
-// okSales is a sale route that exists.
-type okSales struct{}
-
-func (okSales) TestSale(_ context.Context, c integration.Caller, _ int64) (integration.Recorded, error) {
-	return integration.Recorded{EventID: 301, ProgramID: c.ProgramID}, nil
-}
-
-func TestChainCompletesOnceSalesExist(t *testing.T) {
-	h := newHarness(t, 10)
-	svc, err := integration.NewService(integration.Config{Store: h.store, Catalog: h.cat, Tracker: h.tracker, Sales: okSales{}, Now: h.clock.Now})
-	if err != nil {
-		t.Fatal(err)
+	if s := h.tracker.sales; len(s) != 1 || s[0] != (integration.TestSale{ProgramID: 7, AmountCents: integration.TestSaleAmountCents, Currency: integration.TestSaleCurrency}) {
+		t.Fatalf("sales %+v", s)
 	}
-	steps, err := svc.RunChain(context.Background(), caller(7))
-	if err != nil || len(steps) != 3 || steps[2].EventID != 301 || steps[2].Status != integration.StepRecorded {
+}
+
+func TestChainWhoseSaleFailsFailsAfterItsClickAndLead(t *testing.T) {
+	h := newHarness(t, 10)
+	boom := errors.New("boom")
+	h.tracker.saleErr = boom
+	steps, err := h.svc.RunChain(context.Background(), caller(7))
+	if !errors.Is(err, boom) || steps != nil {
 		t.Fatalf("steps %+v, err %v", steps, err)
+	}
+	if len(h.tracker.clicks) != 1 || len(h.tracker.leads) != 1 || len(h.store.runs) != 1 {
+		t.Fatalf("clicks %d, leads %d, runs %d: want one of each before the sale", len(h.tracker.clicks), len(h.tracker.leads), len(h.store.runs))
 	}
 }
 
@@ -446,7 +473,7 @@ func TestChainCapCountsRunsInTheLastHourOfTheInjectedClock(t *testing.T) {
 	ctx := context.Background()
 	run := func() error { _, err := h.svc.RunChain(ctx, caller(7)); return err }
 	for i := range 3 {
-		if err := run(); !errors.Is(err, integration.ErrNotAvailable) {
+		if err := run(); err != nil {
 			t.Fatalf("run %d: %v", i+1, err)
 		}
 		h.clock.Add(10 * time.Minute)
@@ -473,7 +500,7 @@ func TestChainCapCountsRunsInTheLastHourOfTheInjectedClock(t *testing.T) {
 		t.Fatalf("just before the hour: %v", err)
 	}
 	h.clock.Add(time.Nanosecond)
-	if err := run(); !errors.Is(err, integration.ErrNotAvailable) {
+	if err := run(); err != nil {
 		t.Fatalf("once the first run left the hour: %v", err)
 	}
 }
@@ -508,12 +535,20 @@ func TestFailuresAreNotBusinessErrors(t *testing.T) {
 			_, err := h.svc.RunChain(context.Background(), caller(7))
 			return err
 		}},
+		{"tracker fails on a test sale", func(h *harness) { h.tracker.err = boom }, func(h *harness) error {
+			_, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventSale)
+			return err
+		}},
+		{"chain sale step fails after click and lead", func(h *harness) { h.tracker.saleErr = boom }, func(h *harness) error {
+			_, err := h.svc.RunChain(context.Background(), caller(7))
+			return err
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 10)
 			tc.set(h)
 			err := tc.run(h)
-			if err == nil || errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrNotAvailable) || errors.Is(err, integration.ErrRateLimited) {
+			if err == nil || errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited) {
 				t.Fatalf("err = %v, want a failure of no business kind", err)
 			}
 		})

@@ -1,6 +1,7 @@
 // Package trackingclient sends command-line test events through the tracking
-// service's public routes (POST /api/v1/track/click and /lead in test mode),
-// exactly as a brand's integration would, with the caller's own program key.
+// service's public routes (POST /api/v1/track/click, /lead and /sale in test
+// mode), exactly as a brand's integration would, with the caller's own
+// program key.
 // It implements integration.Tracker; it is an HTTP adapter over the public
 // contract, not a client of tracking's internals.
 package trackingclient
@@ -77,7 +78,22 @@ func (c *Client) TestLead(ctx context.Context, caller integration.Caller, lead i
 	return c.post(ctx, "/api/v1/track/lead", caller, body)
 }
 
-// testAnswer is the contract's test-mode answer of click and lead.
+// TestSale posts a test-mode sale with the program key. It sends no
+// transaction_id: in test mode tracking makes one (test_txn_<unix nanos>),
+// which keeps test sales apart from the brand's real transaction ids; two
+// test sales in one nanosecond would get tracking's 409, answered here as a
+// failure that a retry clears. It sends no click_id either (see
+// integration.TestSale).
+func (c *Client) TestSale(ctx context.Context, caller integration.Caller, sale integration.TestSale) (integration.Recorded, error) {
+	body := map[string]any{
+		"amount_cents":    sale.AmountCents,
+		"currency":        sale.Currency,
+		"additional_data": map[string]bool{"test_mode": true},
+	}
+	return c.post(ctx, "/api/v1/track/sale", caller, body)
+}
+
+// testAnswer is the contract's test-mode answer of click, lead and sale.
 type testAnswer struct {
 	Success bool   `json:"success"`
 	Message string `json:"message"`
@@ -125,10 +141,10 @@ func (c *Client) post(ctx context.Context, path string, caller integration.Calle
 	if caller.RequestID != "" {
 		req.Header.Set(httpkit.HeaderRequestID, caller.RequestID)
 	}
-	// Tracking limits clicks and leads per client address. Naming the
-	// caller's address lets it bucket (and locate) the event as the caller's
-	// rather than accounts' own; tracking believes it only when accounts is
-	// among its TRUSTED_PROXIES.
+	// Tracking limits clicks and leads per client address (sales per key).
+	// Naming the caller's address lets it bucket (and locate) the event as
+	// the caller's rather than accounts' own; tracking believes it only when
+	// accounts is among its TRUSTED_PROXIES.
 	if caller.ClientIP != "" {
 		req.Header.Set("X-Forwarded-For", caller.ClientIP)
 	}
@@ -184,5 +200,9 @@ func (Unconfigured) TestClick(context.Context, integration.Caller, integration.T
 }
 
 func (Unconfigured) TestLead(context.Context, integration.Caller, integration.TestLead) (integration.Recorded, error) {
+	return integration.Recorded{}, ErrUnconfigured
+}
+
+func (Unconfigured) TestSale(context.Context, integration.Caller, integration.TestSale) (integration.Recorded, error) {
 	return integration.Recorded{}, ErrUnconfigured
 }

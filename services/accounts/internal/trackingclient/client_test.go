@@ -83,6 +83,25 @@ func TestTestLeadIsAKeyedTestModeLead(t *testing.T) {
 	}
 }
 
+func TestTestSaleIsAKeyedTestModeSaleOfTheFixedAmount(t *testing.T) {
+	c, got := fakeTracking(t, 200, `{"success":true,"message":"Test sale recorded","data":{"eventId":9,"programId":7,"test_mode":true,"transaction_id":"test_txn_1"}}`, nil)
+	rec, err := c.TestSale(context.Background(), who, integration.TestSale{ProgramID: 7, AmountCents: 1000, Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec != (integration.Recorded{EventID: 9, ProgramID: 7, Message: "Test sale recorded"}) {
+		t.Fatalf("recorded %+v", rec)
+	}
+	if got.path != "/api/v1/track/sale" || got.headers.Get("Authorization") != "Bearer svc_live_abc" || got.headers.Get("X-Request-Id") != "req-42" {
+		t.Fatalf("path %q headers %v", got.path, got.headers)
+	}
+	// No transaction_id (tracking makes one in test mode), no click_id.
+	want := `{"additional_data":{"test_mode":true},"amount_cents":1000,"currency":"USD"}`
+	if b, _ := json.Marshal(got.body); string(b) != want {
+		t.Fatalf("body %s\nwant %s", b, want)
+	}
+}
+
 func TestTrackingRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -97,30 +116,50 @@ func TestTrackingRefusals(t *testing.T) {
 			map[string]string{"Retry-After": "12"}, true, 12 * time.Second, 0},
 		{"rate limited without Retry-After", 429, `{}`, nil, true, time.Second, 0},
 		{"unknown link", 400, `{"data":null,"error":{"status":400,"name":"BadRequestError","message":"Referral link not found","details":{}}}`, nil, false, 0, 400},
+		{"unknown key", 401, `{"data":null,"error":{"status":401,"name":"UnauthorizedError","message":"Invalid API token","details":{},"code":"unauthorized"}}`, nil, false, 0, 401},
+		{"duplicate transaction", 409, `{"data":null,"error":{"status":409,"name":"ConflictError","message":"Duplicate transaction_id. This sale has already been recorded.","details":{},"code":"duplicate_transaction"}}`, nil, false, 0, 409},
 		{"tracking failure", 500, `not json`, nil, false, 0, 500},
 		{"200 that is not a test answer", 200, `{"success":true,"click_id":"cust_1_2"}`, nil, false, 0, 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, _ := fakeTracking(t, tc.status, tc.body, tc.header)
-			_, err := c.TestClick(context.Background(), who, integration.TestClick{ProgramID: 7})
-			if err == nil {
-				t.Fatal("no error")
-			}
-			var lim *integration.UpstreamLimitError
-			if errors.As(err, &lim) != tc.limited || (tc.limited && lim.RetryAfter != tc.retry) {
-				t.Fatalf("err %v (limited %t)", err, errors.As(err, &lim))
-			}
-			if tc.limited && !errors.Is(err, integration.ErrRateLimited) {
-				t.Fatal("limit is not the rate-limited kind")
-			}
-			var se *trackingclient.StatusError
-			if tc.errStatus != 0 && (!errors.As(err, &se) || se.Status != tc.errStatus) {
-				t.Fatalf("err %v, want status %d", err, tc.errStatus)
-			}
-			if !tc.limited && (errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited) || errors.Is(err, integration.ErrNotAvailable)) {
-				t.Fatalf("tracking refusal %v leaked as a business kind", err)
-			}
-		})
+		for _, route := range []struct {
+			name string
+			send func(*trackingclient.Client) error
+		}{
+			{"click", func(c *trackingclient.Client) error {
+				_, err := c.TestClick(context.Background(), who, integration.TestClick{ProgramID: 7})
+				return err
+			}},
+			{"lead", func(c *trackingclient.Client) error {
+				_, err := c.TestLead(context.Background(), who, integration.TestLead{ProgramID: 7})
+				return err
+			}},
+			{"sale", func(c *trackingclient.Client) error {
+				_, err := c.TestSale(context.Background(), who, integration.TestSale{ProgramID: 7, AmountCents: 1000, Currency: "USD"})
+				return err
+			}},
+		} {
+			t.Run(route.name+" "+tc.name, func(t *testing.T) {
+				c, _ := fakeTracking(t, tc.status, tc.body, tc.header)
+				err := route.send(c)
+				if err == nil {
+					t.Fatal("no error")
+				}
+				var lim *integration.UpstreamLimitError
+				if errors.As(err, &lim) != tc.limited || (tc.limited && lim.RetryAfter != tc.retry) {
+					t.Fatalf("err %v (limited %t)", err, errors.As(err, &lim))
+				}
+				if tc.limited && !errors.Is(err, integration.ErrRateLimited) {
+					t.Fatal("limit is not the rate-limited kind")
+				}
+				var se *trackingclient.StatusError
+				if tc.errStatus != 0 && (!errors.As(err, &se) || se.Status != tc.errStatus) {
+					t.Fatalf("err %v, want status %d", err, tc.errStatus)
+				}
+				if !tc.limited && (errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited)) {
+					t.Fatalf("tracking refusal %v leaked as a business kind", err)
+				}
+			})
+		}
 	}
 }
 
@@ -140,7 +179,14 @@ func TestUnreachableTrackingIsAFailure(t *testing.T) {
 	if _, err := c.TestLead(context.Background(), who, integration.TestLead{ProgramID: 7}); err == nil {
 		t.Fatal("no error")
 	}
-	if _, err := (trackingclient.Unconfigured{}).TestClick(context.Background(), who, integration.TestClick{}); !errors.Is(err, trackingclient.ErrUnconfigured) {
-		t.Fatalf("unconfigured: %v", err)
+	u := trackingclient.Unconfigured{}
+	if _, err := u.TestClick(context.Background(), who, integration.TestClick{}); !errors.Is(err, trackingclient.ErrUnconfigured) {
+		t.Fatalf("unconfigured click: %v", err)
+	}
+	if _, err := u.TestLead(context.Background(), who, integration.TestLead{}); !errors.Is(err, trackingclient.ErrUnconfigured) {
+		t.Fatalf("unconfigured lead: %v", err)
+	}
+	if _, err := u.TestSale(context.Background(), who, integration.TestSale{}); !errors.Is(err, trackingclient.ErrUnconfigured) {
+		t.Fatalf("unconfigured sale: %v", err)
 	}
 }

@@ -256,30 +256,70 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("test sale: 501 not available, nothing sent", func(t *testing.T) {
+	t.Run("test sale goes through tracking's sale route as a keyed test sale of the fixed amount", func(t *testing.T) {
 		prog, key := s.program(nil)
 		r := s.testEvent(key, `{"event_type":"sale"}`)
-		want := `{"data":null,"error":{"status":501,"name":"NotImplementedError","message":"Test sales are not available yet: sale tracking (POST /api/v1/track/sale) is not deployed","details":{},"code":"sale_tracking_unavailable"}}`
-		if r.status != http.StatusNotImplemented || r.raw != want {
-			t.Fatalf("%d %s\nwant %s", r.status, r.raw, want)
+		if r.status != http.StatusOK || r.header.Get("X-Request-ID") == "" {
+			t.Fatalf("sale: %d %s", r.status, r.raw)
+		}
+		saleID, _ := path(r.body, "data", "eventId").(float64)
+		want := fmt.Sprintf(`{"data":{"event_type":"sale","eventId":%d,"programId":%d,"test_mode":true,"message":"Test sale recorded"}}`, int64(saleID), prog)
+		if r.raw != want {
+			t.Fatalf("sale body\n got %s\nwant %s", r.raw, want)
+		}
+		// Tracking made the transaction id; no customer, since no click id
+		// was sent; the caller's key is the one tracking recorded.
+		if n := s.count(s.trkPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test
+			AND amount_cents = 1000 AND currency = 'USD' AND source = 'api' AND processor_event_id LIKE 'test_txn_%'
+			AND customer_id IS NULL AND click_id IS NULL
+			AND api_key_id = (SELECT id FROM api_keys WHERE program_id = $2)`, int64(saleID), prog); n != 1 {
+			t.Fatalf("tracking test sale rows = %d", n)
+		}
+		// A sale needs no fixture, and tracking recorded nothing else.
+		if n := s.count(s.accPool, `SELECT count(*) FROM partners WHERE email = $1`, fmt.Sprintf("test-partner+%d@svc.invalid", prog)); n != 0 {
+			t.Fatal("a test sale created fixtures")
 		}
 		if n := s.count(s.trkPool, `SELECT (SELECT count(*) FROM affiliate_click_events WHERE program_id = $1) + (SELECT count(*) FROM lead_events WHERE program_id = $1)`, prog); n != 0 {
-			t.Fatalf("tracking rows = %d", n)
+			t.Fatalf("tracking click and lead rows = %d", n)
+		}
+		// A second test sale is its own row (tracking's generated
+		// transaction ids do not collide).
+		again := s.testEvent(key, `{"event_type":"sale"}`)
+		if again.status != http.StatusOK || path(again.body, "data", "eventId") == saleID {
+			t.Fatalf("second sale: %d %s", again.status, again.raw)
+		}
+		if n := s.count(s.trkPool, `SELECT count(*) FROM sales WHERE program_id = $1 AND is_test`, prog); n != 2 {
+			t.Fatalf("test sales = %d after two", n)
 		}
 	})
 
-	t.Run("chain: click and lead recorded, sale step not available, run counted", func(t *testing.T) {
+	t.Run("test sale with a test key is a test sale too", func(t *testing.T) {
+		prog, _ := s.program(nil)
+		d := s.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", prog), map[string]any{"test": true})
+		testKey := d["key"].(string)
+		s.sync()
+		r := s.testEvent(testKey, `{"event_type":"sale"}`)
+		if r.status != http.StatusOK || path(r.body, "data", "test_mode") != true {
+			t.Fatalf("sale with a test key: %d %s", r.status, r.raw)
+		}
+		if n := s.count(s.trkPool, `SELECT count(*) FROM sales s JOIN api_keys k ON k.id = s.api_key_id
+			WHERE s.id = $1 AND s.program_id = $2 AND s.is_test AND k.test`, path(r.body, "data", "eventId"), prog); n != 1 {
+			t.Fatalf("tracking test sale rows by the test key = %d", n)
+		}
+	})
+
+	t.Run("chain: click, lead and sale recorded in tracking, run counted", func(t *testing.T) {
 		prog, key := s.program(nil)
 		r := s.testEvent(key, `{"type":"chain"}`)
-		if r.status != http.StatusNotImplemented {
+		if r.status != http.StatusOK {
 			t.Fatalf("chain: %d %s", r.status, r.raw)
 		}
-		steps, _ := path(r.body, "error", "details", "chain").([]any)
+		steps, _ := path(r.body, "data", "chain").([]any)
 		if len(steps) != 3 {
 			t.Fatalf("chain steps: %s", r.raw)
 		}
-		clickID, leadID := path(steps[0], "eventId"), path(steps[1], "eventId")
-		want := fmt.Sprintf(`{"data":null,"error":{"status":501,"name":"NotImplementedError","message":"Synthetic chain stopped at the sale step: click and lead test events were recorded, but test sales are not available yet (POST /api/v1/track/sale is not deployed)","details":{"chain":[{"step":"click","status":"recorded","eventId":%v},{"step":"lead","status":"recorded","eventId":%v},{"step":"sale","status":"not_available","eventId":null}]},"code":"sale_tracking_unavailable"}}`, clickID, leadID)
+		clickID, leadID, saleID := path(steps[0], "eventId"), path(steps[1], "eventId"), path(steps[2], "eventId")
+		want := fmt.Sprintf(`{"data":{"type":"chain","programId":%d,"test_mode":true,"chain":[{"step":"click","status":"recorded","eventId":%v},{"step":"lead","status":"recorded","eventId":%v},{"step":"sale","status":"recorded","eventId":%v}]}}`, prog, clickID, leadID, saleID)
 		if r.raw != want {
 			t.Fatalf("chain body\n got %s\nwant %s", r.raw, want)
 		}
@@ -288,6 +328,9 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		}
 		if n := s.count(s.trkPool, `SELECT count(*) FROM lead_events WHERE id = $1 AND program_id = $2 AND is_test AND via_api_key AND event_name = 'svc_cli_synthetic_chain'`, leadID, prog); n != 1 {
 			t.Fatal("chain lead not in tracking")
+		}
+		if n := s.count(s.trkPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test AND amount_cents = 1000 AND currency = 'USD'`, saleID, prog); n != 1 {
+			t.Fatal("chain sale not in tracking")
 		}
 		if n := s.count(s.accPool, `SELECT count(*) FROM integration_chain_runs WHERE program_id = $1 AND request_id = $2`, prog, r.header.Get("X-Request-ID")); n != 1 {
 			t.Fatalf("chain runs = %d", n)
@@ -332,14 +375,14 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		if r := s.testEvent(key, `{"event_type":"click"}`); r.status != http.StatusOK {
 			t.Fatalf("single click under a full chain cap: %d %s", r.status, r.raw)
 		}
-		if r := s.testEvent(otherKey, `{"type":"chain"}`); r.status != http.StatusNotImplemented {
+		if r := s.testEvent(otherKey, `{"type":"chain"}`); r.status != http.StatusOK {
 			t.Fatalf("other program's chain: %d %s", r.status, r.raw)
 		}
 		// Once the runs are over an hour old, chains run again.
 		if _, err := s.accPool.Exec(context.Background(), `UPDATE integration_chain_runs SET started_at = started_at - interval '11 minutes' WHERE program_id = $1`, prog); err != nil {
 			t.Fatal(err)
 		}
-		if r := s.testEvent(key, `{"type":"chain"}`); r.status != http.StatusNotImplemented {
+		if r := s.testEvent(key, `{"type":"chain"}`); r.status != http.StatusOK {
 			t.Fatalf("chain after the hour: %d %s", r.status, r.raw)
 		}
 	})
@@ -480,6 +523,7 @@ func TestCLITestEventFailuresAnswer500WithTheRequestID(t *testing.T) {
 	for _, tc := range []struct{ name, body, message string }{
 		{"click with tracking down", `{"event_type":"click"}`, "Failed to process test event"},
 		{"lead with tracking down", `{"event_type":"lead"}`, "Failed to process test event"},
+		{"sale with tracking down", `{"event_type":"sale"}`, "Failed to process test event"},
 		{"chain with tracking down", `{"type":"chain"}`, "Failed to run synthetic chain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

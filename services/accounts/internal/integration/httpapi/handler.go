@@ -295,8 +295,6 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, integration.ErrRateLimited):
 		return http.StatusTooManyRequests
-	case errors.Is(err, integration.ErrNotAvailable):
-		return http.StatusNotImplemented
 	}
 	return http.StatusInternalServerError
 }
@@ -324,14 +322,6 @@ func encodeError(ctx context.Context, err error, w http.ResponseWriter) {
 		w.Header().Set(ratelimit.HeaderRetryAfter, strconv.Itoa(secs))
 		_ = httpkit.WriteTypedError(w, status, ratelimit.CodeRateLimited, limitMessage(err),
 			map[string]any{"retry_after_seconds": secs}, httpkit.WithStatusField())
-	case http.StatusNotImplemented:
-		var chain *integration.ChainIncompleteError
-		if errors.As(err, &chain) {
-			_ = httpkit.WritePlatformError(w, status, integration.MsgChainSaleMissing,
-				httpkit.WithCode(integration.CodeSaleUnavailable), httpkit.WithDetail("chain", chainSteps(chain.Steps)))
-			return
-		}
-		_ = httpkit.WritePlatformError(w, status, integration.MsgSaleUnavailable, httpkit.WithCode(integration.CodeSaleUnavailable))
 	case http.StatusInternalServerError:
 		_ = httpkit.WriteServerErrorWithRequestID(ctx, w, failedMessage(err))
 	default:
