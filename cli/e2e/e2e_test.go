@@ -17,7 +17,8 @@ import (
 // happy path and its main refusals against the real accounts and tracking
 // services: login (the sign-in completed by the test OpenID provider's page,
 // as a browser would), init, programs, status, test click and lead, status
-// again once tracking's events have reached accounts, logout.
+// again once tracking's events have reached accounts, test sale and the
+// synthetic chain, logout.
 func TestCLIAgainstTheRunningStack(t *testing.T) {
 	s := startStack(t, true, nil)
 	const email = "owner@brand.example"
@@ -175,21 +176,11 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 	})
 
 	t.Run("test sale and chain", func(t *testing.T) {
-		// Until the sale route exists accounts answers a documented 501
-		// (exit 1); once it does these succeed.
-		for _, kind := range []string{"sale", "chain"} {
-			r := c.run("test", kind)
-			switch r.code {
-			case app.ExitOK:
-			case app.ExitError:
-				mustContain(t, "stderr", r.stderr, "error: sale_tracking_unavailable: ", "request id: ")
-				if kind == "chain" {
-					mustContain(t, "stderr", r.stderr, "  click: recorded (event ", "  lead: recorded (event ", "  sale: not_available")
-				}
-			default:
-				t.Fatalf("test %s: exit %d\n%s", kind, r.code, r.stderr)
-			}
-		}
+		r := c.mustRun("test", "sale")
+		mustContain(t, "stdout", r.stdout, fmt.Sprintf("Test sale sent to program %d (event ", programID), "  Test sale recorded\n")
+		r = c.mustRun("test", "chain")
+		mustContain(t, "stdout", r.stdout, fmt.Sprintf("Synthetic chain ran for program %d (click → lead → sale):\n", programID),
+			"  click: recorded (event ", "  lead: recorded (event ", "  sale: recorded (event ")
 	})
 
 	t.Run("logout", func(t *testing.T) {
