@@ -28,6 +28,7 @@ import (
 	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
+	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
@@ -36,6 +37,14 @@ const adminToken = "browsertest-admin"
 // windowDays differs from the default attribution window (60) so the cookie
 // expiry proves the tracker uses the program's value.
 const windowDays = 45
+
+// The payment processor's side: the program's connected account and the
+// webhook signing secret, so the test can play the checkout the payment
+// link would produce.
+const (
+	processorAccount = "acct_browser_brand"
+	processorSecret  = "whsec_browsertest"
+)
 
 // A visitor's real browser (Debian's Chromium driven by playwright-core)
 // lands on a brand page through two referral links, signs up, and the
@@ -71,6 +80,10 @@ func TestTrackerInRealBrowser(t *testing.T) {
 	})
 	programID.Store(prog)
 	pp := fmt.Sprintf("/admin/v1/programs/%d", prog)
+	if err := admin.call(ctx, http.MethodPatch, pp, map[string]any{
+		"processor_connection": map[string]any{"status": "connected", "account_id": processorAccount}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	// Two partners, so "first partner kept" is a real check.
 	partnerA := admin.create(t, "/admin/v1/partners", map[string]any{"name": "Partner A", "email": "a@partners.example"})
 	partnerB := admin.create(t, "/admin/v1/partners", map[string]any{"name": "Partner B", "email": "b@partners.example"})
@@ -131,6 +144,44 @@ func TestTrackerInRealBrowser(t *testing.T) {
 		if status != "lead" || key != "cust-77" || firstPartner != partnerA {
 			t.Fatalf("customer %s: status %q key %q first partner %d; want lead, cust-77, %d (aff wins over via)",
 				res.AltClickID, status, key, firstPartner, partnerA)
+		}
+	})
+	t.Run("the click id the tracker wrote into the payment link attributes the processor's checkout", func(t *testing.T) {
+		// A payment-link checkout carries no metadata: only the
+		// client_reference_id the tracker set (the driver checked the link
+		// carries res.ClickID).
+		event, _ := json.Marshal(map[string]any{
+			"id": "evt_browser_checkout", "type": "checkout.session.completed", "account": processorAccount, "created": time.Now().Unix(),
+			"data": map[string]any{"object": map[string]any{
+				"id": "cs_browser", "mode": "payment", "payment_status": "paid", "amount_total": 1500, "currency": "usd",
+				"payment_intent": "pi_browser", "client_reference_id": res.ClickID, "customer": "cus_browser",
+			}},
+		})
+		req, err := http.NewRequestWithContext(ctx, "POST", api+httpapi.ProcessorWebhookPath, bytes.NewReader(event))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(httpapi.SignatureHeader, httpapi.Sign(processorSecret, time.Now(), event))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"outcome":"sale_recorded"`) {
+			t.Fatalf("webhook: %d %s", resp.StatusCode, body)
+		}
+		var status string
+		var first *time.Time
+		if err := pool.QueryRow(ctx, `SELECT status, first_purchase_date FROM customers WHERE click_id = $1`, res.ClickID).Scan(&status, &first); err != nil {
+			t.Fatal(err)
+		}
+		if status != "conversion" || first == nil {
+			t.Fatalf("customer %s: status %q first purchase %v; want conversion", res.ClickID, status, first)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM sales WHERE processor_event_id = 'pi_browser' AND partner_id = $1 AND amount_cents = 1500`, partnerA); n != 1 {
+			t.Fatalf("%d sales for the checkout, want 1 credited to partner A", n)
 		}
 	})
 	t.Run("one visit per page load", func(t *testing.T) {
@@ -261,6 +312,8 @@ func startStack(t *testing.T) stack {
 		"SESSION_PUBLIC_KEY":  base64.StdEncoding.EncodeToString(pub),
 		"CATALOG_CONSUMERS":   "tracking",
 		"LOG_LEVEL":           "warn",
+		// Tracking serves the processor webhook only with a secret.
+		"PROCESSOR_WEBHOOK_SECRET": processorSecret,
 	}
 	var s stack
 	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
