@@ -202,6 +202,12 @@ func TestProcessorEvents(t *testing.T) {
 		wantOutcome(t, s.deliver(processorEvent("checkout.session.completed", account, checkout(map[string]any{"svc_click_id": cid}, map[string]any{"currency": "gbp"}))), "unsupported_currency")
 		wantOutcome(t, s.deliver(processorEvent("checkout.session.completed", account, checkout(map[string]any{"svc_click_id": "cust_9_9"}, nil))), "no_customer")
 		wantOutcome(t, s.deliver(processorEvent("charge.refunded", account, map[string]any{"id": "ch_1", "amount_refunded": 100})), "stored")
+		testMode := processorEvent("checkout.session.completed", account, checkout(map[string]any{"svc_click_id": cid}, nil))
+		testMode["livemode"] = false
+		wantOutcome(t, s.deliver(testMode), "test_mode_event")
+		if c := s.customer(cid); c.status != "click" || c.saleAt != nil {
+			t.Fatalf("a test-mode payment moved the customer: %+v", c)
+		}
 		if after := s.saleRows(); after != before {
 			t.Fatalf("%v -> %v", before, after)
 		}

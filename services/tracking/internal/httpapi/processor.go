@@ -190,6 +190,11 @@ func decodeProcessorEvent(secret string, now func() time.Time) func(context.Cont
 		if err := paymentOf(&ev, &in); err != nil {
 			return nil, err
 		}
+		if in.Act && ev.Livemode != nil && !*ev.Livemode {
+			// A payment in the processor's test mode (the brand trying its
+			// checkout) must not convert customers or pay partners.
+			in.Act, in.Skip = false, ingest.OutcomeTestModeEvent
+		}
 		return in, nil
 	}
 }

@@ -29,6 +29,7 @@ const (
 	OutcomeStoredOnly       = "stored"
 	OutcomeDuplicateEvent   = "duplicate_event"
 	OutcomeSubscriptionSkip = "subscription_checkout"
+	OutcomeTestModeEvent    = "test_mode_event"
 )
 
 // PaymentInput is a processor event, decoded by the transport.
