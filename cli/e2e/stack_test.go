@@ -20,9 +20,7 @@ import (
 
 	"github.com/svc-dev/svc/cli/app"
 	"github.com/svc-dev/svc/libs/auth/oidctest"
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
-	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -44,47 +42,21 @@ type stack struct {
 func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) *stack {
 	t.Helper()
 	s := &stack{t: t, oidc: oidctest.Start(t)}
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, ed25519.SeedSize)),
-		"LOG_LEVEL":           "error",
 		// The in-process clients all come from 127.0.0.1; the spec's 60 a
 		// minute per token or IP would throttle a test that runs many
 		// commands. The rate-limit test sets its own.
 		"CLI_RATE_LIMIT": "100000",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	start := func(spec platform.Spec, extra map[string]string) string {
-		getenv := func(k string) string {
-			if v, ok := extra[k]; ok {
-				return v
-			}
-			return env[k]
-		}
-		inst, err := platform.Start(ctx, spec, getenv, io.Discard)
-		if err != nil {
-			t.Fatalf("start %s: %v", spec.Name, err)
-		}
-		t.Cleanup(func() { _ = inst.Stop() })
-		return "http://" + inst.Addr()
-	}
-	extra := map[string]string{}
-	for k, v := range s.oidc.Env() {
-		extra[k] = v
-	}
-	for k, v := range accountsEnv {
-		extra[k] = v
-	}
+	})
+	extra := platformtest.With(s.oidc.Env(), accountsEnv)
 	if withTracking {
-		s.tracking = start(tracking.Spec(), nil)
+		s.tracking = "http://" + platformtest.Start(t, tracking.Spec(), env).Addr()
 		extra["TRACKING_URL"] = s.tracking
 		extra["CATALOG_CONSUMERS"] = "tracking"
 	}
-	s.accounts = start(accounts.Spec(), extra)
+	s.accounts = "http://" + platformtest.Start(t, accounts.Spec(), platformtest.With(env, extra)).Addr()
 	return s
 }
 

@@ -31,12 +31,25 @@ func Env(t testing.TB) map[string]string {
 // t.Cleanup) and returns it; its address is inst.Addr().
 func Start(t testing.TB, spec platform.Spec, env map[string]string) *platform.Instance {
 	t.Helper()
-	inst, err := platform.Start(context.Background(), spec, func(k string) string { return env[k] }, io.Discard)
+	inst, err := TryStart(t, spec, env)
 	if err != nil {
 		t.Fatalf("start %s: %v", spec.Name, err)
 	}
-	t.Cleanup(func() { _ = inst.Stop() })
 	return inst
+}
+
+// TryStart is Start for tests that check a service refuses to start: the
+// error is returned rather than failing the test. An instance that did start
+// is stopped when the test ends, so the caller must not stop it too (a
+// second Stop would wait for ever).
+func TryStart(t testing.TB, spec platform.Spec, env map[string]string) (*platform.Instance, error) {
+	t.Helper()
+	inst, err := platform.Start(context.Background(), spec, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = inst.Stop() })
+	return inst, nil
 }
 
 // With returns a copy of env with the given variables set on top.

@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/oidctest"
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
-	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/accounts/server"
 )
@@ -506,19 +504,15 @@ func TestCLISignInNotConfigured(t *testing.T) {
 
 func TestCLISignInPartlyConfiguredRefusesToStart(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
 		"OIDC_ISSUER":         "https://id.example",
 		"OIDC_JWKS_URL":       "https://id.example/jwks",
 		"OIDC_JWKS_FILE":      "/etc/jwks.json",
-	}
-	inst, err := platform.Start(context.Background(), server.Spec(), func(k string) string { return env[k] }, io.Discard)
+	})
+	_, err := platformtest.TryStart(t, server.Spec(), env)
 	if err == nil {
-		_ = inst.Stop()
 		t.Fatal("started")
 	}
 	for _, want := range []string{"OIDC_AUDIENCE is required", "OIDC_AUTH_URL is required", "exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE"} {

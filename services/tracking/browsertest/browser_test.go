@@ -24,9 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
@@ -297,38 +296,23 @@ type stack struct {
 }
 
 // startStack runs accounts and tracking in-process on a fresh database and
-// an embedded broker, as deploy/devstack does (that module cannot be
-// imported from here, so these few lines are repeated).
+// an embedded broker, as deploy/devstack does.
 func startStack(t *testing.T) stack {
 	t.Helper()
 	seed := bytes.Repeat([]byte{7}, ed25519.SeedSize)
 	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(seed),
 		"SESSION_PUBLIC_KEY":  base64.StdEncoding.EncodeToString(pub),
 		"CATALOG_CONSUMERS":   "tracking",
-		"LOG_LEVEL":           "warn",
 		// Tracking serves the processor webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorSecret,
-	}
-	var s stack
-	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
-		inst, err := platform.Start(t.Context(), spec, func(k string) string { return env[k] }, io.Discard)
-		if err != nil {
-			t.Fatalf("start %s: %v", spec.Name, err)
-		}
-		t.Cleanup(func() { _ = inst.Stop() })
-		if spec.Name == accounts.Name {
-			s.accounts = inst
-		} else {
-			s.tracking = inst
-		}
-	}
-	return s
+	})
+	// Accounts first, as the stack always started: this test gives it no
+	// TRACKING_URL, so it needs nothing from tracking.
+	acc := platformtest.Start(t, accounts.Spec(), env)
+	return stack{accounts: acc, tracking: platformtest.Start(t, tracking.Spec(), env)}
 }
 
 // adminClient is the part of the accounts admin API the test needs. It

@@ -16,9 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
-	"github.com/svc-dev/svc/libs/pg/pgtest"
-	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -43,33 +41,14 @@ type stack struct {
 // with TRACKING_URL pointing at nothing that answers.
 func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) *stack {
 	t.Helper()
-	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
-		"DATABASE_URL":        pgtest.NewDatabase(t),
-		"KAFKA_BROKERS":       strings.Join(kafkatest.StartBroker(t), ","),
+	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, ed25519.SeedSize)),
-		"LOG_LEVEL":           "error",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	})
 	s := &stack{t: t, noTracking: !withTracking}
-	start := func(spec platform.Spec, extra map[string]string) *platform.Instance {
-		inst, err := platform.Start(ctx, spec, func(k string) string {
-			if v, ok := extra[k]; ok {
-				return v
-			}
-			return env[k]
-		}, io.Discard)
-		if err != nil {
-			t.Fatalf("start %s: %v", spec.Name, err)
-		}
-		t.Cleanup(func() { _ = inst.Stop() })
-		return inst
-	}
 	acc := map[string]string{}
 	if withTracking {
-		trk := start(tracking.Spec(), nil)
+		trk := platformtest.Start(t, tracking.Spec(), env)
 		s.tracking, s.trkPool = "http://"+trk.Addr(), trk.Platform().Pool
 		acc["CATALOG_CONSUMERS"] = "tracking"
 		acc["TRACKING_URL"] = s.tracking
@@ -77,10 +56,7 @@ func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) 
 		// A port nothing listens on: every call to tracking fails.
 		acc["TRACKING_URL"] = "http://127.0.0.1:1"
 	}
-	for k, v := range accountsEnv {
-		acc[k] = v
-	}
-	a := start(accounts.Spec(), acc)
+	a := platformtest.Start(t, accounts.Spec(), platformtest.With(platformtest.With(env, acc), accountsEnv))
 	s.accounts, s.accPool = "http://"+a.Addr(), a.Platform().Pool
 	return s
 }
