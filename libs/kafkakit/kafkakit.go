@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -136,13 +137,19 @@ type TopicSpec struct {
 	Partitions int
 	// ReplicationFactor; 0 means the broker's default.
 	ReplicationFactor int
-	// Configs are topic-level settings such as "retention.ms".
+	// Configs are topic-level settings such as "retention.ms". They are the
+	// desired state: a topic that already exists gets those that differ
+	// (settings not named here are left alone).
 	Configs map[string]string
 }
 
 // EnsureTopics creates the topics that do not exist yet and waits until
 // every requested topic has a leader for each partition. A topic that
-// already exists is left as it is (its partition count is not changed).
+// already exists keeps its partition count (changing it would move keys),
+// but is given the spec's Configs where its own differ: a setting added to a
+// spec later, such as a longer retention, must reach clusters where the topic
+// was created before. That step needs the DescribeConfigs and AlterConfigs
+// permissions on such topics.
 //
 // Call it before starting consumers: a topic created after a consumer group
 // joined can get an empty assignment that never recovers.
@@ -156,6 +163,7 @@ func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) err
 
 	req := &kafka.CreateTopicsRequest{}
 	names := make([]string, 0, len(topics))
+	byName := make(map[string]TopicSpec, len(topics))
 	for _, t := range topics {
 		if t.Name == "" {
 			return errors.New("ensure topics: empty topic name")
@@ -172,17 +180,105 @@ func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) err
 		}
 		req.Topics = append(req.Topics, tc)
 		names = append(names, t.Name)
+		byName[t.Name] = t
 	}
 	resp, err := client.CreateTopics(ctx, req)
 	if err != nil {
 		return fmt.Errorf("create topics %v: %w", names, err)
 	}
+	var existing []TopicSpec
 	for name, terr := range resp.Errors {
-		if terr != nil && !errors.Is(terr, kafka.TopicAlreadyExists) {
+		switch {
+		case errors.Is(terr, kafka.TopicAlreadyExists):
+			if len(byName[name].Configs) > 0 {
+				existing = append(existing, byName[name])
+			}
+		case terr != nil:
 			return fmt.Errorf("create topic %s: %w", name, terr)
 		}
 	}
-	return waitForLeaders(ctx, client, names)
+	if err := waitForLeaders(ctx, client, names); err != nil {
+		return err
+	}
+	for _, t := range existing {
+		if err := alignConfigs(ctx, client, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// alignConfigs sets the configs of an existing topic that differ from t's.
+// Reading first keeps the common case (nothing to change) free of writes and
+// of the AlterConfigs permission.
+func alignConfigs(ctx context.Context, client *kafka.Client, t TopicSpec) error {
+	names := make([]string, 0, len(t.Configs))
+	for k := range t.Configs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	have, err := describeTopicConfigs(ctx, client, t.Name, names)
+	if err != nil {
+		return err
+	}
+	var set []kafka.IncrementalAlterConfigsRequestConfig
+	for _, k := range names {
+		if v, ok := have[k]; !ok || v != t.Configs[k] {
+			set = append(set, kafka.IncrementalAlterConfigsRequestConfig{Name: k, Value: t.Configs[k], ConfigOperation: kafka.ConfigOperationSet})
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	resp, err := client.IncrementalAlterConfigs(ctx, &kafka.IncrementalAlterConfigsRequest{
+		Resources: []kafka.IncrementalAlterConfigsRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: t.Name, Configs: set}},
+	})
+	if err == nil {
+		for _, r := range resp.Resources {
+			if r.Error != nil {
+				err = r.Error
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("set configs %v of existing topic %s: %w", configNames(set), t.Name, err)
+	}
+	return nil
+}
+
+func configNames(cs []kafka.IncrementalAlterConfigsRequestConfig) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// DescribeTopicConfigs returns the current value of each named config of
+// topic (every config when names is empty), defaults included.
+func DescribeTopicConfigs(ctx context.Context, brokers []string, topic string, names ...string) (map[string]string, error) {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	return describeTopicConfigs(ctx, &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}, topic, names)
+}
+
+func describeTopicConfigs(ctx context.Context, client *kafka.Client, topic string, names []string) (map[string]string, error) {
+	resp, err := client.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{
+		Resources: []kafka.DescribeConfigRequestResource{{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: names}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe configs of topic %s: %w", topic, err)
+	}
+	out := map[string]string{}
+	for _, r := range resp.Resources {
+		if r.Error != nil {
+			return nil, fmt.Errorf("describe configs of topic %s: %w", topic, r.Error)
+		}
+		for _, e := range r.ConfigEntries {
+			out[e.ConfigName] = e.ConfigValue
+		}
+	}
+	return out, nil
 }
 
 // waitForLeaders polls metadata until each topic has partitions and every

@@ -253,3 +253,48 @@ func TestEnsureTopicsRejectsEmptyName(t *testing.T) {
 		t.Fatal("empty topic name accepted")
 	}
 }
+
+func TestEnsureTopicsAppliesConfigs(t *testing.T) {
+	t.Parallel()
+	brokers := kafkatest.StartBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	keep := map[string]string{"retention.ms": "-1"}
+
+	t.Run("a new topic is created with its configs", func(t *testing.T) {
+		const topic = "test.kept.v1"
+		if err := kafkakit.EnsureTopics(ctx, brokers, []kafkakit.TopicSpec{{Name: topic, Partitions: 2, Configs: keep}}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := kafkakit.DescribeTopicConfigs(ctx, brokers, topic, "retention.ms")
+		if err != nil || got["retention.ms"] != "-1" {
+			t.Fatalf("retention.ms = %q, %v; want -1", got["retention.ms"], err)
+		}
+	})
+
+	t.Run("an existing topic gets the configs that differ and keeps the rest", func(t *testing.T) {
+		const topic = "test.existing.v1"
+		if err := kafkakit.EnsureTopics(ctx, brokers, []kafkakit.TopicSpec{{Name: topic, Partitions: 3, Configs: map[string]string{"retention.bytes": "1048576"}}}); err != nil {
+			t.Fatal(err)
+		}
+		before, err := kafkakit.DescribeTopicConfigs(ctx, brokers, topic, "retention.ms")
+		if err != nil || before["retention.ms"] == "-1" {
+			t.Fatalf("retention.ms before = %q, %v; want the broker default", before["retention.ms"], err)
+		}
+		for i := range 2 { // the second call finds nothing to change
+			if err := kafkakit.EnsureTopics(ctx, brokers, []kafkakit.TopicSpec{{Name: topic, Partitions: 6, Configs: keep}}); err != nil {
+				t.Fatalf("EnsureTopics call %d: %v", i+1, err)
+			}
+		}
+		got, err := kafkakit.DescribeTopicConfigs(ctx, brokers, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["retention.ms"] != "-1" || got["retention.bytes"] != "1048576" {
+			t.Fatalf("retention.ms = %q, retention.bytes = %q; want -1 and the earlier 1048576", got["retention.ms"], got["retention.bytes"])
+		}
+		if parts, err := partitions(ctx, brokers, topic); err != nil || parts != 3 {
+			t.Fatalf("partitions = %d, %v; want 3 (never changed)", parts, err)
+		}
+	})
+}
