@@ -56,7 +56,7 @@ require (
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
-	github.com/svc-dev/svc/libs/kafkakit v0.0.0
+	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/obs v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
