@@ -76,12 +76,18 @@ type Config struct {
 	TrustedProxies string
 	ShutdownGrace  time.Duration
 	TopicPartition int
+	InboxRetention time.Duration
 }
 
+// minInboxRetention guards INBOX_RETENTION against values that would sweep
+// the record of an event while ordinary redeliveries of it (rebalances,
+// restarts, a consumer retrying through a database outage) can still arrive.
+const minInboxRetention = time.Hour
+
 // LoadConfig reads the common variables; service-specific ones are read by
-// the service's Wire through p.Env.
+// the service's Wire through p.Env. Invalid values are reported by env.Err.
 func LoadConfig(service string, env *obs.Env) Config {
-	return Config{
+	cfg := Config{
 		HTTPAddr:       env.String("HTTP_ADDR", ":8080"),
 		DatabaseURL:    env.String("DATABASE_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable"),
 		Schema:         env.String("DB_SCHEMA", service),
@@ -91,7 +97,27 @@ func LoadConfig(service string, env *obs.Env) Config {
 		TrustedProxies: env.String("TRUSTED_PROXIES", "127.0.0.1/32,::1/128"),
 		ShutdownGrace:  env.Duration("SHUTDOWN_GRACE", 10*time.Second),
 		TopicPartition: env.Int("KAFKA_TOPIC_PARTITIONS", 4),
+		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
 	}
+	if cfg.InboxRetention < minInboxRetention {
+		env.Fail(fmt.Errorf("INBOX_RETENTION: %s is shorter than %s", cfg.InboxRetention, minInboxRetention))
+	}
+	return cfg
+}
+
+// topicConfigs are the topic-level settings a topic is created with (and
+// brought to, if it exists), keyed by topic name; nil means broker defaults.
+func topicConfigs(topic string) map[string]string {
+	switch topic {
+	case eventsv1.TopicCatalog:
+		// Nothing replays the catalog: a replica that starts later (a new
+		// service, or a group whose offsets expired) builds its copy from
+		// this topic alone, so nothing may age out of it. Not compaction:
+		// the key is the program id, not the entity, so compacting would
+		// drop every upsert of a program but its last.
+		return map[string]string{"retention.ms": "-1"}
+	}
+	return nil
 }
 
 // Platform is an opened service process.
@@ -267,7 +293,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	topics := make([]kafkakit.TopicSpec, 0, len(spec.Topics)*2)
 	for _, t := range spec.Topics {
 		topics = append(topics,
-			kafkakit.TopicSpec{Name: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1},
+			kafkakit.TopicSpec{Name: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1, Configs: topicConfigs(t)},
 			kafkakit.TopicSpec{Name: t + ".dlq", Partitions: 1, ReplicationFactor: 1})
 	}
 	if err := kafkakit.EnsureTopics(ctx, cfg.KafkaBrokers, topics); err != nil {
@@ -284,6 +310,13 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 		return fmt.Errorf("outbox relay: %w", err)
 	}
 	p.runners = append(p.runners, relay.Run)
+	sweeper, err := inbox.NewSweeper(p.Pool, inbox.SweeperConfig{
+		Schema: cfg.Schema, Retention: cfg.InboxRetention, Logger: p.Logger, Registerer: p.Registry,
+	})
+	if err != nil {
+		return fmt.Errorf("inbox sweeper: %w", err)
+	}
+	p.runners = append(p.runners, sweeper.Run)
 	p.health = obs.NewHealth(
 		obs.Check{Name: "postgres", Fn: func(ctx context.Context) error { return p.Pool.Ping(ctx) }},
 		obs.Check{Name: "kafka", Fn: func(ctx context.Context) error { return kafkakit.Ping(ctx, cfg.KafkaBrokers) }},
