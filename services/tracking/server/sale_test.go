@@ -389,8 +389,10 @@ func TestSaleTestModeAndLimit(t *testing.T) {
 			t.Fatalf("test sale moved the customer: %+v", c)
 		}
 	})
-	t.Run("test key: a test sale", func(t *testing.T) {
-		wantTest(s.sale(saleBody(cid, nil), bearer(f.keyTest)...))
+	t.Run("test key: a test sale, with a generated id when none is sent", func(t *testing.T) {
+		if txn := wantTest(s.sale(saleBody(cid, map[string]any{"transaction_id": nil}), bearer(f.keyTest)...)); !strings.HasPrefix(txn, "test_txn_") {
+			t.Fatalf("transaction id %q", txn)
+		}
 		if c := s.customer(cid); c.status != "click" {
 			t.Fatalf("status %s", c.status)
 		}
