@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
@@ -77,7 +78,7 @@ func decodeSale(now func() time.Time) func(context.Context, *http.Request) (any,
 			txn = "test_txn_" + strconv.FormatInt(at.UnixNano(), 10)
 		case !ok:
 			return nil, invalid(msgTransactionID)
-		case len(txn) > maxTextLength:
+		case utf8.RuneCountInString(txn) > maxTextLength:
 			return nil, invalid(msgTransactionIDLong)
 		}
 		in.TransactionID = txn
@@ -103,7 +104,7 @@ func decodeSale(now func() time.Time) func(context.Context, *http.Request) (any,
 		}
 		if obj.Has("provider_payment_id") {
 			p, _, err := obj.String("provider_payment_id")
-			if err != nil || p == "" || len([]rune(p)) > maxTextLength {
+			if err != nil || p == "" || utf8.RuneCountInString(p) > maxTextLength {
 				return nil, invalid(msgProviderPaymentID)
 			}
 			in.ProviderPaymentID = p
