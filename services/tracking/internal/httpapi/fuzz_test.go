@@ -130,12 +130,11 @@ func (m *memStore) Pay(_ context.Context, req ingest.PaymentRequest, decide func
 	if ok {
 		res.Found, res.ClickID, res.CustomerStatus = true, c.ClickID, c.Status
 		d, err := decide(c)
-		switch {
-		case err != nil && req.Event != nil && ingest.IsBusiness(err):
-			res.Refused = err
-		case err != nil:
+		if err != nil {
 			return ingest.PaymentResult{}, err
-		default:
+		}
+		res.Refused = d.Refused
+		if d.Refused == nil {
 			m.apply(&c, d, req.At, &res)
 		}
 	}

@@ -252,8 +252,7 @@ type Store interface {
 	// in one transaction with their events. A transaction id that already
 	// names a sale fails with a duplicate *Error before anything else. With
 	// req.Event the processor event is stored in the same transaction,
-	// whatever the outcome, and a decide refusal is reported in the result
-	// rather than rolled back.
+	// whatever the outcome; a decision that is Refused writes only that.
 	Pay(ctx context.Context, req PaymentRequest, decide func(Customer) (PaymentDecision, error)) (PaymentResult, error)
 	RecordTestSale(ctx context.Context, rec TestSaleRecord) (int64, error)
 	// RecordProcessorEvent stores an event this service does not act on;

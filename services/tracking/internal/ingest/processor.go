@@ -134,7 +134,11 @@ func (s *service) ProcessorPayment(ctx context.Context, in PaymentInput) (Paymen
 	ev.Outcome = OutcomeNothingToDo
 	res, err := s.store.Pay(ctx, PaymentRequest{Ref: ref, TransactionID: txn, Event: &ev, At: s.now().UTC()},
 		func(c Customer) (PaymentDecision, error) {
-			return attribute(c, programID, sale, true)
+			d, err := attribute(c, programID, sale, true)
+			if err != nil && isBusiness(err) {
+				return PaymentDecision{Refused: err}, nil
+			}
+			return d, err
 		})
 	var be *Error
 	switch {

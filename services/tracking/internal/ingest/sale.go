@@ -91,6 +91,9 @@ type PaymentDecision struct {
 	Sale *SaleWrite
 	// Convert moves the customer to conversion, first purchase at the sale.
 	Convert bool
+	// Refused writes nothing but the processor event: the payment could
+	// not be attributed (a processor delivery is acknowledged, not failed).
+	Refused error
 }
 
 // PaymentRequest is one payment to resolve and record.
@@ -110,8 +113,8 @@ type PaymentResult struct {
 	CustomerStatus string
 	ClickID        string
 	LeadSettled    bool
-	// Refused is decide's business refusal when req.Event was set (the
-	// event is stored with it as its outcome).
+	// Refused is the decision's refusal (the processor event is stored
+	// with it as its outcome).
 	Refused error
 }
 
@@ -227,8 +230,8 @@ func attribute(c Customer, programID int64, sale *SaleWrite, settle bool) (Payme
 	return d, nil
 }
 
-// IsBusiness reports whether err is a refusal with a client-facing message.
-func IsBusiness(err error) bool {
+// isBusiness reports whether err is a refusal with a client-facing message.
+func isBusiness(err error) bool {
 	var be *Error
 	return errors.As(err, &be)
 }

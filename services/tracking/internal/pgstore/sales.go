@@ -115,12 +115,11 @@ func (s *Store) Pay(ctx context.Context, req ingest.PaymentRequest, decide func(
 		if ok {
 			res.ClickID, res.CustomerStatus = c.ClickID, c.Status
 			d, err := decide(c)
-			switch {
-			case err != nil && req.Event != nil && ingest.IsBusiness(err):
-				res.Refused = err
-			case err != nil:
+			if err != nil {
 				return err
-			default:
+			}
+			res.Refused = d.Refused
+			if d.Refused == nil {
 				if err := s.applyPayment(ctx, tx, c, d, req, &res); err != nil {
 					return err
 				}
