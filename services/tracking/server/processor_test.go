@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -214,6 +215,24 @@ func TestProcessorEvents(t *testing.T) {
 		if n := s.count(`SELECT count(*) FROM processor_events WHERE type = 'charge.refunded' AND outcome = 'stored' AND payload->'data'->'object'->>'id' = 'ch_1'`); n != 1 {
 			t.Fatal("refund event not kept for replay")
 		}
+	})
+
+	t.Run("a failure answers 500 and stores nothing, so the processor's retry does the work", func(t *testing.T) {
+		ctx := context.Background()
+		cid := s.click(f.codeA, nil)
+		delivery := processorEvent("checkout.session.completed", account, checkout(map[string]any{"svc_click_id": cid}, nil))
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE sales RENAME TO sales_away`); err != nil {
+			t.Fatal(err)
+		}
+		r := s.deliver(delivery)
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE sales_away RENAME TO sales`); err != nil {
+			t.Fatal(err)
+		}
+		wantPlatformError(t, r, 500, "InternalServerError", "Processor event handling failed")
+		if n := s.count(`SELECT count(*) FROM processor_events WHERE event_id = $1`, delivery["id"]); n != 0 {
+			t.Fatal("a failed delivery was stored")
+		}
+		wantOutcome(t, s.deliver(delivery), "sale_recorded")
 	})
 
 	t.Run("signature: missing, wrong, stale and malformed events are refused and write nothing", func(t *testing.T) {

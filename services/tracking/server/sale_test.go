@@ -352,6 +352,24 @@ func TestSaleErrors(t *testing.T) {
 		}
 	})
 
+	t.Run("500 Sale tracking failed: nothing written, the retry records it", func(t *testing.T) {
+		ctx := context.Background()
+		fresh := s.click(f.codeA, nil)
+		body := saleBody(fresh, nil)
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE sales RENAME TO sales_away`); err != nil {
+			t.Fatal(err)
+		}
+		r := s.sale(body, key...)
+		if _, err := s.pool.Exec(ctx, `ALTER TABLE sales_away RENAME TO sales`); err != nil {
+			t.Fatal(err)
+		}
+		wantSaleError(t, r, 500, "InternalServerError", "internal_error", "Sale tracking failed")
+		if c := s.customer(fresh); c.status != "click" || c.saleAt != nil {
+			t.Fatalf("a failed sale moved the customer: %+v", c)
+		}
+		wantSaleOK(t, s.sale(body, key...), "conversion")
+	})
+
 	t.Run("rotating key: recorded, with the warnings", func(t *testing.T) {
 		r := s.sale(saleBody(s.click(f.codeA, nil), nil), bearer(f.keyRotating)...)
 		wantSaleOK(t, r, "conversion")
