@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,15 +36,6 @@ const (
 var saleProviders = []string{"processor", "paddle", "lemonsqueezy", "paypal", "chargebee", "recurly", "braintree", "manual", "other"}
 
 func msgProvider() string { return "provider must be one of: " + strings.Join(saleProviders, ", ") }
-
-func validProvider(p string) bool {
-	for _, v := range saleProviders {
-		if p == v {
-			return true
-		}
-	}
-	return false
-}
 
 func unsupportedCurrency(code string) error {
 	return &ingest.Error{Kind: ingest.ErrUnsupported, Message: fmt.Sprintf(msgCurrencyFmt, code)}
@@ -97,7 +89,7 @@ func decodeSale(now func() time.Time) func(context.Context, *http.Request) (any,
 		}
 		if obj.Has("provider") {
 			p, _, err := obj.String("provider")
-			if err != nil || !validProvider(p) {
+			if err != nil || !slices.Contains(saleProviders, p) {
 				return nil, invalid(msgProvider())
 			}
 			in.Provider = p
