@@ -90,6 +90,51 @@ func Generate(test bool) (plain string, hash []byte, prefix string, err error) {
 	return plain, Hash(plain), plain[:PrefixLen], nil
 }
 
+// ErrMalformed is returned (wrapped) by Parse for a value that does not have
+// the shape of a generated key. Its text never includes the value.
+var ErrMalformed = errors.New("malformed api key")
+
+// Parse checks that plain has the shape Generate gives a key: LivePrefix or
+// TestPrefix, then bodyLen base62 characters (0-9, a-z, A-Z). It reports
+// whether it is a test key. It checks shape only, not that the key exists,
+// and does not hold 43-digit bodies to Generate's 256-bit range, so keys
+// made by hand or by another system in the same format are accepted.
+func Parse(plain string) (test bool, err error) {
+	var body string
+	switch {
+	case strings.HasPrefix(plain, LivePrefix):
+		body = plain[len(LivePrefix):]
+	case strings.HasPrefix(plain, TestPrefix):
+		body, test = plain[len(TestPrefix):], true
+	default:
+		return false, fmt.Errorf("%w: it must start with %s or %s", ErrMalformed, LivePrefix, TestPrefix)
+	}
+	if len(body) != bodyLen {
+		return false, fmt.Errorf("%w: it must have %d characters after the prefix, not %d", ErrMalformed, bodyLen, len(body))
+	}
+	for i := 0; i < len(body); i++ {
+		if !isBase62(body[i]) {
+			return false, fmt.Errorf("%w: only letters and digits may follow the prefix", ErrMalformed)
+		}
+	}
+	return test, nil
+}
+
+func isBase62(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// Import checks an existing key with Parse and returns what a store keeps
+// for it, exactly as Generate does for a new one: the hash, the display
+// prefix and whether it is a test key. It is for keys issued elsewhere
+// (another system, fixed demo keys).
+func Import(plain string) (hash []byte, prefix string, test bool, err error) {
+	if test, err = Parse(plain); err != nil {
+		return nil, "", false, err
+	}
+	return Hash(plain), plain[:PrefixLen], test, nil
+}
+
 // Hash returns the SHA-256 of a plain key. A fast hash is right here: keys
 // carry 256 random bits, so there is nothing for a slow KDF to protect
 // against brute force, and every authenticated request pays for it.

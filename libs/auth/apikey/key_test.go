@@ -3,7 +3,9 @@ package apikey_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +111,78 @@ func TestWithKey_RoundTrip(t *testing.T) {
 	ctx := apikey.WithKey(context.Background(), apikey.Key{ID: 3, ProgramID: 9})
 	if k, ok := apikey.KeyFrom(ctx); !ok || k.ID != 3 || k.ProgramID != 9 {
 		t.Fatalf("KeyFrom = %+v, %v", k, ok)
+	}
+}
+
+func TestParse_AcceptsGeneratedKeys(t *testing.T) {
+	t.Parallel()
+	for _, test := range []bool{false, true} {
+		for range 200 {
+			plain, hash, prefix, err := apikey.Generate(test)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := apikey.Parse(plain)
+			if err != nil || got != test {
+				t.Fatalf("Parse(generated %v key) = %v, %v", test, got, err)
+			}
+			ih, ip, it, err := apikey.Import(plain)
+			if err != nil || !bytes.Equal(ih, hash) || ip != prefix || it != test {
+				t.Fatalf("Import disagrees with Generate: %x %q %v %v", ih, ip, it, err)
+			}
+		}
+	}
+}
+
+func TestParse_Format(t *testing.T) {
+	t.Parallel()
+	body := strings.Repeat("aZ9", 14) + "x" // 43 base62 characters
+	tests := []struct {
+		name     string
+		plain    string
+		wantTest bool
+		wantErr  bool
+	}{
+		{"live key", "svc_live_" + body, false, false},
+		{"test key", "svc_test_" + body, true, false},
+		{"all zeros body", "svc_live_" + strings.Repeat("0", 43), false, false},
+		{"body above 2^256 still has the format", "svc_live_" + strings.Repeat("Z", 43), false, false},
+		{"empty", "", false, true},
+		{"prefix only", "svc_live_", false, true},
+		{"unknown kind", "svc_prod_" + body, false, true},
+		{"upper-case prefix", "SVC_LIVE_" + body, false, true},
+		{"other vendor prefix", "sk_live_" + body, false, true},
+		{"body one short", "svc_live_" + body[:42], false, true},
+		{"body one long", "svc_test_" + body + "a", false, true},
+		{"dash in body", "svc_live_" + body[:42] + "-", false, true},
+		{"underscore in body", "svc_live__" + body[1:], false, true},
+		{"space in body", "svc_live_" + body[:42] + " ", false, true},
+		{"leading space", " svc_live_" + body, false, true},
+		{"non-ASCII letter in body", "svc_live_" + body[:41] + "é", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			test, err := apikey.Parse(tt.plain)
+			if tt.wantErr {
+				if !errors.Is(err, apikey.ErrMalformed) {
+					t.Fatalf("Parse(%q) = %v, %v; want ErrMalformed", tt.plain, test, err)
+				}
+				if tt.plain != "" && strings.Contains(err.Error(), tt.plain) {
+					t.Fatalf("error %q repeats the key", err)
+				}
+				if _, _, _, ierr := apikey.Import(tt.plain); !errors.Is(ierr, apikey.ErrMalformed) {
+					t.Fatalf("Import(%q) = %v; want ErrMalformed", tt.plain, ierr)
+				}
+				return
+			}
+			if err != nil || test != tt.wantTest {
+				t.Fatalf("Parse(%q) = %v, %v; want %v", tt.plain, test, err, tt.wantTest)
+			}
+			hash, prefix, itest, err := apikey.Import(tt.plain)
+			if err != nil || !bytes.Equal(hash, apikey.Hash(tt.plain)) || prefix != tt.plain[:apikey.PrefixLen] || itest != tt.wantTest {
+				t.Fatalf("Import(%q) = %x %q %v %v", tt.plain, hash, prefix, itest, err)
+			}
+		})
 	}
 }
