@@ -30,7 +30,7 @@ const (
 )
 
 // DecodeError is a request body the decoder refused as a whole (wrong media
-// type 415, too large 413, malformed 400) or, from Decode, one field of the
+// type 400, too large 413, malformed 400) or, from Decode, one field of the
 // wrong type (400, Field set). Message is client-safe.
 type DecodeError struct {
 	Status  int
@@ -78,7 +78,7 @@ func readJSONBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct != "" && !isJSONMediaType(ct) {
-		return nil, &DecodeError{Status: http.StatusUnsupportedMediaType, Message: MsgUnsupportedMediaType}
+		return nil, &DecodeError{Status: http.StatusBadRequest, Message: MsgUnsupportedMediaType}
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
@@ -96,7 +96,7 @@ func readJSONBody(r *http.Request, limit int64) ([]byte, error) {
 	}
 	body = trimJSONSpace(body)
 	if ct == "" && len(body) > 0 {
-		return nil, &DecodeError{Status: http.StatusUnsupportedMediaType, Message: MsgUnsupportedMediaType}
+		return nil, &DecodeError{Status: http.StatusBadRequest, Message: MsgUnsupportedMediaType}
 	}
 	return body, nil
 }
@@ -143,8 +143,8 @@ func checkSingleObject(body []byte) error {
 	return nil
 }
 
-// DecodeObject reads a JSON object body: Content-Type application/json (415
-// otherwise; an empty body may omit it), at most limit bytes (413 beyond;
+// DecodeObject reads a JSON object body: Content-Type application/json (400
+// otherwise, since the contract's envelope has no 415; an empty body may omit it), at most limit bytes (413 beyond;
 // limit <= 0 means DefaultBodyLimit), one well-formed object and nothing
 // after it (400). An empty body is an empty Object. Errors are *DecodeError.
 // Fields are then read with the typed accessors, which report absence and

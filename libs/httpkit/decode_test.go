@@ -74,7 +74,7 @@ func TestDecodeObjectContentType(t *testing.T) {
 				}
 				return
 			}
-			wantDecodeError(t, err, http.StatusUnsupportedMediaType, httpkit.MsgUnsupportedMediaType)
+			wantDecodeError(t, err, http.StatusBadRequest, httpkit.MsgUnsupportedMediaType)
 		})
 	}
 }
@@ -421,7 +421,7 @@ func TestDecodeIntoStruct(t *testing.T) {
 func TestDecodeChecksMediaTypeAndSize(t *testing.T) {
 	var dst saleBody
 	err := httpkit.Decode(jsonRequest(`{}`, "text/plain"), &dst, 0)
-	wantDecodeError(t, err, http.StatusUnsupportedMediaType, httpkit.MsgUnsupportedMediaType)
+	wantDecodeError(t, err, http.StatusBadRequest, httpkit.MsgUnsupportedMediaType)
 	err = httpkit.Decode(jsonRequest(`{"transaction_id":"123456"}`, "application/json"), &dst, 10)
 	wantDecodeError(t, err, http.StatusRequestEntityTooLarge, "Request body must not exceed 10 bytes")
 }

@@ -19,7 +19,7 @@ import (
 const ContentTypeJSON = "application/json; charset=utf-8"
 
 // statusNames fixes error.name for the statuses the contract names, plus the
-// ones we answer ourselves (413, 415, 429, 503, 504) so clients get a stable
+// ones we answer ourselves (413, 429, 503, 504) so clients get a stable
 // name instead of one derived from Go's status text.
 var statusNames = map[int]string{
 	http.StatusBadRequest:            "BadRequestError",

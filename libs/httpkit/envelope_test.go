@@ -306,9 +306,9 @@ func TestEncodePlatformError(t *testing.T) {
 		},
 		{
 			name:   "decode error",
-			err:    &httpkit.DecodeError{Status: 415, Message: httpkit.MsgUnsupportedMediaType},
-			status: 415,
-			want:   `{"data":null,"error":{"status":415,"name":"UnsupportedMediaTypeError","message":"Content-Type must be application/json","details":{}}}`,
+			err:    &httpkit.DecodeError{Status: 400, Message: httpkit.MsgUnsupportedMediaType},
+			status: 400,
+			want:   `{"data":null,"error":{"status":400,"name":"BadRequestError","message":"Content-Type must be application/json","details":{}}}`,
 		},
 		{
 			name:   "field error",

@@ -79,8 +79,8 @@ func TestGoKitServerWiring(t *testing.T) {
 			`{"data":null,"error":{"status":404,"name":"NotFoundError","message":"Sale not found for transaction_id","details":{},"code":"not_found"}}`, ""},
 		{"decode error from the service", "application/json", `{}`, 400,
 			`{"data":null,"error":{"status":400,"name":"BadRequestError","message":"transaction_id is required","details":{},"code":"invalid_request"}}`, "level=DEBUG"},
-		{"decode error from the lib", "text/plain", `x`, 415,
-			`{"data":null,"error":{"status":415,"name":"UnsupportedMediaTypeError","message":"Content-Type must be application/json","details":{}}}`, "level=DEBUG"},
+		{"decode error from the lib", "text/plain", `x`, 400,
+			`{"data":null,"error":{"status":400,"name":"BadRequestError","message":"Content-Type must be application/json","details":{}}}`, "level=DEBUG"},
 		{"infrastructure error hidden", "application/json", `{"transaction_id":"broken"}`, 500,
 			`{"data":null,"error":{"status":500,"name":"InternalServerError","message":"Internal Server Error","details":{}}}`, "level=ERROR"},
 	}

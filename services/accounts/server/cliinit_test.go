@@ -155,10 +155,7 @@ func TestCLIInitValidation(t *testing.T) {
 		})
 	}
 	t.Run("wrong content type", func(t *testing.T) {
-		r := s.do("POST", "/api/v1/cli/init", tok, "text/plain", validInit)
-		if r.status != 415 {
-			t.Fatalf("%d %s", r.status, r.raw)
-		}
+		wantError(t, s.do("POST", "/api/v1/cli/init", tok, "text/plain", validInit), 400, "BadRequestError", "Content-Type must be application/json")
 	})
 	for _, table := range []string{"programs", "memberships", "api_keys"} {
 		if n := s.count(table); n != 0 {

@@ -228,7 +228,7 @@ func TestAdminValidationWritesNothing(t *testing.T) {
 		table                           string
 	}{
 		{"malformed json", "POST", "/admin/v1/partners", "application/json", `{"name":`, 400, "BadRequestError", "Request body is not valid JSON", "partners"},
-		{"wrong content type", "POST", "/admin/v1/partners", "text/plain", `{"name":"x","email":"x@y.example"}`, 415, "UnsupportedMediaTypeError", "", "partners"},
+		{"wrong content type", "POST", "/admin/v1/partners", "text/plain", `{"name":"x","email":"x@y.example"}`, 400, "BadRequestError", "Content-Type must be application/json", "partners"},
 		{"name wrong type", "POST", "/admin/v1/partners", "application/json", `{"name":5,"email":"x@y.example"}`, 400, "BadRequestError", "name must be a string", "partners"},
 		{"bad email", "POST", "/admin/v1/advertisers", "application/json", `{"name":"A","email":"nope"}`, 400, "BadRequestError", "email must be a valid email address", "advertisers"},
 		{"rate too high", "POST", "/admin/v1/programs", "application/json", `{"advertiser_id":` + itoa(ids.advertiser) + `,"name":"x","domain":"x.example","commission_type":"percent","commission_rate":101}`, 400, "BadRequestError", "commission_rate is a percentage for this type and cannot exceed 100", "programs"},

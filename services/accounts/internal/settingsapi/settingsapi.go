@@ -267,7 +267,7 @@ func input(obj httpkit.Object) (settings.Input, error) {
 }
 
 // encodeError writes the platform envelope: 400 validation, 403 no access,
-// 415/413 body problems, and a 500 whose internals stay in the logs.
+// 400/413 body problems, and a 500 whose internals stay in the logs.
 func encodeError(fail string) kithttp.ErrorEncoder {
 	return func(ctx context.Context, err error, w http.ResponseWriter) {
 		var (

@@ -102,7 +102,7 @@ func (s *referenceServer) handler() http.Handler {
 
 func (s *referenceServer) click(w http.ResponseWriter, r *http.Request) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"success": false, "error": "Content-Type must be application/json"})
+		writeJSON(w, http.StatusBadRequest, map[string]any{"success": false, "error": "Content-Type must be application/json"})
 		return
 	}
 	var req referenceRequest

@@ -44,7 +44,7 @@ func TestReferenceClickRecordsOneRowPerAcceptedClick(t *testing.T) {
 		{"unknown field", "application/json", `{"affiliate_url":"https://b.example/?via=x","surprise":1}`, 400, "Invalid JSON"},
 		{"malformed JSON", "application/json", `{"affiliate_url":`, 400, "Invalid JSON"},
 		{"non-numeric program id", "application/json", `{"affiliate_url":"https://b.example/?via=x","program_id":"abc"}`, 400, "Unknown program_id"},
-		{"wrong content type", "text/plain", `{"affiliate_url":"https://b.example/?via=x"}`, 415, "Content-Type"},
+		{"wrong content type", "text/plain", `{"affiliate_url":"https://b.example/?via=x"}`, 400, "Content-Type"},
 	}
 	accepted := 0
 	for _, tt := range tests {

@@ -244,10 +244,10 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("body problems: 415 and 400", func(t *testing.T) {
+	t.Run("body problems: 400 for the media type and for malformed JSON", func(t *testing.T) {
 		_, key := s.program(nil)
 		r := s.send(s.accounts, "POST", "/api/v1/cli/test-event", `{"event_type":"click"}`, "Authorization", "Bearer "+key, "Content-Type", "text/plain")
-		if r.status != http.StatusUnsupportedMediaType {
+		if r.status != http.StatusBadRequest || path(r.body, "error", "name") != "BadRequestError" || path(r.body, "error", "message") != "Content-Type must be application/json" {
 			t.Fatalf("text/plain: %d %s", r.status, r.raw)
 		}
 		r = s.testEvent(key, `{"event_type":`)
