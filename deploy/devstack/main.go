@@ -17,7 +17,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -138,7 +137,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 			env[k] = v
 		}
 	}
-	backends := map[string]*url.URL{}
+	services := map[string]http.Handler{}
 	// Tracking first: accounts forwards CLI test events to it (TRACKING_URL).
 	for _, spec := range []platform.Spec{tracking.Spec(), accounts.Spec()} {
 		logPath := filepath.Join(dataDir, "logs", spec.Name+".log")
@@ -152,7 +151,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 			return fmt.Errorf("start %s (log: %s): %w", spec.Name, logPath, err)
 		}
 		defer func() { _ = inst.Stop() }()
-		backends[spec.Name] = &url.URL{Scheme: "http", Host: inst.Addr()}
+		services[spec.Name] = inst.Handler()
 		if spec.Name == tracking.Name {
 			env["TRACKING_URL"] = "http://" + inst.Addr()
 		}
@@ -162,7 +161,15 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err != nil {
 		return fmt.Errorf("gateway: listen on %s (set GATEWAY_ADDR to use another address): %w", addr, err)
 	}
-	srv := &http.Server{Handler: gateway.New(backends), ReadHeaderTimeout: 5 * time.Second}
+	// The services' own servers are bypassed (the gateway calls their
+	// handlers), so the gateway's server has their timeouts.
+	srv := &http.Server{
+		Handler:           gateway.New(services),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      70 * time.Second, // the sync barrier may wait up to 60s
+		IdleTimeout:       120 * time.Second,
+	}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

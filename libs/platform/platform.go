@@ -193,13 +193,20 @@ func migrate(ctx context.Context, spec Spec, cfg Config, logger *slog.Logger) er
 
 // Instance is a started service.
 type Instance struct {
-	p    *Platform
-	done chan error
-	stop context.CancelFunc
+	p       *Platform
+	handler http.Handler
+	done    chan error
+	stop    context.CancelFunc
 }
 
 // Addr is the address the HTTP server listens on (useful with port 0).
 func (i *Instance) Addr() string { return i.p.listener.Addr().String() }
+
+// Handler is the service's whole HTTP handler, exactly what its listener
+// serves (client IP, request id, tracing, metrics and every route). A local
+// gateway that runs services in its own process hands requests to it
+// directly instead of proxying them over loopback.
+func (i *Instance) Handler() http.Handler { return i.handler }
 
 // Platform exposes the opened platform (pool, logger) to tests.
 func (i *Instance) Platform() *Platform { return i.p }
@@ -245,8 +252,8 @@ func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io
 	}
 	p.listener = ln
 	runCtx, cancel := context.WithCancel(ctx)
-	inst := &Instance{p: p, done: make(chan error, 1), stop: cancel}
 	handler := p.handler(routes)
+	inst := &Instance{p: p, handler: handler, done: make(chan error, 1), stop: cancel}
 	ok = true
 	go func() {
 		err := p.serve(runCtx, handler)

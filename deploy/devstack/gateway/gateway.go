@@ -5,8 +5,6 @@ package gateway
 
 import (
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 
 	"github.com/svc-dev/svc/libs/httpkit"
@@ -33,6 +31,8 @@ func Rules() []Rule {
 		{Prefix: "/api/v1/webhooks/processor", Service: "tracking", Public: true},
 		{Prefix: "/svc.js", Service: "tracking", Public: true},
 		{Prefix: "/api/v1/cli/", Service: "accounts", Public: true},
+		// The integrator's API reference (api/openapi.yaml as JSON).
+		{Prefix: "/api/openapi.json", Service: "accounts", Public: true},
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},
 		{Prefix: "/api/v1/programs/", Service: "accounts", Public: true},
 		{Prefix: "/api/tracking/", Service: "analytics", Public: true},
@@ -52,34 +52,26 @@ func Route(path string) (Rule, bool) {
 	return best, found
 }
 
-// New returns the gateway handler. backends maps a service name to its base
-// URL; services not running are answered 503.
-func New(backends map[string]*url.URL) http.Handler {
-	proxies := map[string]*httputil.ReverseProxy{}
-	for name, target := range backends {
-		proxies[name] = &httputil.ReverseProxy{
-			Rewrite: func(r *httputil.ProxyRequest) {
-				r.SetURL(target)
-				// The services trust loopback, so they take the client
-				// address from this header, as behind the real ingress.
-				r.SetXForwarded()
-			},
-			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				_ = httpkit.WritePlatformError(w, http.StatusBadGateway, "The "+name+" service did not answer")
-			},
-		}
-	}
+// New returns the gateway handler. services maps a service name to its
+// whole HTTP handler (platform.Instance.Handler), run in this process: the
+// gateway hands each request to its owner as it arrived, with the client's
+// own address and X-Forwarded-For chain, so the service resolves the client
+// exactly as it does behind the production ingress (the chain is believed
+// only when the peer is in TRUSTED_PROXIES, replaced by the peer otherwise),
+// and no second HTTP hop over loopback halves the click path. Services not
+// running are answered 503.
+func New(services map[string]http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rule, ok := Route(r.URL.Path)
 		if !ok {
 			_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.URL.Path)
 			return
 		}
-		p, ok := proxies[rule.Service]
+		h, ok := services[rule.Service]
 		if !ok {
 			_ = httpkit.WritePlatformError(w, http.StatusServiceUnavailable, "The "+rule.Service+" service is not part of this stack yet")
 			return
 		}
-		p.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 }
