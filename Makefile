@@ -14,15 +14,22 @@ export TEST_DATABASE_URL ?= postgres://postgres@localhost:5432/postgres?sslmode=
 
 .PHONY: help
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-12s\033[0m %s\n",$$1,$$2}'
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -v tty=$$([ -t 1 ] && echo 1 || echo 0) \
+	  'BEGIN{FS=":.*?## "} {n[NR]=$$1; d[NR]=$$2; if (length($$1)>w) w=length($$1)} \
+	   END{c=tty?"\033[36m":""; r=tty?"\033[0m":""; for(i=1;i<=NR;i++) printf "  %s%-*s%s  %s\n", c, w, n[i], r, d[i]}'
 
 .PHONY: run
+# The stack runs as a built binary, not under `go run`: go run exits 1 on
+# Ctrl-C whatever the program did, and make would report a clean stop as
+# an error. The binary's own exit status reaches make.
 run: ## Run the whole stack on this machine (gateway on 127.0.0.1:8080)
-	$(GO) run ./deploy/devstack run
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/devstack ./deploy/devstack
+	@exec $(BIN)/devstack run
 
 .PHONY: seed
 seed: ## Load the demo catalog into a running stack (deploy/seed/demo.json)
-	$(GO) run ./deploy/devstack seed
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/devstack ./deploy/devstack
+	@exec $(BIN)/devstack seed
 
 .PHONY: build
 build: ## Build every service binary into bin/
