@@ -143,27 +143,72 @@ func (e *Env) Values() map[string]string {
 }
 
 // LogConfig logs the effective configuration at info level, sorted by key,
-// with secrets masked: the values of keys containing TOKEN, SECRET, PASSWORD
-// or KEY are replaced (unset ones stay visibly empty), and passwords inside
-// URLs (DATABASE_URL) are masked.
+// with secrets masked by MaskConfigValue.
+//
+// The values go out as one JSON object rather than a group of attributes:
+// the logger's Redact masks any attribute whose key merely contains "token"
+// or "api_key", which would hide CLI_TOKEN_TTL and API_KEY_DOCS_URL again.
+// Every value here has been through MaskConfigValue, whose rule is made for
+// variable names, and Redact still checks the line's own attributes.
 func LogConfig(logger *slog.Logger, cfg map[string]string) {
-	attrs := make([]slog.Attr, 0, len(cfg))
-	for _, k := range slices.Sorted(maps.Keys(cfg)) {
-		attrs = append(attrs, slog.String(k, MaskConfigValue(k, cfg[k])))
+	masked := make(map[string]string, len(cfg))
+	for k, v := range cfg {
+		masked[k] = MaskConfigValue(k, v)
 	}
-	logger.LogAttrs(context.Background(), slog.LevelInfo, "config", slog.Any("config", slog.GroupValue(attrs...)))
+	// encoding/json writes map keys sorted.
+	logger.LogAttrs(context.Background(), slog.LevelInfo, "config", slog.Any("config", masked))
 }
 
-// MaskConfigValue returns value as safe to log for config key.
+// secretConfigSuffixes are the last name-parts of variables that hold a
+// secret (ADMIN_TOKEN, SESSION_SIGNING_KEY, PROCESSOR_WEBHOOK_SECRET). Only
+// the last part counts: CLI_TOKEN_TTL is a lifetime and API_KEY_DOCS_URL a
+// link, and their values help whoever reads the config line.
+var secretConfigSuffixes = [...]string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIALS"}
+
+// secretConfigNames hold secrets although their last name-part does not say
+// so: OTLP exporter headers usually carry the collector's Authorization or
+// API key header.
+var secretConfigNames = map[string]bool{
+	"OTEL_EXPORTER_OTLP_HEADERS":        true,
+	"OTEL_EXPORTER_OTLP_TRACES_HEADERS": true,
+}
+
+// isSecretConfigKey reports whether the environment variable key holds a
+// secret (case-insensitive, '-' read as '_'): its last name-part is one of
+// TOKEN, SECRET, PASSWORD, PASSWD, KEY or CREDENTIALS, or it is a known
+// secret name; a _PREVIOUS suffix (the value a rotation still accepts) is
+// judged by the name it rotates, so ADMIN_TOKEN_PREVIOUS is a secret.
+//
+// A *_PUBLIC_KEY is not a secret: SESSION_PUBLIC_KEY is the verifying half
+// of SESSION_SIGNING_KEY, given to tracking as a plain Helm value
+// (global.sessionPublicKey; "accounts keygen" says it is not secret), and
+// it lets nobody sign. Showing it lets an operator check which signing key
+// a service trusts after a rotation.
+//
+// Values that are not masked still go through RedactString, which masks the
+// password of a URL (DATABASE_URL) or of a keyword DSN.
+func isSecretConfigKey(key string) bool {
+	k := strings.ReplaceAll(strings.ToUpper(strings.TrimSpace(key)), "-", "_")
+	k = strings.TrimSuffix(k, "_PREVIOUS")
+	if secretConfigNames[k] {
+		return true
+	}
+	if strings.HasSuffix(k, "_PUBLIC_KEY") {
+		return false
+	}
+	last := k[strings.LastIndexByte(k, '_')+1:]
+	return slices.Contains(secretConfigSuffixes[:], last)
+}
+
+// MaskConfigValue returns value as safe to log for config key: Masked for a
+// secret (isSecretConfigKey), an unset secret staying visibly empty, and
+// otherwise the value with URL and DSN passwords masked (RedactString).
 func MaskConfigValue(key, value string) string {
 	if value == "" {
 		return ""
 	}
-	k := strings.ToUpper(key)
-	for _, s := range [...]string{"TOKEN", "SECRET", "PASSWORD", "KEY"} {
-		if strings.Contains(k, s) {
-			return Masked
-		}
+	if isSecretConfigKey(key) {
+		return Masked
 	}
 	return RedactString(value)
 }

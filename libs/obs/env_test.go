@@ -80,14 +80,17 @@ func TestLogConfig_MasksSecrets(t *testing.T) {
 	var buf bytes.Buffer
 	logger := obs.NewLogger(&buf, "info")
 	obs.LogConfig(logger, map[string]string{
-		"HTTP_ADDR":           ":8080",
-		"DATABASE_URL":        "postgres://app:s3cr3t@db:5432/svc?sslmode=disable",
-		"SESSION_SIGNING_KEY": "c2VlZHNlZWRzZWVk",
-		"SESSION_PUBLIC_KEY":  "cHVibGlj",
-		"WEBHOOK_SECRET":      "whsec_abc",
-		"ADMIN_PASSWORD":      "pw",
-		"API_TOKEN":           "tok",
-		"EMPTY_SECRET":        "",
+		"HTTP_ADDR":            ":8080",
+		"DATABASE_URL":         "postgres://app:s3cr3t@db:5432/svc?sslmode=disable",
+		"SESSION_SIGNING_KEY":  "c2VlZHNlZWRzZWVk",
+		"SESSION_PUBLIC_KEY":   "cHVibGlj",
+		"WEBHOOK_SECRET":       "whsec_abc",
+		"ADMIN_PASSWORD":       "pw",
+		"API_TOKEN":            "tok",
+		"ADMIN_TOKEN_PREVIOUS": "old-admin",
+		"EMPTY_SECRET":         "",
+		"CLI_TOKEN_TTL":        "720h0m0s",
+		"API_KEY_DOCS_URL":     "https://docs.svc.example/api-keys",
 	})
 	var line struct {
 		Msg    string            `json:"msg"`
@@ -97,26 +100,144 @@ func TestLogConfig_MasksSecrets(t *testing.T) {
 		t.Fatalf("%s: %v", buf.String(), err)
 	}
 	want := map[string]string{
-		"HTTP_ADDR":           ":8080",
-		"DATABASE_URL":        "postgres://app:***@db:5432/svc?sslmode=disable",
-		"SESSION_SIGNING_KEY": "***",
-		"SESSION_PUBLIC_KEY":  "***",
-		"WEBHOOK_SECRET":      "***",
-		"ADMIN_PASSWORD":      "***",
-		"API_TOKEN":           "***",
-		"EMPTY_SECRET":        "",
+		"HTTP_ADDR":            ":8080",
+		"DATABASE_URL":         "postgres://app:***@db:5432/svc?sslmode=disable",
+		"SESSION_SIGNING_KEY":  "***",
+		"SESSION_PUBLIC_KEY":   "cHVibGlj",
+		"WEBHOOK_SECRET":       "***",
+		"ADMIN_PASSWORD":       "***",
+		"API_TOKEN":            "***",
+		"ADMIN_TOKEN_PREVIOUS": "***",
+		"EMPTY_SECRET":         "",
+		// Through the logger's own Redact too, which masks attributes
+		// whose key contains "token" or "api_key".
+		"CLI_TOKEN_TTL":    "720h0m0s",
+		"API_KEY_DOCS_URL": "https://docs.svc.example/api-keys",
 	}
 	if line.Msg != "config" {
 		t.Errorf("msg = %q", line.Msg)
+	}
+	if len(line.Config) != len(want) {
+		t.Errorf("config has %d keys, want %d: %v", len(line.Config), len(want), line.Config)
 	}
 	for k, v := range want {
 		if line.Config[k] != v {
 			t.Errorf("%s = %q, want %q", k, line.Config[k], v)
 		}
 	}
-	for _, secret := range []string{"s3cr3t", "c2VlZHNlZWRzZWVk", "whsec_abc", "tok\""} {
+	for _, secret := range []string{"s3cr3t", "c2VlZHNlZWRzZWVk", "whsec_abc", "tok\"", "old-admin"} {
 		if strings.Contains(buf.String(), secret) {
 			t.Errorf("secret %q leaked: %s", secret, buf.String())
 		}
+	}
+	if i, j := strings.Index(buf.String(), `"ADMIN_PASSWORD"`), strings.Index(buf.String(), `"WEBHOOK_SECRET"`); i < 0 || j < i {
+		t.Errorf("keys not sorted: %s", buf.String())
+	}
+}
+
+// Every variable the services and libs read through Env (grep
+// 'Env.String("' and the other readers under services/ and libs/), plus
+// the documented ones read elsewhere, and whether its value is a secret.
+// A new variable belongs here.
+func TestMaskConfigValue_ProjectVariables(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		key    string
+		secret bool
+	}{
+		// libs/platform
+		{"HTTP_ADDR", false},
+		{"DATABASE_URL", false}, // its password is masked by RedactString, below
+		{"DB_MAX_CONNS", false},
+		{"DB_PLAN_CACHE_MODE", false},
+		{"DB_SCHEMA", false},
+		{"INBOX_RETENTION", false},
+		{"KAFKA_BROKERS", false},
+		{"KAFKA_TOPIC_PARTITIONS", false},
+		{"LOG_LEVEL", false},
+		{"OUTBOX_DELETE_SENT", false},
+		{"OUTBOX_POLL_INTERVAL", false},
+		{"SHUTDOWN_GRACE", false},
+		{"TRUSTED_PROXIES", false},
+		// services/accounts
+		{"ADMIN_TOKEN", true},
+		{"ADMIN_RATE_LIMIT", false},
+		{"SESSION_SIGNING_KEY", true},
+		{"SESSION_TTL", false},
+		{"CATALOG_CONSUMERS", false},
+		{"CLI_RATE_LIMIT", false},
+		{"CLI_LOGIN_REDIRECT_URL", false},
+		{"CLI_TOKEN_TTL", false},
+		{"SETTINGS_RATE_LIMIT", false},
+		{"OIDC_ISSUER", false},
+		{"OIDC_AUDIENCE", false},
+		{"OIDC_AUTH_URL", false},
+		{"OIDC_JWKS_URL", false},
+		{"OIDC_JWKS_FILE", false},
+		{"OIDC_SIGNING_ALGS", false},
+		{"CHAIN_LIMIT_PER_HOUR", false},
+		{"TRACKING_URL", false},
+		{"TRACKING_TIMEOUT", false},
+		{"TEST_EVENT_SYNC_TIMEOUT", false},
+		// services/tracking
+		{"SESSION_PUBLIC_KEY", false}, // the verifying half: see isSecretConfigKey
+		{"PROCESSOR_WEBHOOK_SECRET", true},
+		{"API_KEY_DOCS_URL", false},
+		{"GEOIP_DB", false},
+		{"CLICK_GROUP_MAX", false},
+		{"CLICK_WRITERS", false},
+		{"TRACK_CLICK_RATE_LIMIT", false},
+		{"TRACK_CONFIG_RATE_LIMIT", false},
+		{"TRACK_LEAD_RATE_LIMIT", false},
+		{"TRACK_SALE_RATE_LIMIT", false},
+		{"TRACK_VISIT_RATE_LIMIT", false},
+		// libs/obs tracing (read with getenv, not logged by LogConfig today)
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", false},
+		{"OTEL_EXPORTER_OTLP_HEADERS", true},
+		{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", true},
+		{"OTEL_SERVICE_NAME", false},
+		// rotation and spelling
+		{"ADMIN_TOKEN_PREVIOUS", true},
+		{"SESSION_SIGNING_KEY_PREVIOUS", true},
+		{"PROCESSOR_WEBHOOK_SECRET_PREVIOUS", true},
+		{"CLI_TOKEN_TTL_PREVIOUS", false},
+		{"admin-token", true},
+		{"Session_Public_Key", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			t.Parallel()
+			const v = "value-1"
+			want := v
+			if tt.secret {
+				want = obs.Masked
+			}
+			if got := obs.MaskConfigValue(tt.key, v); got != want {
+				t.Errorf("MaskConfigValue(%q, %q) = %q, want %q", tt.key, v, got, want)
+			}
+			if got := obs.MaskConfigValue(tt.key, ""); got != "" {
+				t.Errorf("MaskConfigValue(%q, \"\") = %q, want empty", tt.key, got)
+			}
+		})
+	}
+}
+
+func TestMaskConfigValue_RedactsPasswordsOfNonSecrets(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, key, value, want string
+	}{
+		{"DATABASE_URL password", "DATABASE_URL", "postgres://app:s3cr3t@db:5432/svc?sslmode=disable", "postgres://app:***@db:5432/svc?sslmode=disable"},
+		{"DATABASE_URL keyword DSN", "DATABASE_URL", "host=db user=app password=s3cr3t dbname=svc", "host=db user=app password=*** dbname=svc"},
+		{"DATABASE_URL without password", "DATABASE_URL", "postgres://app@db/svc", "postgres://app@db/svc"},
+		{"TRACKING_URL with credentials", "TRACKING_URL", "http://svc:s3cr3t@tracking:8080", "http://svc:***@tracking:8080"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := obs.MaskConfigValue(tt.key, tt.value); got != tt.want {
+				t.Errorf("MaskConfigValue(%q, %q) = %q, want %q", tt.key, tt.value, got, tt.want)
+			}
+		})
 	}
 }
