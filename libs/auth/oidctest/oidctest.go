@@ -47,7 +47,8 @@ const (
 // otherwise.
 const DefaultClientID = "svc-cli"
 
-// Paths served by Handler.
+// Paths served by Handler; the sign-in page's can be changed with
+// WithAuthPath.
 const (
 	PathDiscovery = "/.well-known/openid-configuration"
 	PathJWKS      = "/jwks"
@@ -65,6 +66,7 @@ type config struct {
 	now      func() time.Time
 	ttl      time.Duration
 	client   *http.Client
+	authPath string
 }
 
 // WithIssuer sets the issuer (iss) instead of the loopback server's URL. A
@@ -86,6 +88,12 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // WithTokenTTL sets the default lifetime of minted tokens (10 minutes).
 func WithTokenTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
+// WithAuthPath serves the sign-in page at path instead of PathAuthorize, as
+// providers whose authorization endpoint is not {issuer}/authorize do
+// (Google's /o/oauth2/v2/auth): AuthURL and the discovery document's
+// authorization_endpoint follow it.
+func WithAuthPath(path string) Option { return func(c *config) { c.authPath = path } }
+
 // WithHTTPClient sets the client the sign-in page uses to deliver tokens to
 // a SignIn's CallbackURL.
 func WithHTTPClient(c *http.Client) Option { return func(cfg *config) { cfg.client = c } }
@@ -106,7 +114,7 @@ type Provider struct {
 // issuer with WithIssuer, publish its keys with JWKS or WriteJWKSFile, and
 // serve Handler yourself if you need the HTTP endpoints.
 func New(opts ...Option) (*Provider, error) {
-	cfg := config{clientID: DefaultClientID, alg: RS256, now: time.Now, ttl: 10 * time.Minute}
+	cfg := config{clientID: DefaultClientID, alg: RS256, now: time.Now, ttl: 10 * time.Minute, authPath: PathAuthorize}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -114,6 +122,9 @@ func New(opts ...Option) (*Provider, error) {
 	}
 	if cfg.client == nil {
 		cfg.client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if !strings.HasPrefix(cfg.authPath, "/") || cfg.authPath == PathDiscovery || cfg.authPath == PathJWKS {
+		return nil, fmt.Errorf("oidctest: sign-in page path %q must start with / and differ from %s and %s", cfg.authPath, PathDiscovery, PathJWKS)
 	}
 	priv, err := generateKey(cfg.alg)
 	if err != nil {
@@ -219,10 +230,11 @@ func (p *Provider) JWKSURL() string {
 	return ""
 }
 
-// AuthURL is the sign-in page (OIDC_AUTH_URL).
+// AuthURL is the sign-in page (OIDC_AUTH_URL), at PathAuthorize unless
+// WithAuthPath says otherwise.
 func (p *Provider) AuthURL() string {
 	if u := p.URL(); u != "" {
-		return u + PathAuthorize
+		return u + p.cfg.authPath
 	}
 	return ""
 }
@@ -435,7 +447,7 @@ func (p *Provider) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathDiscovery, p.serveDiscovery)
 	mux.HandleFunc("GET "+PathJWKS, p.serveJWKS)
-	mux.HandleFunc("GET "+PathAuthorize, p.serveAuthorize)
+	mux.HandleFunc("GET "+p.cfg.authPath, p.serveAuthorize)
 	return mux
 }
 

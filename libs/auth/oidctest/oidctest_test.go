@@ -151,6 +151,51 @@ func TestDiscoveryDocumentWorksWithNewProvider(t *testing.T) {
 	}
 }
 
+// A provider whose sign-in page is not at {issuer}/authorize publishes it
+// in the discovery document, and serves it only there.
+func TestWithAuthPathMovesTheSignInPage(t *testing.T) {
+	const path = "/o/oauth2/v2/auth"
+	p := oidctest.Start(t, oidctest.WithAuthPath(path))
+	p.SetSignIn(&oidctest.SignIn{Email: "a@b.example", EmailVerified: true})
+	if p.AuthURL() != p.URL()+path {
+		t.Fatalf("AuthURL %q", p.AuthURL())
+	}
+	prov, err := oidc.NewProvider(context.Background(), p.Issuer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prov.Endpoint().AuthURL != p.URL()+path {
+		t.Fatalf("discovered authorization_endpoint %q", prov.Endpoint().AuthURL)
+	}
+	if env := p.Env(); env["OIDC_AUTH_URL"] != p.URL()+path {
+		t.Fatalf("env %v", env)
+	}
+	for _, tc := range []struct {
+		link   string
+		status int
+	}{
+		{authLink(p, ""), http.StatusOK},
+		{strings.Replace(authLink(p, ""), path, oidctest.PathAuthorize, 1), http.StatusNotFound},
+	} {
+		resp, err := http.Get(tc.link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("GET %s: %d, want %d", tc.link, resp.StatusCode, tc.status)
+		}
+	}
+}
+
+func TestNewRefusesABadAuthPath(t *testing.T) {
+	for _, path := range []string{"", "authorize", oidctest.PathJWKS, oidctest.PathDiscovery} {
+		if _, err := oidctest.New(oidctest.WithAuthPath(path)); err == nil {
+			t.Errorf("WithAuthPath(%q): want error", path)
+		}
+	}
+}
+
 func authLink(p *oidctest.Provider, redirect string) string {
 	q := url.Values{"client_id": {p.ClientID()}, "response_type": {"id_token"}, "scope": {"openid email"}, "state": {"st-1"}, "nonce": {"no-1"}}
 	if redirect != "" {
