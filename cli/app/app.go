@@ -148,17 +148,25 @@ func Run(ctx context.Context, args []string, o Options) int {
 	root.SetIn(o.Stdin)
 	root.SetOut(o.Stdout)
 	root.SetErr(o.Stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return ExitOK
 	}
 	var ce *cmdError
-	if !errors.As(err, &ce) {
-		// Errors that did not come out of a command's RunE are cobra's
-		// own: unknown command or flag, wrong number of arguments.
-		err = &usageError{msg: err.Error()}
-	} else {
+	var ue *usageError
+	switch {
+	case errors.As(err, &ce):
 		err = ce.err
+	case errors.As(err, &ue):
+		// Argument and flag checks (usage.go) already speak our language.
+	default:
+		// Any other error that did not come out of a command's RunE is
+		// cobra's own account of a bad command line.
+		path := ""
+		if cmd != nil {
+			path = cmd.CommandPath()
+		}
+		err = &usageError{msg: err.Error(), cmd: path}
 	}
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintln(o.Stderr, "interrupted")
@@ -206,8 +214,9 @@ type cmdError struct{ err error }
 func (e *cmdError) Error() string { return e.err.Error() }
 func (e *cmdError) Unwrap() error { return e.err }
 
-// usageError is a bad command line (exit 2).
-type usageError struct{ msg string }
+// usageError is a bad command line (exit 2); cmd is the command path whose
+// help explains it ("svc test"), when known.
+type usageError struct{ msg, cmd string }
 
 func (e *usageError) Error() string { return e.msg }
 
@@ -278,12 +287,12 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 authentication (401/403, not logged 
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// A bare "svc" with an unknown word is a usage error, not help.
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print the response data as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.baseURLFlag, "base-url", "", "API base URL (overrides SVC_BASE_URL and the config file)")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{msg: err.Error()} })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(a.loginCmd(), a.logoutCmd(), a.initCmd(), a.programsCmd(), a.statusCmd(), a.testCmd(), a.configCmd())
 	return root
 }
@@ -503,7 +512,11 @@ func (a *app) printError(err error) {
 	fmt.Fprintf(a.o.Stderr, "error: %v\n", err)
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintln(a.o.Stderr, `run "svc --help" for usage`)
+		help := "svc"
+		if ue.cmd != "" {
+			help = ue.cmd
+		}
+		fmt.Fprintf(a.o.Stderr, "run %q for usage\n", help+" --help")
 	}
 	if isAPI && apiErr.DocsURL != "" {
 		fmt.Fprintf(a.o.Stderr, "docs: %s\n", apiErr.DocsURL)

@@ -30,15 +30,8 @@ func validBaseURL(s string) error {
 	return nil
 }
 
-func configKeyArg(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return &usageError{msg: "name a setting: " + keyBaseURL + " or " + keyAPIKey}
-	}
-	if args[0] != keyBaseURL && args[0] != keyAPIKey {
-		return &usageError{msg: fmt.Sprintf("unknown setting %q: want %s or %s", args[0], keyBaseURL, keyAPIKey)}
-	}
-	return nil
-}
+// configKeyArg accepts one setting name.
+func configKeyArg() cobra.PositionalArgs { return oneOf("setting", keyBaseURL, keyAPIKey) }
 
 func (a *app) configCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -46,13 +39,13 @@ func (a *app) configCmd() *cobra.Command {
 		Short: "Show or change the base URL and the default program key",
 		Long: `Without a subcommand, shows the effective settings and where each comes from.
 Settings live in <user config dir>/svc/config.json (mode 0600); SVC_BASE_URL and SVC_API_KEY override them.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error { return a.showConfig() }),
 	}
 	get := &cobra.Command{
 		Use:   "get base-url|api-key",
 		Short: "Print one effective setting (the key masked)",
-		Args:  cobra.MatchAll(cobra.ExactArgs(1), configKeyArg),
+		Args:  configKeyArg(),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			r, err := a.settings()
 			if err != nil {
@@ -75,18 +68,24 @@ Settings live in <user config dir>/svc/config.json (mode 0600); SVC_BASE_URL and
 	set := &cobra.Command{
 		Use:   "set base-url <url> | set api-key [<key>]",
 		Short: "Save a setting (api-key without a value reads it from stdin, hidden in a terminal)",
-		Args: cobra.MatchAll(cobra.RangeArgs(1, 2), configKeyArg, func(_ *cobra.Command, args []string) error {
-			if args[0] == keyBaseURL && len(args) != 2 {
-				return &usageError{msg: "set base-url needs a URL"}
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := configKeyArg()(cmd, args[:min(len(args), 1)]); err != nil {
+				return err
+			}
+			switch {
+			case len(args) > 2:
+				return &usageError{msg: fmt.Sprintf("svc config set takes a setting and one value, got %d arguments", len(args)), cmd: cmd.CommandPath()}
+			case args[0] == keyBaseURL && len(args) != 2:
+				return &usageError{msg: "set base-url needs a URL, e.g. svc config set base-url " + DefaultBaseURL, cmd: cmd.CommandPath()}
 			}
 			return nil
-		}),
+		},
 		RunE: run(func(cmd *cobra.Command, args []string) error { return a.setConfig(args) }),
 	}
 	unset := &cobra.Command{
 		Use:   "unset base-url|api-key",
 		Short: "Remove a saved setting",
-		Args:  cobra.MatchAll(cobra.ExactArgs(1), configKeyArg),
+		Args:  configKeyArg(),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			st, err := a.store()
 			if err != nil {

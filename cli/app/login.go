@@ -49,7 +49,7 @@ func (a *app) loginCmd() *cobra.Command {
 		Short: "Sign in through the browser and store the login token",
 		Long: `Starts a sign-in session, prints the sign-in link and opens it in a browser ($BROWSER, else the system opener),
 then waits until you have signed in. The login token is stored in <user config dir>/svc/credentials.json (mode 0600).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("poll-interval") {
 				d, err := a.envPollInterval()
@@ -248,7 +248,7 @@ func (a *app) logoutCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout",
 		Short: "Delete the stored login token",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			st, err := a.store()
 			if err != nil {
