@@ -208,7 +208,7 @@ func TestInitWithFlags(t *testing.T) {
 			t.Fatalf("body[%s] = %v, want %v (%s)", k, body[k], v, reqs[0].Body)
 		}
 	}
-	mustContain(t, "stdout", r.stdout, "Created program 7: Acme (acme.example)", "12.5% percent, lifetime, cookie 60 days", fakeKey)
+	mustContain(t, "stdout", r.stdout, "Created program 7: Acme (acme.example)", "Commission: 12.5% of each sale for life, 60-day cookie", fakeKey)
 	if strings.Count(r.stdout+r.stderr, fakeKey) != 1 {
 		t.Fatalf("key shown more than once:\n%s%s", r.stdout, r.stderr)
 	}
@@ -267,7 +267,7 @@ func TestInitPromptsInTerminal(t *testing.T) {
 	}
 	mustContain(t, "stderr", r.stderr, "Program name: ", "Site domain (e.g. acme.example): ", "a value is required",
 		"Commission type (percent, fixed, recurring_percent, recurring_fixed): ", "choose one of",
-		"Commission rate", "enter a positive number", "Save this API key as the default program key", "[Y/n]")
+		"Commission rate", "enter a percentage above 0 and at most 100, e.g. 20", "Save this API key as the default program key", "[Y/n]")
 	body := f.routeRequests("POST /api/v1/cli/init")[0].Body
 	if body != `{"commission_rate":20,"commission_type":"recurring_percent","domain":"acme.example","name":"Acme"}` {
 		t.Fatalf("body %s", body)
@@ -425,8 +425,8 @@ func TestPrograms(t *testing.T) {
 		t.Fatalf("exit %d %s", r.code, r.stderr)
 	}
 	want := "ID  NAME  DOMAIN        COMMISSION\n" +
-		"7   Acme  acme.example  12.5% percent, lifetime\n" +
-		"9   Beta  beta.example  500 fixed, 6 months\n"
+		"7   Acme  acme.example  12.5% of each sale for life\n" +
+		"9   Beta  beta.example  500 per sale for 6 months\n"
 	if r.stdout != want {
 		t.Fatalf("stdout\n%s\nwant\n%s", r.stdout, want)
 	}
@@ -466,8 +466,13 @@ func TestStatus(t *testing.T) {
 		"Referrals (test lead)    pending   no test events yet",
 		"Payments                 pending   mode processor_connect, processor not connected",
 		"Partners                           none approved yet",
-		`"svc test lead" sends a test lead`)
-	mustNotContain(t, "stdout", r.stdout, `"svc test click"`)
+		`"svc test lead" sends a test lead`,
+		// The payments step names the exact request that completes it.
+		"curl -X PATCH '"+f.URL()+"/api/v1/programs/7/settings' \\\n",
+		`-H "Authorization: Bearer $DASHBOARD_SESSION_TOKEN"`,
+		`-d '{"payment_tracking_mode":"s2s"}'`,
+		`then "svc test sale" sends a test sale`)
+	mustNotContain(t, "stdout", r.stdout, `"svc test click"`, "dashboard,", "in the dashboard")
 	if f.routeRequests("GET /api/v1/cli/status")[0].Auth != "Bearer "+fakeKey {
 		t.Fatal("key not sent")
 	}
@@ -690,6 +695,10 @@ func TestUsageErrors(t *testing.T) {
 				t.Fatalf("exit %d, want 2\n%s", r.code, r.stderr)
 			}
 			mustContain(t, "stderr", r.stderr, "error: ")
+			mustNotContain(t, "stderr", r.stderr, "Error:", "strconv", "arg(s)", "invalid argument")
+			if strings.Count(r.stderr, "error: ") != 1 {
+				t.Fatalf("the error printed more than once:\n%s", r.stderr)
+			}
 		})
 	}
 }
