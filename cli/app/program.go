@@ -18,7 +18,7 @@ func (a *app) programsCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "programs",
 		Short: "List your account's programs",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			r, err := a.settings()
 			if err != nil {
@@ -111,7 +111,7 @@ func (a *app) statusCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "status",
 		Short: "Show the program's integration status (uses the program API key)",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			r, err := a.settings()
 			if err != nil {
@@ -132,13 +132,13 @@ func (a *app) statusCmd() *cobra.Command {
 			if err := json.Unmarshal(resp.Data, &s); err != nil {
 				return fmt.Errorf("status: unexpected answer: %w", err)
 			}
-			a.printStatus(s)
+			a.printStatus(s, r.baseURL)
 			return nil
 		}),
 	}
 }
 
-func (a *app) printStatus(s statusData) {
+func (a *app) printStatus(s statusData, baseURL string) {
 	w := a.o.Stdout
 	id := strings.Trim(string(s.ProgramID), `"`)
 	fmt.Fprintf(w, "Program %s integration status\n\n", id)
@@ -176,7 +176,7 @@ func (a *app) printStatus(s statusData) {
 		next = append(next, `"svc test lead" sends a test lead`)
 	}
 	if s.StepStatuses.Payments != "complete" {
-		next = append(next, "connect the payment processor in the dashboard, or switch payment tracking to server-to-server (s2s)")
+		next = append(next, paymentsNext(baseURL, id))
 	}
 	if len(next) > 0 {
 		fmt.Fprintln(w, "\nNext:")
@@ -186,14 +186,31 @@ func (a *app) printStatus(s statusData) {
 	}
 }
 
+// paymentsNext is what completes the payments step from a terminal:
+// switching the program to server-to-server sale tracking with the settings
+// route (PATCH /api/v1/programs/:id/settings). svc has no command for it:
+// that route takes a dashboard session token, which svc does not hold (its
+// login token and program keys are refused there). Connecting a payment
+// processor, the other way to complete the step, has no route a client can
+// call, so it is not suggested.
+func paymentsNext(baseURL, programID string) string {
+	return `to track sales from your server (s2s), switch the program's payment tracking with the settings route
+    (it takes a dashboard session token; svc's login token and program keys are refused there):
+      curl -X PATCH '` + baseURL + `/api/v1/programs/` + programID + `/settings' \
+        -H "Authorization: Bearer $DASHBOARD_SESSION_TOKEN" \
+        -H 'Content-Type: application/json' \
+        -d '{"payment_tracking_mode":"s2s"}'
+    then "svc test sale" sends a test sale`
+}
+
 func (a *app) testCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "test click|lead|sale|chain",
 		Short: "Send a test event through the real tracking path (uses the program API key)",
 		Long: `Sends one test event for the program of the API key: a test click, a test lead, a test sale
 (creates no commission), or "chain", a synthetic click → lead → sale on test fixtures (at most 10 per program per hour).`,
-		ValidArgs: []string{"click", "lead", "sale", "chain"},
-		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		ValidArgs: testEvents(),
+		Args:      oneOf("test event", testEvents()...),
 		RunE: run(func(cmd *cobra.Command, args []string) error {
 			r, err := a.settings()
 			if err != nil {
@@ -220,6 +237,9 @@ func (a *app) testCmd() *cobra.Command {
 		}),
 	}
 }
+
+// testEvents are the arguments of svc test.
+func testEvents() []string { return []string{"click", "lead", "sale", "chain"} }
 
 // testEventData is POST /api/v1/cli/test-event's data: one event, or a
 // synthetic chain's steps.
