@@ -59,7 +59,7 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 			t.Fatalf("stdout:\n%s", r.stdout)
 		}
 		fmt.Sscan(m[1], &programID)
-		mustContain(t, "stdout", r.stdout, "Commission: 20% percent, lifetime, cookie 30 days")
+		mustContain(t, "stdout", r.stdout, "Commission: 20% of each sale for life, 30-day cookie")
 		key = regexp.MustCompile(`svc_(live|test)_[A-Za-z0-9]+`).FindString(r.stdout)
 		if key == "" || strings.Count(r.stdout+r.stderr, key) != 1 {
 			t.Fatalf("the key must be shown exactly once:\n%s%s", r.stdout, r.stderr)
@@ -100,7 +100,7 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 
 	t.Run("programs", func(t *testing.T) {
 		r := c.mustRun("programs")
-		mustContain(t, "stdout", r.stdout, "ID", "NAME", fmt.Sprintf("%d", programID), "Acme partners", "acme.example", "20% percent")
+		mustContain(t, "stdout", r.stdout, "ID", "NAME", fmt.Sprintf("%d", programID), "Acme partners", "acme.example", "20% of each sale")
 		r = c.mustRun("programs", "--json")
 		var progs []map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &progs); err != nil || len(progs) != 1 || progs[0]["id"] != float64(programID) {

@@ -65,19 +65,30 @@ func TestCLIInATerminal(t *testing.T) {
 		t.Fatal("no token stored, or the token was printed")
 	}
 
-	tm = ptytest.Start(t, bin, env, "init")
+	tm = ptytest.Start(t, bin, env, "init", "--cookie-duration", "400")
 	tm.Expect("Program name: ")
 	tm.Send("Terminal brand\r")
 	tm.Expect("Site domain (e.g. acme.example): ")
-	tm.Send("terminal.example\r")
+	tm.Send("https://terminal.example/shop\r")
+	tm.Expect("That is a URL; using its host name terminal.example as the domain.")
 	tm.Expect("Commission type (percent, fixed, recurring_percent, recurring_fixed): ")
 	tm.Send("percent\r")
 	tm.Expect("Commission rate (percentage for percent types, amount for fixed): ")
 	tm.Send("250\r")
-	// Local checks only make sure it is a number; the server's rule
-	// answers, exactly as the spec words it.
-	tm.Expect("commission_rate is a percentage for this type and cannot exceed 100")
-	if code := tm.Wait(); code != app.ExitError {
+	// Typed answers are checked as they are typed.
+	tm.Expect("percent is a percentage: enter a number above 0 and at most 100")
+	tm.Expect("Commission rate (")
+	tm.Send("20\r")
+	// The flag's value is the server's to judge: its message, exactly as
+	// the spec words it, and only that field is asked again.
+	tm.Expect("The server refused cookie_duration: cookie_duration must be a whole number of days from 1 to 365")
+	tm.Expect("Cookie duration in days (1 to 365): ")
+	tm.Send("30\r")
+	tm.Expect("Created program ")
+	tm.Expect("Commission: 20% of each sale for life, 30-day cookie")
+	tm.Expect("[Y/n] ")
+	tm.Send("n\r")
+	if code := tm.Wait(); code != 0 {
 		t.Fatalf("init exit %d\n%q", code, tm.Output())
 	}
 
