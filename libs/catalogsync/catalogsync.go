@@ -36,45 +36,53 @@ func Migrate(ctx context.Context, dsn, schema string, logger *slog.Logger) error
 		pg.WithVersionTable("catalogsync_db_version"))
 }
 
-// Applied records that the catalog event numbered seq has been applied in tx.
-// When that extends the run of applied numbers starting at the watermark, the
-// watermark moves and an acknowledgement is written to the outbox in tx.
-func Applied(ctx context.Context, tx pgx.Tx, service string, seq int64, now time.Time) error {
+// Applied records that the catalog event numbered seq of epoch (the
+// accounts database that numbered it, Envelope.epoch) has been applied in
+// tx. When that extends the run of applied numbers starting at the epoch's
+// watermark, the watermark moves and an acknowledgement naming the epoch is
+// written to the outbox in tx. Each epoch counts on its own: events an
+// earlier accounts database left in the broker neither advance nor hold back
+// the current one.
+func Applied(ctx context.Context, tx pgx.Tx, service, epoch string, seq int64, now time.Time) error {
 	if seq <= 0 {
 		return nil
 	}
+	if _, err := tx.Exec(ctx, `INSERT INTO catalog_progress (epoch, watermark) VALUES ($1, 0) ON CONFLICT DO NOTHING`, epoch); err != nil {
+		return fmt.Errorf("start catalog progress of epoch %q: %w", epoch, err)
+	}
 	var wm int64
 	// The row lock serialises pods of one service applying in parallel.
-	if err := tx.QueryRow(ctx, `SELECT watermark FROM catalog_progress FOR UPDATE`).Scan(&wm); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT watermark FROM catalog_progress WHERE epoch = $1 FOR UPDATE`, epoch).Scan(&wm); err != nil {
 		return fmt.Errorf("lock catalog progress: %w", err)
 	}
 	if seq <= wm {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO catalog_applied (seq) VALUES ($1) ON CONFLICT DO NOTHING`, seq); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO catalog_applied (epoch, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING`, epoch, seq); err != nil {
 		return fmt.Errorf("record applied seq %d: %w", seq, err)
 	}
 	// With wm+1 present, the first applied number whose successor is missing
 	// ends the contiguous run.
 	var next int64
 	err := tx.QueryRow(ctx, `
-		SELECT CASE WHEN EXISTS (SELECT 1 FROM catalog_applied WHERE seq = $1 + 1)
+		SELECT CASE WHEN EXISTS (SELECT 1 FROM catalog_applied WHERE epoch = $2 AND seq = $1 + 1)
 		THEN (SELECT min(a.seq) FROM catalog_applied a
-		      WHERE a.seq > $1 AND NOT EXISTS (SELECT 1 FROM catalog_applied b WHERE b.seq = a.seq + 1))
-		ELSE $1 END`, wm).Scan(&next)
+		      WHERE a.epoch = $2 AND a.seq > $1
+		        AND NOT EXISTS (SELECT 1 FROM catalog_applied b WHERE b.epoch = $2 AND b.seq = a.seq + 1))
+		ELSE $1 END`, wm, epoch).Scan(&next)
 	if err != nil {
 		return fmt.Errorf("advance catalog watermark: %w", err)
 	}
 	if next == wm {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE catalog_progress SET watermark = $1`, next); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE catalog_progress SET watermark = $2, updated_at = now() WHERE epoch = $1`, epoch, next); err != nil {
 		return fmt.Errorf("store catalog watermark: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM catalog_applied WHERE seq <= $1`, next); err != nil {
+	if _, err := tx.Exec(ctx, `DELETE FROM catalog_applied WHERE epoch = $1 AND seq <= $2`, epoch, next); err != nil {
 		return fmt.Errorf("trim applied seqs: %w", err)
 	}
-	payload, err := proto.Marshal(&eventsv1.CatalogApplied{Service: service, Seq: next})
+	payload, err := proto.Marshal(&eventsv1.CatalogApplied{Service: service, Seq: next, Epoch: epoch})
 	if err != nil {
 		return fmt.Errorf("marshal catalog ack: %w", err)
 	}
@@ -88,12 +96,13 @@ func Applied(ctx context.Context, tx pgx.Tx, service string, seq int64, now time
 	return err
 }
 
-// Watermark reads how far the catalog has been applied.
+// Watermark reads how far the catalog has been applied, in the epoch that
+// advanced last (0 before any catalog event).
 func Watermark(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) (int64, error) {
 	var wm int64
-	if err := q.QueryRow(ctx, `SELECT watermark FROM catalog_progress`).Scan(&wm); err != nil {
+	if err := q.QueryRow(ctx, `SELECT coalesce((SELECT watermark FROM catalog_progress ORDER BY updated_at DESC, watermark DESC LIMIT 1), 0)`).Scan(&wm); err != nil {
 		return 0, fmt.Errorf("read catalog watermark: %w", err)
 	}
 	return wm, nil

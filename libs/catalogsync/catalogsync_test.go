@@ -2,6 +2,7 @@ package catalogsync_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -39,8 +40,13 @@ func setup(t *testing.T) *pgxpool.Pool {
 
 func apply(t *testing.T, pool *pgxpool.Pool, seq int64) {
 	t.Helper()
+	applyEpoch(t, pool, "epoch-a", seq)
+}
+
+func applyEpoch(t *testing.T, pool *pgxpool.Pool, epoch string, seq int64) {
+	t.Helper()
 	err := pg.InTx(context.Background(), pool, func(tx pgx.Tx) error {
-		return catalogsync.Applied(context.Background(), tx, "tracking", seq, time.Unix(1700000000, 0))
+		return catalogsync.Applied(context.Background(), tx, "tracking", epoch, seq, time.Unix(1700000000, 0))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,12 +56,22 @@ func apply(t *testing.T, pool *pgxpool.Pool, seq int64) {
 // acks returns the acknowledged sequences in the order they were written.
 func acks(t *testing.T, pool *pgxpool.Pool) []int64 {
 	t.Helper()
+	var out []int64
+	for _, a := range epochAcks(t, pool) {
+		out = append(out, a.GetSeq())
+	}
+	return out
+}
+
+// epochAcks returns the acknowledgements in the order they were written.
+func epochAcks(t *testing.T, pool *pgxpool.Pool) []*eventsv1.CatalogApplied {
+	t.Helper()
 	rows, err := pool.Query(context.Background(), `SELECT payload FROM outbox WHERE topic = $1 ORDER BY id`, catalogsync.TopicApplied)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []int64
+	var out []*eventsv1.CatalogApplied
 	for rows.Next() {
 		var payload []byte
 		if err := rows.Scan(&payload); err != nil {
@@ -72,7 +88,7 @@ func acks(t *testing.T, pool *pgxpool.Pool) []int64 {
 		if ack.GetService() != "tracking" || env.GetType() != catalogsync.EventApplied {
 			t.Fatalf("ack %v %s", &ack, env.GetType())
 		}
-		out = append(out, ack.GetSeq())
+		out = append(out, &ack)
 	}
 	return out
 }
@@ -119,7 +135,7 @@ func TestRolledBackApplyLeavesNoTrace(t *testing.T) {
 	t.Parallel()
 	pool := setup(t)
 	err := pg.InTx(context.Background(), pool, func(tx pgx.Tx) error {
-		if err := catalogsync.Applied(context.Background(), tx, "tracking", 1, time.Now()); err != nil {
+		if err := catalogsync.Applied(context.Background(), tx, "tracking", "epoch-a", 1, time.Now()); err != nil {
 			return err
 		}
 		return context.Canceled // the effect failed: everything rolls back
@@ -132,5 +148,29 @@ func TestRolledBackApplyLeavesNoTrace(t *testing.T) {
 	}
 	if got := acks(t, pool); len(got) != 0 {
 		t.Fatalf("acks %v after rollback", got)
+	}
+}
+
+// A catalog rebuilt on a new accounts database numbers from 1 again under a
+// new epoch; events of the earlier database still in the broker must neither
+// hold the new count back nor be acknowledged as the new database's.
+func TestEpochsCountApart(t *testing.T) {
+	t.Parallel()
+	pool := setup(t)
+	for _, seq := range []int64{1, 2, 3, 4} {
+		applyEpoch(t, pool, "old", seq)
+	}
+	applyEpoch(t, pool, "new", 1)
+	applyEpoch(t, pool, "old", 5) // a late event of the earlier database
+	applyEpoch(t, pool, "new", 2)
+	if wm, err := catalogsync.Watermark(context.Background(), pool); err != nil || wm != 2 {
+		t.Fatalf("watermark %d %v, want 2 (the epoch that advanced last)", wm, err)
+	}
+	var got []string
+	for _, a := range epochAcks(t, pool) {
+		got = append(got, fmt.Sprintf("%s/%d", a.GetEpoch(), a.GetSeq()))
+	}
+	if want := "[old/1 old/2 old/3 old/4 new/1 old/5 new/2]"; fmt.Sprint(got) != want {
+		t.Fatalf("acks %v, want %s", got, want)
 	}
 }

@@ -64,6 +64,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	svc, err := catalog.NewService(catalog.Config{
 		Store:     store,
 		Keys:      apikey.Generate,
+		Import:    apikey.Import,
 		Sessions:  issuer,
 		Now:       p.Now,
 		Consumers: consumers,
@@ -123,5 +124,6 @@ func recordAck(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 	if err := proto.Unmarshal(env.GetPayload(), &ack); err != nil {
 		return fmt.Errorf("decode catalog ack %s: %w", env.GetId(), err)
 	}
-	return pgstore.RecordAck(ctx, tx, ack.GetService(), ack.GetSeq())
+	_, err := pgstore.RecordAck(ctx, tx, ack.GetService(), ack.GetEpoch(), ack.GetSeq())
+	return err
 }

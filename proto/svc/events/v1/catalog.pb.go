@@ -862,9 +862,12 @@ func (x *Link) GetCreatedAt() *timestamppb.Timestamp {
 // A consuming service acknowledges that it has applied every catalog event up
 // to and including seq; accounts uses it as a sync barrier.
 type CatalogApplied struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Seq     int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Envelope.epoch of the catalog events acknowledged: accounts counts only
+	// acknowledgements of its own epoch.
+	Epoch         string `protobuf:"bytes,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +914,13 @@ func (x *CatalogApplied) GetSeq() int64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *CatalogApplied) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
 }
 
 var File_svc_events_v1_catalog_proto protoreflect.FileDescriptor
@@ -1004,10 +1014,11 @@ const file_svc_events_v1_catalog_proto_rawDesc = "" +
 	"\x04code\x18\x04 \x01(\tR\x04code\x12\x16\n" +
 	"\x06active\x18\x05 \x01(\bR\x06active\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"<\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"R\n" +
 	"\x0eCatalogApplied\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seqB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\tR\x05epochB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_svc_events_v1_catalog_proto_rawDescOnce sync.Once

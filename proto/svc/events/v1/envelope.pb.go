@@ -43,7 +43,12 @@ type Envelope struct {
 	// Producing service, e.g. "accounts".
 	Source string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
 	// The marshalled typed message named by type.
-	Payload       []byte `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,7,opt,name=payload,proto3" json:"payload,omitempty"`
+	// For catalog events, the identity of the producer's database: seq counts
+	// within one epoch only. A catalog rebuilt on a new database starts seq
+	// again under a new epoch, so events or acknowledgements left in the
+	// broker by an earlier database are never mistaken for current ones.
+	Epoch         string `protobuf:"bytes,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -127,11 +132,18 @@ func (x *Envelope) GetPayload() []byte {
 	return nil
 }
 
+func (x *Envelope) GetEpoch() string {
+	if x != nil {
+		return x.Epoch
+	}
+	return ""
+}
+
 var File_svc_events_v1_envelope_proto protoreflect.FileDescriptor
 
 const file_svc_events_v1_envelope_proto_rawDesc = "" +
 	"\n" +
-	"\x1csvc/events/v1/envelope.proto\x12\rsvc.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n" +
+	"\x1csvc/events/v1/envelope.proto\x12\rsvc.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe4\x01\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12;\n" +
@@ -141,7 +153,8 @@ const file_svc_events_v1_envelope_proto_rawDesc = "" +
 	"program_id\x18\x04 \x01(\x03R\tprogramId\x12\x10\n" +
 	"\x03seq\x18\x05 \x01(\x03R\x03seq\x12\x16\n" +
 	"\x06source\x18\x06 \x01(\tR\x06source\x12\x18\n" +
-	"\apayload\x18\a \x01(\fR\apayloadB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
+	"\apayload\x18\a \x01(\fR\apayload\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\tR\x05epochB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_svc_events_v1_envelope_proto_rawDescOnce sync.Once

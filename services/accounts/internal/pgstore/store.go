@@ -39,7 +39,8 @@ var _ catalog.Store = (*Store)(nil)
 // outbox inside tx.
 func (s *Store) publish(ctx context.Context, tx pgx.Tx, typ string, programID int64, msg proto.Message) (catalog.Seq, error) {
 	var seq int64
-	if err := tx.QueryRow(ctx, `UPDATE catalog_seq SET seq = seq + 1 RETURNING seq`).Scan(&seq); err != nil {
+	var epoch string
+	if err := tx.QueryRow(ctx, `UPDATE catalog_seq SET seq = seq + 1 RETURNING seq, epoch`).Scan(&seq, &epoch); err != nil {
 		return 0, fmt.Errorf("next catalog seq: %w", err)
 	}
 	payload, err := proto.Marshal(msg)
@@ -52,6 +53,7 @@ func (s *Store) publish(ctx context.Context, tx pgx.Tx, typ string, programID in
 		OccurredAt: timestamppb.New(s.now()),
 		ProgramId:  programID,
 		Seq:        seq,
+		Epoch:      epoch,
 		Source:     "accounts",
 		Payload:    payload,
 	}
@@ -441,12 +443,15 @@ func (s *Store) AppliedSeqs(ctx context.Context) (map[string]catalog.Seq, error)
 }
 
 // RecordAck stores a consumer's acknowledgement inside the inbox transaction
-// that applies it; progress only ever moves forward.
-func RecordAck(ctx context.Context, tx pgx.Tx, service string, seq int64) error {
-	_, err := tx.Exec(ctx, `INSERT INTO catalog_acks (service, seq) VALUES ($1, $2)
-		ON CONFLICT (service) DO UPDATE SET seq = GREATEST(catalog_acks.seq, EXCLUDED.seq), updated_at = now()`, service, seq)
+// that applies it; progress only ever moves forward. An acknowledgement of
+// another epoch (events an earlier database left in the broker) counts for
+// nothing: it reports whether the ack was of this database's epoch.
+func RecordAck(ctx context.Context, tx pgx.Tx, service, epoch string, seq int64) (bool, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO catalog_acks (service, seq)
+		SELECT $1, $2 FROM catalog_seq WHERE epoch = $3
+		ON CONFLICT (service) DO UPDATE SET seq = GREATEST(catalog_acks.seq, EXCLUDED.seq), updated_at = now()`, service, seq, epoch)
 	if err != nil {
-		return fmt.Errorf("record catalog ack %s@%d: %w", service, seq, err)
+		return false, fmt.Errorf("record catalog ack %s@%d: %w", service, seq, err)
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
 }

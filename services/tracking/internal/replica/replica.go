@@ -36,7 +36,7 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 			return fmt.Errorf("notify catalog change: %w", err)
 		}
 	}
-	return catalogsync.Applied(ctx, tx, Service, env.GetSeq(), a.Now())
+	return catalogsync.Applied(ctx, tx, Service, env.GetEpoch(), env.GetSeq(), a.Now())
 }
 
 // upsert stores the entity if tracking keeps it, and says whether it did.
