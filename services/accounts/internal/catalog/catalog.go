@@ -43,6 +43,17 @@ type ConflictError struct{ Message string }
 func (e *ConflictError) Error() string { return e.Message }
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
+// KeyExistsError is a program API key whose hash is already stored: an
+// imported key sent twice, or a key already issued here. It names the stored
+// key so an admin client (the local stack's seed) can recognise its own key.
+type KeyExistsError struct {
+	KeyID     int64
+	ProgramID int64
+}
+
+func (e *KeyExistsError) Error() string { return "this API key already exists" }
+func (e *KeyExistsError) Unwrap() error { return ErrConflict }
+
 // Commission types, lead auth policies and payment tracking modes of the spec.
 const (
 	CommissionPercent          = "percent"
@@ -169,6 +180,8 @@ type Store interface {
 	// returning an error aborts the write.
 	UpdateProgram(ctx context.Context, id int64, fn func(*Program) error) (Program, Seq, error)
 	UpsertMembership(ctx context.Context, m Membership) (Membership, Seq, error)
+	// CreateAPIKey returns *KeyExistsError, and writes nothing, when a key
+	// with the same hash is already stored.
 	CreateAPIKey(ctx context.Context, k APIKey) (APIKey, Seq, error)
 	// UpdateAPIKey loads the key, applies fn and saves the result.
 	UpdateAPIKey(ctx context.Context, id int64, fn func(*APIKey) error) (APIKey, Seq, error)
@@ -178,6 +191,18 @@ type Store interface {
 	UpdateLink(ctx context.Context, id int64, fn func(*Link) error) (Link, Seq, error)
 	GetUser(ctx context.Context, id int64) (User, error)
 	GetProgram(ctx context.Context, id int64) (Program, error)
+
+	// Reads for admin clients that find what exists before creating it. The
+	// emails passed are already lower case; lists are ordered by id, and a
+	// list under an advertiser or program that does not exist is a
+	// *NotFoundError, not an empty list.
+	FindUserByEmail(ctx context.Context, email string) (User, error)
+	ListPrograms(ctx context.Context, advertiserID int64) ([]Program, error)
+	FindPartnersByEmail(ctx context.Context, email string) ([]Partner, error)
+	// ListLinks lists the program's links, only the one with code when code
+	// is not nil.
+	ListLinks(ctx context.Context, programID int64, code *string) ([]Link, error)
+	ListAPIKeys(ctx context.Context, programID int64) ([]APIKey, error)
 
 	// AppliedSeqs reports, per consuming service, the catalog sequence up to
 	// which it has applied every event.

@@ -100,6 +100,8 @@ var (
 
 const maxText = 200
 
+const msgLinkCode = "code must be 1 to 64 letters, digits, '-' or '_'"
+
 func requiredText(field string, v *string) (string, error) {
 	if v == nil || strings.TrimSpace(*v) == "" {
 		return "", invalid(field, field+" is required")
@@ -223,7 +225,7 @@ func (in LinkInput) validate(programID int64) (Link, error) {
 		return Link{}, invalid("code", "code is required")
 	}
 	if !linkCodeRe.MatchString(*in.Code) {
-		return Link{}, invalid("code", "code must be 1 to 64 letters, digits, '-' or '_'")
+		return Link{}, invalid("code", msgLinkCode)
 	}
 	l := Link{ProgramID: programID, PartnerID: pid, Code: *in.Code, Active: true}
 	if in.Active != nil {

@@ -14,8 +14,19 @@ type Service interface {
 	CreateProgram(ctx context.Context, in ProgramInput) (Program, Seq, error)
 	UpdateProgram(ctx context.Context, id int64, in ProgramInput) (Program, Seq, error)
 	GetProgram(ctx context.Context, id int64) (Program, error)
+	// FindUserByEmail, ListPrograms, FindPartnersByEmail and ListLinks let
+	// an admin client find what exists before creating what is missing.
+	FindUserByEmail(ctx context.Context, email *string) (User, error)
+	ListPrograms(ctx context.Context, advertiserID *int64) ([]Program, error)
+	FindPartnersByEmail(ctx context.Context, email *string) ([]Partner, error)
+	ListLinks(ctx context.Context, programID int64, code *string) ([]Link, error)
 	PutMember(ctx context.Context, programID int64, in MemberInput) (Membership, Seq, error)
 	IssueKey(ctx context.Context, programID int64, test bool) (IssuedKey, Seq, error)
+	// ImportKey stores an existing key value (fixed demo keys, keys moved
+	// from another system) as IssueKey stores a generated one. test, when
+	// not nil, must agree with the key's kind.
+	ImportKey(ctx context.Context, programID int64, plain string, test *bool) (IssuedKey, Seq, error)
+	ListKeys(ctx context.Context, programID int64) ([]APIKey, error)
 	RotateKey(ctx context.Context, keyID int64, deadline time.Time) (APIKey, Seq, error)
 	CreatePartner(ctx context.Context, in PartnerInput) (Partner, Seq, error)
 	AddPartnerToProgram(ctx context.Context, programID int64, in PartnerProgramInput) (PartnerProgram, Seq, error)
@@ -43,6 +54,12 @@ type Session struct {
 // prefix kept for masked display.
 type KeyGenerator func(test bool) (plain string, hash []byte, prefix string, err error)
 
+// KeyImporter checks an existing key value and returns what IssueKey's
+// generator returns for a new one, minus the plain value: its hash, the
+// prefix kept for masked display, and whether it is a test key. A value
+// without the generated keys' shape is an error.
+type KeyImporter func(plain string) (hash []byte, prefix string, test bool, err error)
+
 // SessionIssuer signs dashboard session tokens that other services verify
 // with the public key alone.
 type SessionIssuer interface {
@@ -53,6 +70,7 @@ type SessionIssuer interface {
 type Config struct {
 	Store     Store
 	Keys      KeyGenerator
+	Import    KeyImporter
 	Sessions  SessionIssuer
 	Now       func() time.Time
 	Consumers []string      // services the sync barrier waits for
@@ -65,8 +83,8 @@ type service struct {
 
 // NewService validates the wiring and returns the catalog service.
 func NewService(cfg Config) (Service, error) {
-	if cfg.Store == nil || cfg.Keys == nil || cfg.Sessions == nil || cfg.Now == nil {
-		return nil, fmt.Errorf("catalog: store, key generator, session issuer and clock are required")
+	if cfg.Store == nil || cfg.Keys == nil || cfg.Import == nil || cfg.Sessions == nil || cfg.Now == nil {
+		return nil, fmt.Errorf("catalog: store, key generator, key importer, session issuer and clock are required")
 	}
 	if cfg.SyncPoll <= 0 {
 		cfg.SyncPoll = 20 * time.Millisecond
@@ -125,6 +143,41 @@ func (s *service) GetProgram(ctx context.Context, id int64) (Program, error) {
 	return s.cfg.Store.GetProgram(ctx, id)
 }
 
+func (s *service) FindUserByEmail(ctx context.Context, email *string) (User, error) {
+	e, err := requiredEmail("email", email)
+	if err != nil {
+		return User{}, err
+	}
+	return s.cfg.Store.FindUserByEmail(ctx, e)
+}
+
+func (s *service) ListPrograms(ctx context.Context, advertiserID *int64) ([]Program, error) {
+	id, err := requiredID("advertiser_id", advertiserID)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.ListPrograms(ctx, id)
+}
+
+func (s *service) FindPartnersByEmail(ctx context.Context, email *string) ([]Partner, error) {
+	e, err := requiredEmail("email", email)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.FindPartnersByEmail(ctx, e)
+}
+
+func (s *service) ListLinks(ctx context.Context, programID int64, code *string) ([]Link, error) {
+	if code != nil && !linkCodeRe.MatchString(*code) {
+		return nil, invalid("code", msgLinkCode)
+	}
+	return s.cfg.Store.ListLinks(ctx, programID, code)
+}
+
+func (s *service) ListKeys(ctx context.Context, programID int64) ([]APIKey, error) {
+	return s.cfg.Store.ListAPIKeys(ctx, programID)
+}
+
 func (s *service) PutMember(ctx context.Context, programID int64, in MemberInput) (Membership, Seq, error) {
 	m, err := in.validate(programID)
 	if err != nil {
@@ -138,6 +191,35 @@ func (s *service) IssueKey(ctx context.Context, programID int64, test bool) (Iss
 	if err != nil {
 		return IssuedKey{}, 0, fmt.Errorf("generate api key: %w", err)
 	}
+	return s.storeKey(ctx, programID, plain, hash, prefix, test)
+}
+
+// Messages of an imported key that is refused. They never repeat the key:
+// business errors reach traces and logs.
+const (
+	MsgKeyFormat   = "key must be a program API key: svc_live_ or svc_test_ followed by 43 letters or digits"
+	MsgKeyTestKind = "key is a live key (svc_live_) but test is true"
+	MsgKeyLiveKind = "key is a test key (svc_test_) but test is false"
+)
+
+func (s *service) ImportKey(ctx context.Context, programID int64, plain string, test *bool) (IssuedKey, Seq, error) {
+	hash, prefix, isTest, err := s.cfg.Import(plain)
+	if err != nil {
+		// The importer's error is only ever about the key's shape.
+		return IssuedKey{}, 0, invalid("key", MsgKeyFormat)
+	}
+	if test != nil && *test != isTest {
+		if *test {
+			return IssuedKey{}, 0, invalid("key", MsgKeyTestKind)
+		}
+		return IssuedKey{}, 0, invalid("key", MsgKeyLiveKind)
+	}
+	return s.storeKey(ctx, programID, plain, hash, prefix, isTest)
+}
+
+// storeKey is the one path by which a key, generated or imported, is stored
+// and its catalog event written.
+func (s *service) storeKey(ctx context.Context, programID int64, plain string, hash []byte, prefix string, test bool) (IssuedKey, Seq, error) {
 	k, seq, err := s.cfg.Store.CreateAPIKey(ctx, APIKey{ProgramID: programID, Hash: hash, Prefix: prefix, Test: test})
 	if err != nil {
 		return IssuedKey{}, 0, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
@@ -21,6 +22,11 @@ type Set struct {
 	CreateProgram       endpoint.Endpoint
 	UpdateProgram       endpoint.Endpoint
 	GetProgram          endpoint.Endpoint
+	FindUser            endpoint.Endpoint
+	ListPrograms        endpoint.Endpoint
+	FindPartners        endpoint.Endpoint
+	ListLinks           endpoint.Endpoint
+	ListKeys            endpoint.Endpoint
 	PutMember           endpoint.Endpoint
 	IssueKey            endpoint.Endpoint
 	RotateKey           endpoint.Endpoint
@@ -49,6 +55,11 @@ func New(svc catalog.Service, mw ...Middleware) Set {
 		CreateProgram:       wrap("create_program", makeCreateProgram(svc)),
 		UpdateProgram:       wrap("update_program", makeUpdateProgram(svc)),
 		GetProgram:          wrap("get_program", makeGetProgram(svc)),
+		FindUser:            wrap("find_user", makeFindUser(svc)),
+		ListPrograms:        wrap("list_programs", makeListPrograms(svc)),
+		FindPartners:        wrap("find_partners", makeFindPartners(svc)),
+		ListLinks:           wrap("list_links", makeListLinks(svc)),
+		ListKeys:            wrap("list_keys", makeListKeys(svc)),
 		PutMember:           wrap("put_member", makePutMember(svc)),
 		IssueKey:            wrap("issue_key", makeIssueKey(svc)),
 		RotateKey:           wrap("rotate_key", makeRotateKey(svc)),
@@ -61,11 +72,12 @@ func New(svc catalog.Service, mw ...Middleware) Set {
 	}
 }
 
-// Response is what every catalog write answers: the new or changed entity's
-// id (when it has one), the catalog sequence of its event, and any extra
-// fields for the body.
+// Response is what every admin operation answers: for a write, the new or
+// changed entity's id (when it has one), any extra fields for the body and
+// the catalog sequence of its event; for a read, the object or list read and
+// no sequence (reads publish nothing).
 type Response struct {
-	Data map[string]any
+	Data any
 	Seq  catalog.Seq
 	Err  error
 }
@@ -81,7 +93,7 @@ func business(err error) bool {
 		errors.Is(err, catalog.ErrUnauthorized)
 }
 
-func respond(data map[string]any, seq catalog.Seq, err error) (any, error) {
+func respond(data any, seq catalog.Seq, err error) (any, error) {
 	if err != nil {
 		if business(err) {
 			return Response{Err: err}, nil
@@ -176,6 +188,131 @@ func ProgramView(p catalog.Program) map[string]any {
 	}
 }
 
+// FindUserRequest looks a user up by email (nil when not sent).
+type FindUserRequest struct{ Email *string }
+
+func makeFindUser(svc catalog.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		u, err := svc.FindUserByEmail(ctx, req.(FindUserRequest).Email)
+		return respond(UserView(u), 0, err)
+	}
+}
+
+// UserView is a user as the admin API shows it; advertiser_id is null for a
+// user without an advertiser.
+func UserView(u catalog.User) map[string]any {
+	var adv any
+	if u.AdvertiserID != 0 {
+		adv = u.AdvertiserID
+	}
+	return map[string]any{
+		"id":            u.ID,
+		"email":         u.Email,
+		"name":          u.Name,
+		"advertiser_id": adv,
+		"blocked":       u.Blocked,
+		"created_at":    u.CreatedAt.UTC().Format(time.RFC3339),
+	}
+}
+
+// ListProgramsRequest lists an advertiser's programs (nil when not sent).
+type ListProgramsRequest struct{ AdvertiserID *int64 }
+
+func makeListPrograms(svc catalog.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		ps, err := svc.ListPrograms(ctx, req.(ListProgramsRequest).AdvertiserID)
+		return respond(views(ps, ProgramView), 0, err)
+	}
+}
+
+// FindPartnersRequest lists the partners with an email (nil when not sent).
+type FindPartnersRequest struct{ Email *string }
+
+func makeFindPartners(svc catalog.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		ps, err := svc.FindPartnersByEmail(ctx, req.(FindPartnersRequest).Email)
+		return respond(views(ps, PartnerView), 0, err)
+	}
+}
+
+// PartnerView is a partner as the admin API shows it.
+func PartnerView(p catalog.Partner) map[string]any {
+	return map[string]any{
+		"id":         p.ID,
+		"name":       p.Name,
+		"email":      p.Email,
+		"created_at": p.CreatedAt.UTC().Format(time.RFC3339),
+	}
+}
+
+// ListLinksRequest lists a program's links, or the one with Code.
+type ListLinksRequest struct {
+	ProgramID int64
+	Code      *string
+}
+
+func makeListLinks(svc catalog.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		r := req.(ListLinksRequest)
+		ls, err := svc.ListLinks(ctx, r.ProgramID, r.Code)
+		return respond(views(ls, LinkView), 0, err)
+	}
+}
+
+// LinkView is a referral link as the admin API shows it.
+func LinkView(l catalog.Link) map[string]any {
+	return map[string]any{
+		"id":         l.ID,
+		"program_id": l.ProgramID,
+		"partner_id": l.PartnerID,
+		"code":       l.Code,
+		"active":     l.Active,
+		"created_at": l.CreatedAt.UTC().Format(time.RFC3339),
+	}
+}
+
+// ListKeysRequest lists a program's API keys.
+type ListKeysRequest struct{ ProgramID int64 }
+
+func makeListKeys(svc catalog.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		ks, err := svc.ListKeys(ctx, req.(ListKeysRequest).ProgramID)
+		return respond(views(ks, KeyView), 0, err)
+	}
+}
+
+// KeyView is a stored API key as the admin API lists it: never the key nor
+// its hash, only the display prefix. Rotation fields are null when the key
+// is not marked.
+func KeyView(k catalog.APIKey) map[string]any {
+	return map[string]any{
+		"id":                 k.ID,
+		"program_id":         k.ProgramID,
+		"prefix":             k.Prefix,
+		"masked":             apikey.Mask(k.Prefix),
+		"test":               k.Test,
+		"created_at":         k.CreatedAt.UTC().Format(time.RFC3339),
+		"rotation_marked_at": timeOrNil(k.RotationMarkedAt),
+		"rotation_deadline":  timeOrNil(k.RotationDeadline),
+	}
+}
+
+func timeOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// views renders a list, as [] rather than null when it is empty.
+func views[T any](items []T, view func(T) map[string]any) []map[string]any {
+	out := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		out = append(out, view(it))
+	}
+	return out
+}
+
 // PutMemberRequest adds or changes a user's membership of a program.
 type PutMemberRequest struct {
 	ProgramID int64
@@ -190,16 +327,28 @@ func makePutMember(svc catalog.Service) endpoint.Endpoint {
 	}
 }
 
-// IssueKeyRequest issues a program API key.
+// IssueKeyRequest issues a program API key: a new one, or Key when set (an
+// existing value to import). Test is nil when not sent: false for a new
+// key, the key's own kind for an imported one.
 type IssueKeyRequest struct {
 	ProgramID int64
-	Test      bool
+	Test      *bool
+	Key       *string
 }
 
 func makeIssueKey(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(IssueKeyRequest)
-		k, seq, err := svc.IssueKey(ctx, r.ProgramID, r.Test)
+		var (
+			k   catalog.IssuedKey
+			seq catalog.Seq
+			err error
+		)
+		if r.Key != nil {
+			k, seq, err = svc.ImportKey(ctx, r.ProgramID, *r.Key, r.Test)
+		} else {
+			k, seq, err = svc.IssueKey(ctx, r.ProgramID, r.Test != nil && *r.Test)
+		}
 		return respond(map[string]any{"id": k.ID, "key": k.Plain, "test": k.Test}, seq, err)
 	}
 }

@@ -230,10 +230,9 @@ func decodeIssueKey(_ context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := endpoints.IssueKeyRequest{ProgramID: id}
-	if t := f.boolean("test"); t != nil {
-		req.Test = *t
-	}
+	// The key is kept only in the request: never in an error message (they
+	// reach traces) nor a log line.
+	req := endpoints.IssueKeyRequest{ProgramID: id, Test: f.boolean("test"), Key: f.str("key")}
 	return req, f.err
 }
 
@@ -322,6 +321,53 @@ func decodeSession(_ context.Context, r *http.Request) (any, error) {
 		return nil, &catalog.FieldError{Field: "user_id", Message: "user_id is required"}
 	}
 	return endpoints.IssueSessionRequest{UserID: *uid}, nil
+}
+
+// query returns the query parameter, nil when it is not sent at all (an
+// empty value is sent, and validated as such).
+func query(r *http.Request, key string) *string {
+	q := r.URL.Query()
+	if !q.Has(key) {
+		return nil
+	}
+	v := q.Get(key)
+	return &v
+}
+
+func decodeFindUser(_ context.Context, r *http.Request) (any, error) {
+	return endpoints.FindUserRequest{Email: query(r, "email")}, nil
+}
+
+func decodeListPrograms(_ context.Context, r *http.Request) (any, error) {
+	raw := query(r, "advertiser_id")
+	if raw == nil || *raw == "" {
+		return endpoints.ListProgramsRequest{}, nil // the domain answers "is required"
+	}
+	id, err := strconv.ParseInt(*raw, 10, 64)
+	if err != nil || id <= 0 {
+		return nil, &catalog.FieldError{Field: "advertiser_id", Message: "advertiser_id must be a positive integer"}
+	}
+	return endpoints.ListProgramsRequest{AdvertiserID: &id}, nil
+}
+
+func decodeFindPartners(_ context.Context, r *http.Request) (any, error) {
+	return endpoints.FindPartnersRequest{Email: query(r, "email")}, nil
+}
+
+func decodeListLinks(_ context.Context, r *http.Request) (any, error) {
+	id, err := pathID(r, "program")
+	if err != nil {
+		return nil, err
+	}
+	return endpoints.ListLinksRequest{ProgramID: id, Code: query(r, "code")}, nil
+}
+
+func decodeListKeys(_ context.Context, r *http.Request) (any, error) {
+	id, err := pathID(r, "program")
+	if err != nil {
+		return nil, err
+	}
+	return endpoints.ListKeysRequest{ProgramID: id}, nil
 }
 
 const maxSyncTimeout = 60 * time.Second

@@ -58,7 +58,12 @@ func Routes(set endpoints.Set, cfg Config) []Route {
 		{"POST /admin/v1/advertisers", "admin_create_advertiser", h(set.CreateAdvertiser, decodeAdvertiser, created)},
 		{"POST /admin/v1/users", "admin_create_user", h(set.CreateUser, decodeUser, created)},
 		{"POST /admin/v1/programs", "admin_create_program", h(set.CreateProgram, decodeCreateProgram, created)},
+		{"GET /admin/v1/users", "admin_find_user", h(set.FindUser, decodeFindUser, ok)},
+		{"GET /admin/v1/programs", "admin_list_programs", h(set.ListPrograms, decodeListPrograms, ok)},
 		{"GET /admin/v1/programs/{id}", "admin_get_program", h(set.GetProgram, decodeGetProgram, ok)},
+		{"GET /admin/v1/programs/{id}/links", "admin_list_links", h(set.ListLinks, decodeListLinks, ok)},
+		{"GET /admin/v1/programs/{id}/keys", "admin_list_keys", h(set.ListKeys, decodeListKeys, ok)},
+		{"GET /admin/v1/partners", "admin_find_partners", h(set.FindPartners, decodeFindPartners, ok)},
 		{"PATCH /admin/v1/programs/{id}", "admin_update_program", h(set.UpdateProgram, decodeUpdateProgram, ok)},
 		{"POST /admin/v1/programs/{id}/members", "admin_put_member", h(set.PutMember, decodeMember, created)},
 		{"POST /admin/v1/programs/{id}/keys", "admin_issue_key", h(set.IssueKey, decodeIssueKey, created)},
@@ -134,6 +139,7 @@ func encodeError(logger *slog.Logger) kithttp.ErrorEncoder {
 		var fe *catalog.FieldError
 		var hfe *httpkit.FieldError
 		var de *httpkit.DecodeError
+		var ke *catalog.KeyExistsError
 		switch {
 		case errors.As(err, &fe):
 			details = append(details, httpkit.WithDetail("field", fe.Field))
@@ -141,6 +147,10 @@ func encodeError(logger *slog.Logger) kithttp.ErrorEncoder {
 			details = append(details, httpkit.WithDetail("field", hfe.Field))
 		case errors.As(err, &de):
 			message = de.Message
+		case errors.As(err, &ke):
+			// Admin-only routes: naming the stored key lets a client that
+			// imports a fixed key recognise its own.
+			details = append(details, httpkit.WithDetail("key_id", ke.KeyID), httpkit.WithDetail("program_id", ke.ProgramID))
 		}
 		if status >= 500 && status != http.StatusGatewayTimeout {
 			// Internals are logged, never sent.

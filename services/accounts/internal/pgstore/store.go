@@ -308,14 +308,28 @@ func keyEvent(k catalog.APIKey) *eventsv1.ApiKey {
 	}
 }
 
+// CreateAPIKey stores a key and its event. A hash already stored (an
+// imported key sent twice) inserts nothing and answers which key has it: ON
+// CONFLICT rather than a caught unique violation, so the lookup runs in the
+// same transaction, which then publishes nothing. A concurrent insert of the
+// same hash makes this one wait for it and then see its row.
 func (s *Store) CreateAPIKey(ctx context.Context, k catalog.APIKey) (catalog.APIKey, catalog.Seq, error) {
 	var seq catalog.Seq
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO api_keys (program_id, key_hash, prefix, test) VALUES ($1,$2,$3,$4) RETURNING id, created_at`,
-			k.ProgramID, k.Hash, k.Prefix, k.Test).Scan(&k.ID, &k.CreatedAt); err != nil {
+		err := tx.QueryRow(ctx, `INSERT INTO api_keys (program_id, key_hash, prefix, test) VALUES ($1,$2,$3,$4)
+			ON CONFLICT (key_hash) DO NOTHING RETURNING id, created_at`,
+			k.ProgramID, k.Hash, k.Prefix, k.Test).Scan(&k.ID, &k.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			exists := &catalog.KeyExistsError{}
+			if err := tx.QueryRow(ctx, `SELECT id, program_id FROM api_keys WHERE key_hash = $1`, k.Hash).
+				Scan(&exists.KeyID, &exists.ProgramID); err != nil {
+				return fmt.Errorf("load api key with the same hash: %w", err)
+			}
+			return exists
+		}
+		if err != nil {
 			return fmt.Errorf("insert api key: %w", err)
 		}
-		var err error
 		seq, err = s.publish(ctx, tx, eventsv1.TypeAPIKeyUpserted, k.ProgramID, keyEvent(k))
 		return err
 	})
@@ -422,6 +436,119 @@ func (s *Store) UpdateLink(ctx context.Context, id int64, fn func(*catalog.Link)
 		return err
 	})
 	return l, seq, err
+}
+
+// FindUserByEmail matches email against lower(email), the unique index.
+func (s *Store) FindUserByEmail(ctx context.Context, email string) (catalog.User, error) {
+	var u catalog.User
+	var adv *int64
+	err := s.pool.QueryRow(ctx, `SELECT id, email, name, advertiser_id, blocked, created_at FROM users WHERE lower(email) = lower($1)`, email).
+		Scan(&u.ID, &u.Email, &u.Name, &adv, &u.Blocked, &u.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.User{}, &catalog.NotFoundError{What: "user with email " + email}
+	}
+	if err != nil {
+		return catalog.User{}, fmt.Errorf("find user by email: %w", err)
+	}
+	if adv != nil {
+		u.AdvertiserID = *adv
+	}
+	return u, nil
+}
+
+// exists answers whether table has a row with id; table is one of the
+// constant names below, never input.
+func (s *Store) exists(ctx context.Context, table string, id int64) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE id = $1)`, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check %s %d: %w", table, id, err)
+	}
+	return ok, nil
+}
+
+// list runs a query and scans each row with scan, answering an empty (not
+// nil) slice when there are none.
+func list[T any](ctx context.Context, s *Store, what string, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// ListPrograms checks the advertiser first, so an unknown one is a 404
+// rather than an empty list. The two reads need no transaction: advertisers
+// are never deleted.
+func (s *Store) ListPrograms(ctx context.Context, advertiserID int64) ([]catalog.Program, error) {
+	ok, err := s.exists(ctx, "advertisers", advertiserID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFound("advertiser", advertiserID)
+	}
+	return list(ctx, s, "programs", scanProgram,
+		`SELECT `+programColumns+` FROM programs WHERE advertiser_id = $1 ORDER BY id`, advertiserID)
+}
+
+// FindPartnersByEmail: partner emails are not unique, and have no index on
+// lower(email); this is an admin-rate read.
+func (s *Store) FindPartnersByEmail(ctx context.Context, email string) ([]catalog.Partner, error) {
+	return list(ctx, s, "partners", func(row pgx.Row) (catalog.Partner, error) {
+		var p catalog.Partner
+		err := row.Scan(&p.ID, &p.Name, &p.Email, &p.CreatedAt)
+		return p, err
+	}, `SELECT id, name, email, created_at FROM partners WHERE lower(email) = lower($1) ORDER BY id`, email)
+}
+
+func scanLink(row pgx.Row) (catalog.Link, error) {
+	var l catalog.Link
+	err := row.Scan(&l.ID, &l.ProgramID, &l.PartnerID, &l.Code, &l.Active, &l.CreatedAt)
+	return l, err
+}
+
+// ListLinks answers the program's links, or the one with code (codes are
+// unique within a program, compared exactly as the unique constraint does).
+func (s *Store) ListLinks(ctx context.Context, programID int64, code *string) ([]catalog.Link, error) {
+	ok, err := s.exists(ctx, "programs", programID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFound("program", programID)
+	}
+	return list(ctx, s, "links", scanLink, `SELECT id, program_id, partner_id, code, active, created_at FROM links
+		WHERE program_id = $1 AND ($2::text IS NULL OR code = $2) ORDER BY id`, programID, code)
+}
+
+func scanAPIKey(row pgx.Row) (catalog.APIKey, error) {
+	var k catalog.APIKey
+	err := row.Scan(&k.ID, &k.ProgramID, &k.Hash, &k.Prefix, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.CreatedAt)
+	return k, err
+}
+
+func (s *Store) ListAPIKeys(ctx context.Context, programID int64) ([]catalog.APIKey, error) {
+	ok, err := s.exists(ctx, "programs", programID)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFound("program", programID)
+	}
+	return list(ctx, s, "api keys", scanAPIKey, `SELECT id, program_id, key_hash, prefix, test, rotation_marked_at,
+		rotation_deadline, created_at FROM api_keys WHERE program_id = $1 ORDER BY id`, programID)
 }
 
 // AppliedSeqs reads the consumers' acknowledged progress.
