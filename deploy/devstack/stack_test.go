@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,9 +50,9 @@ func startStack(t *testing.T) *testStack {
 		tracking: platformtest.Start(t, tracking.Spec(), env),
 	}
 	s.accounts = platformtest.Start(t, accounts.Spec(), platformtest.With(env, map[string]string{"TRACKING_URL": "http://" + s.tracking.Addr()}))
-	gw := httptest.NewServer(gateway.New(map[string]*url.URL{
-		"accounts": {Scheme: "http", Host: s.accounts.Addr()},
-		"tracking": {Scheme: "http", Host: s.tracking.Addr()},
+	gw := httptest.NewServer(gateway.New(map[string]http.Handler{
+		"accounts": s.accounts.Handler(),
+		"tracking": s.tracking.Handler(),
 	}))
 	t.Cleanup(gw.Close)
 	s.gateway = gw.URL
@@ -152,7 +151,7 @@ func TestGatewayRoutes(t *testing.T) {
 			t.Errorf("admin rule %s must not be public", r.Prefix)
 		}
 	}
-	gw := httptest.NewServer(gateway.New(map[string]*url.URL{}))
+	gw := httptest.NewServer(gateway.New(map[string]http.Handler{}))
 	defer gw.Close()
 	resp, err := http.Get(gw.URL + "/api/tracking/performance/1")
 	if err != nil {

@@ -7,6 +7,8 @@ ALTER TABLE catalog_progress DROP COLUMN singleton;
 ALTER TABLE catalog_progress ADD COLUMN epoch text NOT NULL DEFAULT '';
 ALTER TABLE catalog_progress ADD COLUMN updated_at timestamptz NOT NULL DEFAULT now();
 ALTER TABLE catalog_progress ADD PRIMARY KEY (epoch);
+-- Nothing counted yet: the first event's epoch starts its own row.
+DELETE FROM catalog_progress WHERE watermark = 0;
 
 ALTER TABLE catalog_applied ADD COLUMN epoch text NOT NULL DEFAULT '';
 ALTER TABLE catalog_applied DROP CONSTRAINT catalog_applied_pkey;
