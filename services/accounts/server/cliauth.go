@@ -5,8 +5,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-kit/kit/endpoint"
 
 	"github.com/svc-dev/svc/libs/auth/session"
@@ -30,7 +35,9 @@ type oidcEnv struct {
 
 // readOIDCEnv reads the provider settings. None set means command-line
 // sign-in is off (its routes answer 503) so a stack without a provider
-// still starts; some but not all set is a configuration error.
+// still starts. OIDC_ISSUER and OIDC_AUDIENCE are required otherwise;
+// OIDC_AUTH_URL, and the keys when neither OIDC_JWKS_URL nor OIDC_JWKS_FILE
+// is set, come from the issuer's discovery document (discoverOIDC).
 func readOIDCEnv(p *platform.Platform) (oidcEnv, bool) {
 	e := oidcEnv{
 		issuer:     p.Env.String("OIDC_ISSUER", ""),
@@ -50,14 +57,91 @@ func readOIDCEnv(p *platform.Platform) (oidcEnv, bool) {
 	if e.audience == "" {
 		missing = append(missing, errors.New("OIDC_AUDIENCE is required when command-line sign-in is configured"))
 	}
-	if e.authURL == "" {
-		missing = append(missing, errors.New("OIDC_AUTH_URL is required when command-line sign-in is configured"))
-	}
-	if (e.jwksURL == "") == (e.jwksFile == "") {
-		missing = append(missing, errors.New("set exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE"))
+	// Both set is ambiguous; neither is left to discovery, which needs the
+	// issuer.
+	if (e.jwksURL != "" && e.jwksFile != "") || (e.jwksURL == "" && e.jwksFile == "" && e.issuer == "") {
+		missing = append(missing, errJWKSChoice)
 	}
 	p.Env.Fail(errors.Join(missing...))
 	return e, len(missing) == 0
+}
+
+var errJWKSChoice = errors.New("set exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE")
+
+// discoveryTimeout bounds the fetch of the discovery document at start, so
+// an unreachable provider delays the start by at most this much.
+const discoveryTimeout = 5 * time.Second
+
+// discoverOIDC fills what the configuration leaves to the provider: the
+// sign-in link's base (authorization_endpoint) when OIDC_AUTH_URL is unset,
+// and the keys (jwks_uri) when neither OIDC_JWKS_URL nor OIDC_JWKS_FILE is.
+// Nothing is fetched when both are configured.
+//
+// The discovery document is read with go-oidc's NewProvider, which refuses
+// a document whose issuer differs from OIDC_ISSUER (the id_tokens would
+// not verify either). When discovery fails the service still starts: the
+// link falls back to {OIDC_ISSUER}/authorize, the most common place, and a
+// warning names the error and the URL used. Keys cannot be guessed, so
+// without a JWKS setting a failed discovery stops the start.
+func discoverOIDC(ctx context.Context, logger *slog.Logger, e *oidcEnv) error {
+	needKeys := e.jwksURL == "" && e.jwksFile == ""
+	if e.authURL != "" && !needKeys {
+		return nil
+	}
+	found, err := discover(ctx, e.issuer)
+	if needKeys {
+		if err == nil && found.jwksURL == "" {
+			err = errors.New("the discovery document has no jwks_uri")
+		}
+		if err != nil {
+			return fmt.Errorf("%w (none set, and discovery at %s gave no keys: %v)", errJWKSChoice, e.issuer, err)
+		}
+		e.jwksURL = found.jwksURL
+		logger.Info("oidc keys from the discovery document", "jwks_url", e.jwksURL)
+	}
+	if e.authURL != "" {
+		return nil
+	}
+	if err == nil && found.authURL == "" {
+		err = errors.New("the discovery document has no usable authorization_endpoint")
+	}
+	if err != nil {
+		e.authURL = strings.TrimRight(e.issuer, "/") + "/authorize"
+		logger.Warn("oidc discovery failed; the sign-in link uses the issuer's /authorize (set OIDC_AUTH_URL if that is wrong)",
+			"issuer", e.issuer, "auth_url", e.authURL, "err", err)
+		return nil
+	}
+	e.authURL = found.authURL
+	logger.Info("oidc sign-in url from the discovery document", "auth_url", e.authURL)
+	return nil
+}
+
+type discovered struct{ authURL, jwksURL string }
+
+// discover reads {issuer}/.well-known/openid-configuration. An endpoint that
+// is not an absolute http(s) URL is left out, as if absent.
+func discover(ctx context.Context, issuer string) (discovered, error) {
+	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	defer cancel()
+	prov, err := oidc.NewProvider(ctx, issuer)
+	if err != nil {
+		return discovered{}, err
+	}
+	var doc struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := prov.Claims(&doc); err != nil {
+		return discovered{}, err
+	}
+	return discovered{authURL: absoluteHTTP(prov.Endpoint().AuthURL), jwksURL: absoluteHTTP(doc.JWKSURI)}, nil
+}
+
+func absoluteHTTP(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return ""
+	}
+	return raw
 }
 
 // wireCLIAuth builds the command-line sign-in, init and programs routes
@@ -74,6 +158,9 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service,
 	}
 	var verifier cliauth.IDTokenVerifier
 	if oidcOn {
+		if err := discoverOIDC(ctx, p.Logger, &oenv); err != nil {
+			return nil, err
+		}
 		v, err := oidcverify.New(ctx, oidcverify.Config{
 			Issuer: oenv.issuer, Audience: oenv.audience, JWKSURL: oenv.jwksURL, JWKSFile: oenv.jwksFile,
 			Algorithms: oenv.algorithms, Now: p.Now,

@@ -1,19 +1,24 @@
 package server_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/oidctest"
+	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/accounts/server"
@@ -515,7 +520,235 @@ func TestCLISignInPartlyConfiguredRefusesToStart(t *testing.T) {
 	if err == nil {
 		t.Fatal("started")
 	}
-	for _, want := range []string{"OIDC_AUDIENCE is required", "OIDC_AUTH_URL is required", "exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE"} {
+	for _, want := range []string{"OIDC_AUDIENCE is required", "exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// The sign-in link's base is discovered, or guessed, when unset.
+	if strings.Contains(err.Error(), "OIDC_AUTH_URL") {
+		t.Errorf("error %q asks for OIDC_AUTH_URL", err)
+	}
+}
+
+// logBuffer collects a service's JSON log lines; the service writes from
+// its own goroutines.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// find returns the records whose msg starts with prefix.
+func (l *logBuffer) find(t *testing.T, prefix string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
+			t.Fatalf("log line %s: %v", sc.Bytes(), err)
+		}
+		if msg, _ := rec["msg"].(string); strings.HasPrefix(msg, prefix) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// startLogged is start with the service's log (info and up) collected.
+func startLogged(t *testing.T, extra map[string]string) (*stack, *logBuffer) {
+	t.Helper()
+	env := platformtest.With(platformtest.Env(t), map[string]string{
+		"ADMIN_TOKEN":         adminToken,
+		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
+		"LOG_LEVEL":           "info",
+	})
+	env = platformtest.With(env, extra)
+	logs := &logBuffer{}
+	inst, err := platform.Start(context.Background(), server.Spec(), func(k string) string { return env[k] }, logs)
+	if err != nil {
+		t.Fatalf("start accounts: %v", err)
+	}
+	t.Cleanup(func() { _ = inst.Stop() })
+	return &stack{t: t, base: "http://" + inst.Addr(), pool: inst.Platform().Pool}, logs
+}
+
+// linkBase starts a sign-in and returns its link without the query.
+func (s *stack) linkBase() string {
+	s.t.Helper()
+	r := s.cli("POST", "auth/start", "", "")
+	if r.status != 201 {
+		s.t.Fatalf("auth/start: %d %s", r.status, r.raw)
+	}
+	u, err := url.Parse(data(s.t, r)["url"].(string))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := oidctest.ParseAuthURL(u.String()); err != nil {
+		s.t.Fatal(err)
+	}
+	return u.Scheme + "://" + u.Host + u.Path
+}
+
+// without returns a copy of env without the given variables.
+func without(env map[string]string, keys ...string) map[string]string {
+	out := platformtest.With(env, nil)
+	for _, k := range keys {
+		delete(out, k)
+	}
+	return out
+}
+
+// A provider whose sign-in page is not at {issuer}/authorize (Google's is
+// /o/oauth2/v2/auth): the link follows its discovery document unless
+// OIDC_AUTH_URL says otherwise.
+func TestCLISignInURLFromDiscovery(t *testing.T) {
+	t.Parallel()
+	const page = "/o/oauth2/v2/auth"
+	tests := []struct {
+		name string
+		env  func(p *oidctest.Provider) map[string]string
+		want func(p *oidctest.Provider) string
+	}{
+		{
+			name: "OIDC_AUTH_URL unset: the discovered authorization_endpoint",
+			env:  func(p *oidctest.Provider) map[string]string { return without(p.Env(), "OIDC_AUTH_URL") },
+			want: func(p *oidctest.Provider) string { return p.URL() + page },
+		},
+		{
+			name: "OIDC_AUTH_URL and the keys unset: jwks_uri gives the keys",
+			env: func(p *oidctest.Provider) map[string]string {
+				return without(p.Env(), "OIDC_AUTH_URL", "OIDC_JWKS_URL")
+			},
+			want: func(p *oidctest.Provider) string { return p.URL() + page },
+		},
+		{
+			name: "OIDC_AUTH_URL set: used as it is",
+			env: func(p *oidctest.Provider) map[string]string {
+				return platformtest.With(p.Env(), map[string]string{"OIDC_AUTH_URL": "https://login.brand.example/start"})
+			},
+			want: func(*oidctest.Provider) string { return "https://login.brand.example/start" },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := oidctest.Start(t, oidctest.WithAuthPath(page))
+			s := start(t, tt.env(p))
+			if got, want := s.linkBase(), tt.want(p); got != want {
+				t.Fatalf("sign-in link %s, want %s", got, want)
+			}
+			// The id_tokens verify: with the discovered keys in the second row.
+			tok, _ := s.signIn(p, "discovered@brand.example")
+			if r := s.cli("GET", "programs", tok, ""); r.status != 200 {
+				t.Fatalf("programs: %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// closedURL is a loopback address nobody listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + addr
+}
+
+// Without OIDC_AUTH_URL and no usable discovery document the service starts
+// anyway, links to {issuer}/authorize and says so in a warning.
+func TestCLISignInURLFallsBackWhenDiscoveryFails(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// provider returns the provider whose tokens are signed in with,
+		// the environment, and the expected discovery error.
+		provider func(t *testing.T) (*oidctest.Provider, map[string]string, string)
+	}{
+		{
+			name: "issuer unreachable (trailing slash trimmed)",
+			provider: func(t *testing.T) (*oidctest.Provider, map[string]string, string) {
+				iss := closedURL(t) + "/"
+				p, err := oidctest.New(oidctest.WithIssuer(iss))
+				if err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(t.TempDir(), "jwks.json")
+				if err := p.WriteJWKSFile(path); err != nil {
+					t.Fatal(err)
+				}
+				return p, map[string]string{"OIDC_ISSUER": iss, "OIDC_AUDIENCE": p.ClientID(), "OIDC_JWKS_FILE": path}, "connection refused"
+			},
+		},
+		{
+			name: "discovery document of another issuer",
+			provider: func(t *testing.T) (*oidctest.Provider, map[string]string, string) {
+				p := oidctest.Start(t, oidctest.WithIssuer("https://id.other.example"), oidctest.WithAuthPath("/elsewhere"))
+				// Tokens name the configured issuer, so they verify; the
+				// document, naming another, is refused.
+				signer := oidctest.Start(t, oidctest.WithIssuer(p.URL()))
+				env := map[string]string{"OIDC_ISSUER": p.URL(), "OIDC_AUDIENCE": p.ClientID(), "OIDC_JWKS_URL": signer.JWKSURL()}
+				return signer, env, "did not match the issuer"
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, env, wantErr := tt.provider(t)
+			s, logs := startLogged(t, env)
+			want := strings.TrimSuffix(env["OIDC_ISSUER"], "/") + "/authorize"
+			if got := s.linkBase(); got != want {
+				t.Fatalf("sign-in link %s, want %s", got, want)
+			}
+			warns := logs.find(t, "oidc discovery failed")
+			if len(warns) != 1 {
+				t.Fatalf("%d discovery warnings, want 1", len(warns))
+			}
+			w := warns[0]
+			if w["level"] != "WARN" || w["auth_url"] != want || w["issuer"] != env["OIDC_ISSUER"] || !strings.Contains(w["err"].(string), wantErr) {
+				t.Fatalf("warning %v, want auth_url %s and err with %q", w, want, wantErr)
+			}
+			tok, _ := s.signIn(p, "fallback@brand.example")
+			if r := s.cli("GET", "programs", tok, ""); r.status != 200 {
+				t.Fatalf("programs: %d %s", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// Keys cannot be guessed: without OIDC_JWKS_URL and OIDC_JWKS_FILE a failed
+// discovery stops the start.
+func TestCLISignInWithoutKeysRefusesToStartWhenDiscoveryFails(t *testing.T) {
+	t.Parallel()
+	iss := closedURL(t)
+	env := platformtest.With(platformtest.Env(t), map[string]string{
+		"ADMIN_TOKEN":         adminToken,
+		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
+		"OIDC_ISSUER":         iss,
+		"OIDC_AUDIENCE":       "svc-cli",
+		"OIDC_AUTH_URL":       iss + "/authorize",
+	})
+	_, err := platformtest.TryStart(t, server.Spec(), env)
+	if err == nil {
+		t.Fatal("started")
+	}
+	for _, want := range []string{"exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE", "discovery at " + iss, "connection refused"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
