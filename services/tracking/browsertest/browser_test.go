@@ -69,6 +69,9 @@ func TestTrackerInRealBrowser(t *testing.T) {
 	// Chromium maps *.example.test to loopback (see tracker.spec.mjs), so
 	// the same server also stands for a brand site with a multi-label name.
 	altOrigin := "http://shop.example.test:" + pageURL.Port()
+	// The same server under an origin the program does not allow, as a
+	// newcomer's page on another port would be: CORS refuses its calls.
+	refusedOrigin := "http://localhost:" + pageURL.Port()
 
 	adv := admin.create(t, "/admin/v1/advertisers", map[string]any{"name": "Browser Brand", "email": "owner@browser-brand.example"})
 	prog := admin.create(t, "/admin/v1/programs", map[string]any{
@@ -90,12 +93,16 @@ func TestTrackerInRealBrowser(t *testing.T) {
 	admin.create(t, pp+"/partners", map[string]any{"partner_id": partnerB, "approved": true})
 	linkA := admin.create(t, pp+"/links", map[string]any{"partner_id": partnerA, "code": "A", "active": true})
 	linkB := admin.create(t, pp+"/links", map[string]any{"partner_id": partnerB, "code": "B", "active": true})
+	// Turned off: its click answers 410 link_disabled and records nothing.
+	linkC := admin.create(t, pp+"/links", map[string]any{"partner_id": partnerA, "code": "C", "active": false})
 	admin.sync(t)
 
 	started := time.Now()
 	res := runDriver(t, node, []string{
 		"--page=" + page.URL + "/page",
 		"--alt-page=" + altOrigin + "/page",
+		"--refused-page=" + refusedOrigin + "/page",
+		"--code-disabled=C",
 		"--api=" + api,
 		"--program-id=" + strconv.FormatInt(prog, 10),
 		"--code-a=A", "--code-b=B",
@@ -181,6 +188,19 @@ func TestTrackerInRealBrowser(t *testing.T) {
 		}
 		if n := count(t, pool, `SELECT count(*) FROM sales WHERE processor_event_id = 'pi_browser' AND partner_id = $1 AND amount_cents = 1500`, partnerA); n != 1 {
 			t.Fatalf("%d sales for the checkout, want 1 credited to partner A", n)
+		}
+	})
+	t.Run("refused, unknown and disabled clicks recorded nothing", func(t *testing.T) {
+		// The two customers of the recorded clicks (page and alt site) and
+		// their three click events; link C none.
+		if n := count(t, pool, `SELECT count(*) FROM customers WHERE program_id = $1`, prog); n != 2 {
+			t.Fatalf("%d customers in the program, want 2", n)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM affiliate_click_events WHERE program_id = $1 AND NOT is_test`, prog); n != 3 {
+			t.Fatalf("%d click events in the program, want 3", n)
+		}
+		if n := count(t, pool, `SELECT count(*) FROM affiliate_click_events WHERE link_id = $1`, linkC); n != 0 {
+			t.Fatalf("%d click events for the disabled link, want 0", n)
 		}
 	})
 	t.Run("one visit per page load", func(t *testing.T) {

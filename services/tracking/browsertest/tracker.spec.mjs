@@ -1,19 +1,24 @@
 // Drives Debian's Chromium through the browser tracker (svc.js) on a test
 // page served from another origin than the tracking API, and checks what a
 // visitor's browser ends up with: the click cookie, the payment embeds and a
-// browser-mode lead. Plain node, no test runner: exit 0 and one JSON line on
-// stdout on success, exit 1 and the reason on stderr otherwise.
+// browser-mode lead, and a click that is not recorded reported as such.
+// Plain node, no test runner: exit 0 and one JSON line on stdout on success,
+// exit 1 and the reason on stderr otherwise.
 //
 //   node tracker.spec.mjs --page=URL --api=URL --program-id=N --code-a=A --code-b=B \
-//     --window-days=D [--alt-page=URL] [--chromium=/usr/bin/chromium] [--timeout-ms=15000]
+//     --window-days=D [--alt-page=URL] [--refused-page=URL] [--code-disabled=C] \
+//     [--chromium=/usr/bin/chromium] [--timeout-ms=15000]
 //
 // Every flag may also come from the environment: SVC_PAGE_URL, SVC_API,
 // SVC_PROGRAM_ID, SVC_CODE_A, SVC_CODE_B, SVC_WINDOW_DAYS, SVC_ALT_PAGE_URL,
-// CHROMIUM_PATH, SVC_TIMEOUT_MS.
+// SVC_REFUSED_PAGE_URL, SVC_CODE_DISABLED, CHROMIUM_PATH, SVC_TIMEOUT_MS.
 //
 // --alt-page is the same page under a multi-label host name
 // (http://shop.example.test:PORT/...) that Chromium resolves to loopback;
 // there the cookie must land on the registrable domain (.example.test).
+// --refused-page is the page on an origin the program does not allow
+// (http://localhost:PORT/...), so CORS refuses the click. --code-disabled
+// names a link that is turned off (410 link_disabled).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,6 +31,8 @@ const { values: flags } = parseArgs({
   options: {
     page: { type: 'string', default: process.env.SVC_PAGE_URL },
     'alt-page': { type: 'string', default: process.env.SVC_ALT_PAGE_URL || '' },
+    'refused-page': { type: 'string', default: process.env.SVC_REFUSED_PAGE_URL || '' },
+    'code-disabled': { type: 'string', default: process.env.SVC_CODE_DISABLED || '' },
     api: { type: 'string', default: process.env.SVC_API },
     'program-id': { type: 'string', default: process.env.SVC_PROGRAM_ID },
     'code-a': { type: 'string', default: process.env.SVC_CODE_A },
@@ -43,6 +50,10 @@ const programId = Number(flags['program-id']);
 const windowDays = Number(flags['window-days']);
 const timeout = Number(flags['timeout-ms']);
 const CLICK_ID = /^cust_\d+_\d+$/;
+// No link has this code: the click answers 400 `Referral link not found`.
+const CODE_UNKNOWN = 'no-such-link';
+const NOT_RECORDED = 'the click was not recorded: ';
+const NO_REFERRAL = /did not come through a referral link/;
 
 // The flags the brief fixes for Chromium on CI machines: no sandbox (root in
 // a container), no GPU, and nothing that phones home during the test.
@@ -62,6 +73,15 @@ function fail(err) {
   for (const m of pageErrors) process.stderr.write(`tracker.spec: page error: ${m}\n`);
   for (const m of consoleErrors) process.stderr.write(`tracker.spec: console error: ${m}\n`);
   process.exit(1);
+}
+
+// Waits until cond() holds (tab state fed by event listeners).
+async function poll(cond, what) {
+  const deadline = Date.now() + timeout;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 function log(msg) { process.stderr.write(`tracker.spec: ${msg}\n`); }
@@ -125,6 +145,52 @@ function checkVisitRequest(visit, url, clickId, sessionId) {
   assert.equal(req.page_url, url, 'visit page_url');
   assert.equal(req.click_id, clickId, 'visit click_id');
   assert.equal(req.session_id, sessionId, 'visit session_id is the click\'s');
+}
+
+// A tab of its own for clicks that are not recorded: the CORS refusals and
+// 4xx answers it provokes stay out of the main tab's console checks.
+async function newTab(context) {
+  const tab = await context.newPage();
+  tab.errors = [];
+  tab.consoleErrors = [];
+  tab.on('pageerror', (e) => tab.errors.push(String(e)));
+  tab.on('console', (m) => { if (m.type() === 'error') tab.consoleErrors.push(m.text()); });
+  return tab;
+}
+
+// Loads url, whose click is not recorded, and returns the tracker's console
+// warning, what svc.lead() then resolves with, and (when the API answered)
+// the click response. answered: the API answers the click (4xx) and the
+// visit (the origin is allowed); otherwise CORS refuses both.
+async function loadUnrecorded(tab, url, { answered }) {
+  const warned = tab.waitForEvent('console', {
+    predicate: (m) => m.type() === 'warning' && m.text().startsWith('svc: '), timeout,
+  });
+  const clickP = answered ? tab.waitForResponse(isPost('/api/v1/track/click'), { timeout }) : null;
+  const visitP = answered ? tab.waitForResponse(isPost('/api/v1/track/visit'), { timeout }) : null;
+  await tab.goto(url, { timeout });
+  const out = {
+    warning: (await warned.catch(() => { throw new Error(`svc.js printed no "svc: " warning for the unrecorded click on ${url}`); })).text(),
+  };
+  if (answered) {
+    const resp = await clickP;
+    out.click = { status: resp.status(), body: await resp.json() };
+    const visit = await visitP;
+    assert.equal(visit.status(), 200, `visit after a refused click answered ${visit.status()}: ${await visit.text()}`);
+  }
+  out.lead = await tab.evaluate(() => window.svc.lead({ customer_key: 'cust-unrecorded', email: 'u@b.example' }));
+  assert.equal(await tab.evaluate(() => window.svc.clickId()), null, `svc.clickId() after ${url}`);
+  return out;
+}
+
+// The warning names the cause, and the lead reports the same text, never
+// "did not come through a referral link".
+function checkUnrecorded(got, { status, reason }) {
+  assert.equal(got.warning, 'svc: ' + NOT_RECORDED + reason, 'console warning');
+  assert.equal(got.lead.success, false, `lead: ${JSON.stringify(got.lead)}`);
+  assert.equal(got.lead.error.status, status, `lead: ${JSON.stringify(got.lead)}`);
+  assert.equal(got.lead.error.message, NOT_RECORDED + reason, 'lead reports the unrecorded click');
+  assert.doesNotMatch(got.lead.error.message, NO_REFERRAL);
 }
 
 // The tracker promises ES5 (older in-app browsers still run brand pages);
@@ -229,6 +295,55 @@ async function main() {
       const host = new URL(alt).hostname;
       checkCookie(await cookieOf(context, alt), { id: altId, domain: '.' + host.split('.').slice(-2).join('.') });
       log(`root-domain cookie on ${host}: ${altId}; queued lead settled`);
+    }
+
+    if (flags['refused-page']) {
+      // 6. A click that is not recorded is reported as such, at once on the
+      // console and by a later svc.lead(). Visitors here have no click
+      // cookie, so a lead has nothing else to go on.
+      await context.clearCookies();
+      const tab = await newTab(context);
+
+      // An origin the program does not allow: CORS refuses the preflight,
+      // the browser shows a failed request without a response.
+      const refused = flags['refused-page'];
+      const refusedOrigin = new URL(refused).origin;
+      const urlRefused = `${refused}?via=${encodeURIComponent(flags['code-a'])}`;
+      const r = await loadUnrecorded(tab, urlRefused, { answered: false });
+      checkUnrecorded(r, {
+        status: 0,
+        reason: `no response from ${api}/api/v1/track/click (network error, timeout or CORS refusal; the browser does not say which). ` +
+          `This page's origin ${refusedOrigin} may not be in the program's allowed origins; add it to allowed_origins in the program settings ` +
+          `(PATCH /api/v1/programs/${programId}/settings)`,
+      });
+      await poll(() => tab.consoleErrors.some((m) => /CORS/.test(m)), 'Chromium reports the CORS refusal');
+      assert.deepEqual(await context.cookies(refused), [], 'no cookie on the refused origin');
+      // A later page of the visit (no referral parameter) still knows.
+      await tab.goto(refused, { timeout });
+      await tab.waitForFunction(() => window.svc && typeof window.svc.clickId === 'function', null, { timeout, polling: 50 });
+      const later = await tab.evaluate(() => window.svc.lead({ customer_key: 'cust-unrecorded' }));
+      assert.deepEqual(later, r.lead, 'a lead on a later page reports the same unrecorded click');
+      log(`refused origin ${refusedOrigin}: ${r.warning}`);
+
+      // An allowed origin, unknown code: 400 with the server's message.
+      const unknown = await loadUnrecorded(tab, `${flags.page}?via=${CODE_UNKNOWN}`, { answered: true });
+      loads++;
+      assert.equal(unknown.click.status, 400);
+      assert.equal(unknown.click.body.error.message, 'Referral link not found');
+      checkUnrecorded(unknown, { status: 400, reason: '400 Referral link not found' });
+      log(`unknown link: ${unknown.warning}`);
+
+      if (flags['code-disabled']) {
+        // A link that is turned off: 410 link_disabled (typed envelope).
+        const off = await loadUnrecorded(tab, `${flags.page}?via=${encodeURIComponent(flags['code-disabled'])}`, { answered: true });
+        loads++;
+        assert.equal(off.click.status, 410);
+        assert.equal(off.click.body.error.code, 'link_disabled');
+        checkUnrecorded(off, { status: 410, reason: `410 ${off.click.body.error.message}` });
+        log(`disabled link: ${off.warning}`);
+      }
+      assert.deepEqual(tab.errors, [], 'svc.js threw into the page on an unrecorded click');
+      await tab.close();
     }
 
     assert.deepEqual(pageErrors, [], 'svc.js threw into the page');

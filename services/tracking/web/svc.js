@@ -14,6 +14,8 @@
   var api = (attr('data-api') || origin(script ? script.src : '')).replace(/\/+$/, '');
   var secure = loc.protocol === 'https:';
   var cid = readCookie(COOKIE), clicking = false, waiters = [], visited = false;
+  // Why this tab's last click was not recorded ({status, message}) or null.
+  var failed = remember();
   if (/^\d+$/.test(pid)) pid = parseInt(pid, 10);
 
   function find() {
@@ -49,6 +51,21 @@
     }
     return '';
   }
+  // In sessionStorage, so a lead on a later page of the visit still knows
+  // why there is no click id. remember() reads, remember(v) writes.
+  function remember(v) {
+    try {
+      if (!arguments.length) return JSON.parse(w.sessionStorage.getItem('svc_click_error'));
+      w.sessionStorage.setItem('svc_click_error', JSON.stringify(v));
+    } catch (e) { }
+    return null;
+  }
+  // The browser does not tell a network failure from a CORS refusal.
+  function noAnswer(path) {
+    return 'no response from ' + api + path + ' (network error, timeout or CORS refusal; the browser does not say which). ' +
+      'This page\'s origin ' + origin(loc.href) + ' may not be in the program\'s allowed origins; add it to allowed_origins in the program settings' +
+      (pid ? ' (PATCH /api/v1/programs/' + pid + '/settings)' : '');
+  }
   // cb(err, body) runs exactly once, also when the request cannot start.
   function send(path, body, cb) {
     var x = new XMLHttpRequest();
@@ -61,7 +78,8 @@
         var res = null;
         try { res = JSON.parse(x.responseText); } catch (e) { }
         var er = res && res.error, msg = er ? er.message || er.code : res && res.message;
-        reply(x.status >= 200 && x.status < 300 && res ? null : { status: x.status, message: msg || 'request failed' }, res);
+        reply(x.status >= 200 && x.status < 300 && res ? null :
+          { status: x.status, message: x.status ? msg || 'request failed' : noAnswer(path) }, res);
       };
       x.send(JSON.stringify(body));
     } catch (e) { reply({ status: 0, message: String(e) }, null); }
@@ -115,7 +133,7 @@
       }
       afterClick(function () {
         var id = svc.clickId();
-        if (!id) return done({ status: 0, message: 'no click id: the visitor did not come through a referral link' });
+        if (!id) return done(failed || { status: 0, message: 'no click id: the visitor did not come through a referral link' });
         send('/api/v1/track/lead', { click_id: id, customer_key: opts.customer_key, email: opts.email, program_id: pid || undefined }, done);
       });
       return p;
@@ -156,6 +174,11 @@
         if (!err && res.click_id) {
           cid = res.click_id;
           writeCookie(COOKIE, cid, Math.round((res.cookie_window_days || 60) * 86400), rootDomain());
+          remember(failed = null);
+        } else if (err) {
+          // Refused or unanswered: say so now, and to a later lead.
+          remember(failed = { status: err.status, message: 'the click was not recorded: ' + (err.status ? err.status + ' ' : '') + err.message });
+          try { w.console.warn('svc: ' + failed.message); } catch (e) { }
         }
         clicking = false;
         decorate(d);
