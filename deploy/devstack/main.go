@@ -10,7 +10,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -179,7 +178,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	baseURL := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "gateway   %s\n", baseURL)
 
-	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "seed.json")); err != nil {
+	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "page")); err != nil {
 		return err
 	}
 	printProcessorWebhook(out, baseURL, processorWebhookSecret())
@@ -189,41 +188,85 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	return nil
 }
 
-// seedOnce loads the demo catalog unless statePath records an earlier seed
-// whose program still exists, then prints the demo key and a curl to try.
-func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, statePath string) error {
+// seedOnce makes sure the demo catalog exists (the seed creates only what
+// is missing, so every start runs it) and prints the demo program, its keys
+// and what to try. With pageDir it also writes a page that loads the
+// tracker there.
+func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, pageDir string) error {
 	c := &seed.Client{BaseURL: baseURL, AdminToken: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
-	var res seed.Result
-	reused := false
-	if statePath != "" {
-		if b, err := os.ReadFile(statePath); err == nil && json.Unmarshal(b, &res) == nil && res.ProgramID > 0 {
-			if err := c.Call(ctx, http.MethodGet, fmt.Sprintf("/admin/v1/programs/%d", res.ProgramID), nil, nil); err == nil {
-				reused = true
-			}
+	demo, err := seed.Load(seedFile)
+	if err != nil {
+		return err
+	}
+	res, err := seed.Run(ctx, c, demo)
+	if err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	if res.Created > 0 {
+		fmt.Fprintf(out, "seeded    demo catalog from %s (%d created or updated)\n", seedFile, res.Created)
+	} else {
+		fmt.Fprintf(out, "seeded    demo catalog from %s was already there\n", seedFile)
+	}
+	fmt.Fprintf(out, "\ndemo      program %d, partner %d, link code %q\n", res.ProgramID, res.PartnerID, res.LinkCode)
+	for _, k := range res.Keys {
+		if k.Test {
+			fmt.Fprintf(out, "test key  %s  (key %d: test mode; sales and leads with it are test events and convert no one)\n", k.Key, k.ID)
+		} else {
+			fmt.Fprintf(out, "live key  %s  (key %d: real attribution; a sale with it converts the customer)\n", k.Key, k.ID)
 		}
 	}
-	if !reused {
-		demo, err := seed.Load(seedFile)
-		if err != nil {
+	fmt.Fprintf(out, "origins   pages on these origins may load the tracker and record clicks (the program's allowed origins):\n")
+	for _, o := range res.AllowedOrigins {
+		fmt.Fprintf(out, "            %s\n", o)
+	}
+	live, hasLive := res.Key(false)
+	fmt.Fprintf(out, "\nTry it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n", token, baseURL, res.ProgramID)
+	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo.example/?via=%s\"}'\n", baseURL, res.LinkCode)
+	if hasLive {
+		fmt.Fprintf(out, "  SVC_BASE_URL=%s SVC_API_KEY=%s go run ./cli/cmd/svc status\n", baseURL, live.Key)
+	}
+	page := trackerPage(baseURL, res)
+	if pageDir != "" {
+		path := filepath.Join(pageDir, "demo.html")
+		if err := os.MkdirAll(pageDir, 0o755); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "seeding   demo catalog from %s ...\n", seedFile)
-		if res, err = seed.Run(ctx, c, demo); err != nil {
-			return fmt.Errorf("seed: %w", err)
+		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+			return err
 		}
-		if statePath != "" {
-			b, _ := json.MarshalIndent(res, "", "  ")
-			if err := os.WriteFile(statePath, b, 0o600); err != nil {
-				return err
-			}
-		}
+		fmt.Fprintf(out, "\nA page that loads the tracker (also saved as %s). Serve it from an allowed origin and open it through the referral link:\n", path)
+		fmt.Fprintf(out, "  (cd %s && python3 -m http.server 8000)   then open http://localhost:8000/demo.html?via=%s\n\n", pageDir, res.LinkCode)
+	} else {
+		fmt.Fprintf(out, "\nA page that loads the tracker: save it as demo.html, serve it with `python3 -m http.server 8000` and open http://localhost:8000/demo.html?via=%s\n\n", res.LinkCode)
 	}
-	fmt.Fprintf(out, "\ndemo      program %d, partner %d, link code %q, test key id %d\n", res.ProgramID, res.PartnerID, res.LinkCode, res.KeyID)
-	fmt.Fprintf(out, "demo key  %s\n\n", res.Key)
-	fmt.Fprintf(out, "Try it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n", token, baseURL, res.ProgramID)
-	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo.example/?via=%s\"}'\n", baseURL, res.LinkCode)
-	fmt.Fprintf(out, "  SVC_BASE_URL=%s SVC_API_KEY=%s go run ./cli/cmd/svc status\n\n", baseURL, res.Key)
+	fmt.Fprintln(out, page)
 	return nil
+}
+
+// trackerPage is a minimal brand page: the tracker records the click of a
+// visitor who arrives through the referral link, and the form records the
+// signup as a lead in browser mode.
+func trackerPage(baseURL string, res seed.Result) string {
+	return fmt.Sprintf(`<!doctype html>
+<meta charset="utf-8">
+<title>svc demo page</title>
+<script src="%s/svc.js" data-program-id="%d" async></script>
+<h1>Demo brand</h1>
+<p>Open this page as <code>?via=%s</code> to arrive through the demo partner's link.</p>
+<form id="signup">
+  <input name="email" type="email" placeholder="you@example.com" required>
+  <button>Sign up</button>
+</form>
+<pre id="result"></pre>
+<script>
+  document.getElementById('signup').addEventListener('submit', async function (e) {
+    e.preventDefault();
+    var email = e.target.email.value;
+    var body = await svc.lead({customer_key: email, email: email});
+    document.getElementById('result').textContent = JSON.stringify(body, null, 2);
+  });
+</script>
+`, baseURL, res.ProgramID, res.LinkCode)
 }
 
 // printProcessorWebhook tells how to play the payment processor against the

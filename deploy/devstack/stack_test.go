@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,8 +95,13 @@ func TestCatalogReachesTrackingReplica(t *testing.T) {
 	if n := count(t, tp, `SELECT count(*) FROM links WHERE id = $1 AND code = $2 AND active AND partner_id = $3`, res.LinkID, res.LinkCode, res.PartnerID); n != 1 {
 		t.Fatalf("link %d not in tracking's replica", res.LinkID)
 	}
-	if n := count(t, tp, `SELECT count(*) FROM api_keys WHERE id = $1 AND test AND program_id = $2`, res.KeyID, res.ProgramID); n != 1 {
-		t.Fatalf("key %d not in tracking's replica", res.KeyID)
+	for _, k := range res.Keys {
+		if n := count(t, tp, `SELECT count(*) FROM api_keys WHERE id = $1 AND test = $2 AND program_id = $3`, k.ID, k.Test, res.ProgramID); n != 1 {
+			t.Fatalf("key %d (test %v) not in tracking's replica", k.ID, k.Test)
+		}
+	}
+	if _, ok := res.Key(false); !ok || len(res.Keys) != 2 {
+		t.Fatalf("the demo has a live and a test key: %+v", res.Keys)
 	}
 	if n := count(t, tp, `SELECT count(*) FROM partner_programs WHERE program_id = $1 AND partner_id = $2 AND approved`, res.ProgramID, res.PartnerID); n != 1 {
 		t.Fatal("partner-program not in tracking's replica")
@@ -212,5 +218,55 @@ func TestProcessorWebhookThroughGateway(t *testing.T) {
 	code, out = post(processorSignature(stackWebhookSecret, time.Now(), body))
 	if code != http.StatusOK || out["duplicate"] != true {
 		t.Fatalf("redelivery: %d %v, want 200 duplicate", code, out)
+	}
+}
+
+// The seed finds what exists and creates only what is missing: a second run
+// (a restart, `make seed`, `rm -rf .data`, a second clone against the same
+// database) writes nothing and ends with the same program and keys, and a
+// run after part of the demo is gone recreates only that part.
+func TestSeedIsIdempotent(t *testing.T) {
+	t.Parallel()
+	s := startStack(t)
+	demo, err := seed.Load("../seed/demo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := seed.Run(ctx, client(s.gateway), demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Created == 0 || first.CatalogSeq == 0 {
+		t.Fatalf("first run created nothing: %+v", first)
+	}
+	ap := s.accounts.Platform().Pool
+	before := count(t, ap, `SELECT (SELECT count(*) FROM advertisers) + (SELECT count(*) FROM programs) + (SELECT count(*) FROM partners) + (SELECT count(*) FROM links) + (SELECT count(*) FROM api_keys)`)
+	again, err := seed.Run(ctx, client(s.gateway), demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Created != 0 || again.CatalogSeq != 0 {
+		t.Fatalf("second run wrote: created %d, catalog seq %d", again.Created, again.CatalogSeq)
+	}
+	if again.ProgramID != first.ProgramID || again.PartnerID != first.PartnerID || again.LinkID != first.LinkID ||
+		fmt.Sprint(again.Keys) != fmt.Sprint(first.Keys) || fmt.Sprint(again.AllowedOrigins) != fmt.Sprint(first.AllowedOrigins) {
+		t.Fatalf("second run found other entities:\n%+v\n%+v", first, again)
+	}
+	if after := count(t, ap, `SELECT (SELECT count(*) FROM advertisers) + (SELECT count(*) FROM programs) + (SELECT count(*) FROM partners) + (SELECT count(*) FROM links) + (SELECT count(*) FROM api_keys)`); after != before {
+		t.Fatalf("rows %d -> %d", before, after)
+	}
+
+	// A newer seed file with another allowed origin updates the program.
+	demo.Program["allowed_origins"] = append(demo.Program["allowed_origins"].([]any), "http://localhost:4321")
+	third, err := seed.Run(ctx, client(s.gateway), demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Created != 1 || third.ProgramID != first.ProgramID || !slices.Contains(third.AllowedOrigins, "http://localhost:4321") {
+		t.Fatalf("changed origins not applied: %+v", third)
+	}
+	if n := count(t, s.tracking.Platform().Pool, `SELECT count(*) FROM programs WHERE id = $1 AND 'http://localhost:4321' = ANY(allowed_origins)`, first.ProgramID); n != 1 {
+		t.Fatal("the new origin did not reach tracking before the seed returned")
 	}
 }

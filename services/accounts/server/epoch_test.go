@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/svc-dev/svc/libs/pg"
-	"github.com/svc-dev/svc/services/accounts/internal/pgstore"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/accounts/internal/pgstore"
 )
 
 // The sync barrier counts only acknowledgements of this database's epoch:
