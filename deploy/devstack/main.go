@@ -92,10 +92,10 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 
 	brokers := os.Getenv("KAFKA_BROKERS")
 	if brokers == "" {
-		brokers = "127.0.0.1:9092"
+		brokers = envOr("DEVSTACK_KAFKA_ADDR", "127.0.0.1:9092")
 		stopKafka, err := embedded.Start(brokers, embedded.Options{DataDir: filepath.Join(dataDir, "kafka")})
 		if err != nil {
-			return fmt.Errorf("start the embedded Kafka broker on %s (set KAFKA_BROKERS to use a running cluster): %w", brokers, err)
+			return fmt.Errorf("start the embedded Kafka broker on %s (set DEVSTACK_KAFKA_ADDR to use another address, or KAFKA_BROKERS to use a running cluster): %w", brokers, err)
 		}
 		defer stopKafka()
 		fmt.Fprintf(out, "kafka     embedded broker on %s (data in %s)\n", brokers, filepath.Join(dataDir, "kafka"))
