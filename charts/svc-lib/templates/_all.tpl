@@ -12,7 +12,7 @@ chart states only what differs.
 {{- fail (printf "svc-lib: defaults do not parse: %s" $defaults.Error) -}}
 {{- end -}}
 {{- $values := mustMergeOverwrite $defaults (deepCopy .Values) -}}
-{{- if not $values.service -}}
+{{- if not $values.serviceName -}}
 {{- fail "svc-lib: .Values.serviceName (the service name) is required" -}}
 {{- end -}}
 {{- $ctx := dict "Values" $values "Release" .Release "Chart" .Chart "Capabilities" .Capabilities "Template" .Template "Files" .Files -}}
