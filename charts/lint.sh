@@ -160,4 +160,41 @@ else
   log "no deploy/devstack/gateway: route parity not checked"
 fi
 
+# The admin calls the umbrella's NOTES tell people to try must be routes of
+# accounts (services/accounts/internal/httpapi), method included. helm
+# template leaves NOTES.txt out, so a copy of the chart renders it as an
+# ordinary template.
+handler_go="$root_dir/services/accounts/internal/httpapi/handler.go"
+if [[ -f "$handler_go" ]]; then
+  log "check the admin calls in the umbrella's NOTES.txt are routes of accounts"
+  cp -R "$charts_dir/svc" "$tmp/notes-chart"
+  { echo 'notes: |'; sed 's/^/  /' "$charts_dir/svc/templates/NOTES.txt"; } >"$tmp/notes-chart/templates/notes-check.yaml"
+  "$HELM" template "$RELEASE" "$tmp/notes-chart" --namespace "$NAMESPACE" -f "$umbrella_values" \
+      --show-only templates/notes-check.yaml >"$tmp/notes.txt" || die "the umbrella's NOTES.txt does not render"
+  grep -qE 'port-forward svc/[a-z0-9-]+ ' "$tmp/notes.txt" || die "NOTES.txt no longer shows the kubectl port-forward to accounts"
+  # "GET /admin/v1/programs/{id}" -> "^GET /admin/v1/programs/[^/]+$"
+  sed -nE 's#.*\{"([A-Z]+ /admin/v1/[^"]*)".*#\1#p' "$handler_go" \
+    | sed -E 's#\{[^}]*\}#[^/]+#g; s#^#^#; s#$#$#' | sort -u >"$tmp/admin.routes"
+  [[ -s "$tmp/admin.routes" ]] || die "no /admin/v1 route parsed from $handler_go (format changed?)"
+  url_re='https?://[^/[:space:]]+(/admin/v1/[^[:space:]?"'"'"']*)'
+  data_re='[[:space:]](-d|--data[a-z-]*)[[:space:]=]'
+  method_re='[[:space:]]-X[[:space:]]*([A-Z]+)'
+  calls=0
+  # One curl per logical line (backslash continuations joined): -X names
+  # the method, else -d/--data makes it POST, else GET.
+  while read -r line; do
+    [[ "$line" =~ $url_re ]] || continue
+    path="${BASH_REMATCH[1]}"
+    method=GET
+    [[ "$line" =~ $data_re ]] && method=POST
+    [[ "$line" =~ $method_re ]] && method="${BASH_REMATCH[1]}"
+    grep -qE -f "$tmp/admin.routes" <<<"$method $path" \
+      || die "NOTES.txt suggests $method $path, which accounts does not serve ($handler_go)"
+    calls=$((calls + 1))
+  done < <(sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' "$tmp/notes.txt" | grep -E '(^|[[:space:]])curl[[:space:]]')
+  [[ $calls -gt 0 ]] || die "NOTES.txt names no /admin/v1 call to try"
+else
+  log "no services/accounts/internal/httpapi: NOTES.txt admin calls not checked"
+fi
+
 log "all charts ok"
