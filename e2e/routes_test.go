@@ -1,0 +1,214 @@
+package e2e
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const origin = "http://localhost:8000" // one of the demo program's allowed origins
+
+// Every public route, driven through the gateway as integrators and
+// browsers reach it, each from its own client address.
+func TestRoutesThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, newStackConfig(t))
+	ip := 0
+	next := func() *client { // a new client address per use
+		ip++
+		return newClient(t, s, fmt.Sprintf("203.0.113.%d", ip))
+	}
+	affiliateURL := "https://demo-brand.example/pricing?via=" + s.LinkCode
+
+	t.Run("click, lead, sale: the customer converts", func(t *testing.T) {
+		browser := next()
+		r := browser.click(map[string]any{"affiliate_url": affiliateURL, "program_id": s.ProgramID}, "Origin", origin).want(t, 200)
+		clickID := r.str("click_id")
+		if clickID == "" || r.body["success"] != true {
+			t.Fatalf("click: %s", r.raw)
+		}
+		if r.header.Get("Access-Control-Allow-Origin") != origin || r.header.Get("X-Request-ID") == "" || r.header.Get("X-RateLimit-Limit") != "60" {
+			t.Fatalf("click headers: %v", r.header)
+		}
+		email := uniqueID("buyer") + "@example.com"
+		browser.lead(map[string]any{"click_id": clickID, "customer_key": email, "email": email, "program_id": s.ProgramID}, "Origin", origin).want(t, 200)
+		browser.do("POST", "/api/v1/track/visit", map[string]any{"program_id": s.ProgramID, "page_url": "https://demo-brand.example/thanks", "click_id": clickID}, "Origin", origin).want(t, 200)
+
+		brand := next().withKey(s.LiveKey)
+		txn := uniqueID("txn")
+		sale := brand.sale(map[string]any{"transaction_id": txn, "amount_cents": 4900, "currency": "USD", "customer_key": email}).want(t, 200)
+		if sale.body["success"] != true || sale.str("customer_status") != "conversion" {
+			t.Fatalf("sale: %s", sale.raw)
+		}
+		dup := brand.sale(map[string]any{"transaction_id": txn, "amount_cents": 4900, "currency": "USD", "customer_key": email})
+		dup.wantPlatformError(t, 409, "ConflictError", "Duplicate transaction_id. This sale has already been recorded.")
+		if dup.str("error", "code") != "duplicate_transaction" || dup.get("error", "details", "sale_id") == nil {
+			t.Fatalf("409: %s", dup.raw)
+		}
+	})
+
+	t.Run("track click error rows", func(t *testing.T) {
+		c := next()
+		c.click(map[string]any{}).wantPlatformError(t, 400, "BadRequestError", "affiliate_url is required")
+		c.click(map[string]any{"affiliate_url": "not a url"}).wantPlatformError(t, 400, "BadRequestError", "Invalid affiliate_url")
+		c.click(map[string]any{"affiliate_url": "https://demo-brand.example/"}).wantPlatformError(t, 400, "BadRequestError", "No aff parameter found in affiliate_url")
+		c.click(map[string]any{"affiliate_url": "https://demo-brand.example/?via=nope-" + uniqueID("x")}).wantPlatformError(t, 400, "BadRequestError", "Referral link not found")
+		c.do("POST", "/api/v1/track/click", `{"affiliate_url":`).wantPlatformError(t, 400, "BadRequestError", "Request body is not valid JSON")
+	})
+
+	t.Run("a wrong Content-Type is a 400 on every JSON route", func(t *testing.T) {
+		c := next().withKey(s.LiveKey)
+		for _, path := range []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", "/api/v1/track/sale", "/api/v1/cli/init", "/api/v1/cli/test-event"} {
+			r := c.do("POST", path, nil, "Content-Type", "text/plain")
+			if r.status == 200 {
+				t.Fatalf("%s accepted text/plain without a body: %s", path, r.raw)
+			}
+			r = c.do("POST", path, `x=1`, "Content-Type", "text/plain")
+			if r.status == 401 { // routes that check the credential first
+				continue
+			}
+			r.wantPlatformError(t, 400, "BadRequestError", "Content-Type must be application/json")
+		}
+	})
+
+	t.Run("track lead error rows", func(t *testing.T) {
+		c := next()
+		c.lead(map[string]any{"program_id": s.ProgramID}, "Origin", origin).wantPlatformError(t, 400, "BadRequestError", "click_id or customer_key is required")
+		c.lead(map[string]any{"customer_key": "k1", "program_id": s.ProgramID}, "Origin", origin).wantPlatformError(t, 400, "BadRequestError", "click_id is required when no API key is sent")
+		c.lead(map[string]any{"click_id": "cust_1_1", "customer_key": "k1"}, "Authorization", "Bearer svc_live_"+strings.Repeat("0", 43)).want(t, 401)
+	})
+
+	t.Run("track sale: authentication and validation rows", func(t *testing.T) {
+		body := map[string]any{"transaction_id": uniqueID("txn"), "amount_cents": 100, "currency": "USD", "customer_key": "nobody"}
+		c := next()
+		for _, tc := range []struct{ auth, code, msg string }{
+			{"", "unauthorized", "Missing or malformed Authorization header. Expected: Bearer <token>"},
+			{"Token abc", "unauthorized", "Missing or malformed Authorization header. Expected: Bearer <token>"},
+			{"Bearer ", "unauthorized", "Missing API token"},
+			{"Bearer svc_live_" + strings.Repeat("1", 43), "unauthorized", "Invalid API token"},
+		} {
+			r := c.withAuth(tc.auth).sale(body)
+			r.wantPlatformError(t, 401, "UnauthorizedError", tc.msg)
+			if r.str("error", "code") != tc.code {
+				t.Fatalf("%q: %s", tc.auth, r.raw)
+			}
+		}
+		brand := c.withKey(s.LiveKey)
+		r := brand.sale(map[string]any{"amount_cents": 100, "currency": "USD", "customer_key": "x"})
+		r.wantPlatformError(t, 400, "BadRequestError", "transaction_id is required and must be a string")
+		r = brand.sale(map[string]any{"transaction_id": uniqueID("txn"), "amount_cents": 100, "currency": "GBP", "customer_key": "x"})
+		r.wantPlatformError(t, 422, "UnprocessableEntityError", "currency GBP is not supported")
+		r = brand.sale(map[string]any{"transaction_id": uniqueID("txn"), "amount_cents": 100, "currency": "USD", "customer_key": "nobody-" + uniqueID("k")})
+		r.wantPlatformError(t, 400, "BadRequestError", "Customer not found. Provide customer_key or click_id.")
+		// A test key answers in test mode.
+		next().withKey(s.TestKey).sale(map[string]any{"amount_cents": 100, "currency": "USD", "customer_key": "x"}).want(t, 200)
+	})
+
+	t.Run("track config and svc.js", func(t *testing.T) {
+		c := next()
+		r := c.do("GET", "/api/v1/track/config?program_id="+s.ProgramID, nil, "Origin", origin).want(t, 200)
+		if r.header.Get("X-RateLimit-Limit") != "60" {
+			t.Fatalf("config headers %v", r.header)
+		}
+		c.do("GET", "/api/v1/track/config", nil).wantPlatformError(t, 400, "BadRequestError", "program_id is required")
+		js := c.do("GET", "/svc.js", nil).want(t, 200)
+		if !strings.Contains(js.header.Get("Content-Type"), "javascript") || !strings.Contains(js.raw, "svc_click_id") {
+			t.Fatalf("svc.js: %s %.80s", js.header.Get("Content-Type"), js.raw)
+		}
+	})
+
+	t.Run("payment processor webhook", func(t *testing.T) {
+		c := next()
+		body := fmt.Sprintf(`{"id":"%s","type":"customer.created","created":%d,"livemode":true,"data":{"object":{"id":"cus_e2e"}}}`, uniqueID("evt"), time.Now().Unix())
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		m := hmac.New(sha256.New, []byte("whsec_local_dev"))
+		m.Write([]byte(ts + "." + body))
+		sig := "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+		c.do("POST", "/api/v1/webhooks/processor", body, "Processor-Signature", sig).want(t, 200)
+		c.do("POST", "/api/v1/webhooks/processor", body, "Processor-Signature", sig).want(t, 200) // redelivery
+		c.do("POST", "/api/v1/webhooks/processor", body, "Processor-Signature", "t="+ts+",v1=00").want(t, 400)
+	})
+
+	t.Run("command-line routes", func(t *testing.T) {
+		c := next()
+		start := c.do("POST", "/api/v1/cli/auth/start", map[string]any{}).want(t, 201)
+		if start.str("data", "state") == "" && start.str("state") == "" {
+			t.Fatalf("auth/start: %s", start.raw)
+		}
+		c.do("GET", "/api/v1/cli/auth/poll", nil).wantPlatformError(t, 400, "BadRequestError", "Missing state parameter")
+		c.do("GET", "/api/v1/cli/auth/poll?state=nope", nil).wantPlatformError(t, 404, "NotFoundError", "Session not found")
+		c.do("POST", "/api/v1/cli/auth/callback", map[string]any{}).wantPlatformError(t, 400, "BadRequestError", "Missing required fields: state, id_token")
+		if r := c.do("GET", "/api/v1/cli/programs", nil); r.status != 401 {
+			t.Fatalf("programs without a token: %s", r.raw)
+		}
+		if r := c.do("POST", "/api/v1/cli/init", map[string]any{}); r.status != 401 {
+			t.Fatalf("init without a token: %s", r.raw)
+		}
+		status := c.withKey(s.LiveKey).do("GET", "/api/v1/cli/status", nil).want(t, 200)
+		if status.header.Get("X-Request-ID") != "" {
+			t.Fatalf("CLI GET status 200 carries no X-Request-ID: %v", status.header)
+		}
+		c.withKey(s.LiveKey).do("POST", "/api/v1/cli/test-event", map[string]any{"event_type": "nope"}).
+			wantPlatformError(t, 400, "BadRequestError", "Invalid event_type: nope. Valid: click, lead, sale")
+		c.withKey(s.TestKey).do("POST", "/api/v1/cli/test-event", map[string]any{"event_type": "click"}).want(t, 200)
+		c.do("POST", "/api/v1/cli/stripe-connect", map[string]any{}).want(t, 410)
+	})
+
+	t.Run("program settings with a dashboard session", func(t *testing.T) {
+		admin := next().withKey(adminToken)
+		user := admin.do("GET", "/admin/v1/users?email="+url.QueryEscape("owner@demo-brand.example"), nil).want(t, 200)
+		uid := user.get("data", "id")
+		sess := admin.do("POST", "/admin/v1/sessions", map[string]any{"user_id": uid}).want(t, 201)
+		member := next().withKey(sess.str("data", "token"))
+		path := "/api/v1/programs/" + s.ProgramID + "/settings"
+		got := member.do("GET", path, nil).want(t, 200)
+		if got.get("data") == nil {
+			t.Fatalf("settings: %s", got.raw)
+		}
+		next().do("GET", path, nil).wantPlatformError(t, 401, "UnauthorizedError", "Missing or malformed Authorization header. Expected: Bearer <session_token>")
+		next().withKey(s.LiveKey).do("GET", path, nil).want(t, 401) // program keys are refused
+	})
+
+	t.Run("the API description is served", func(t *testing.T) {
+		r := next().do("GET", "/api/openapi.json", nil).want(t, 200)
+		if !strings.HasPrefix(fmt.Sprint(r.body["openapi"]), "3.1") || r.body["paths"] == nil {
+			t.Fatalf("openapi.json: %.200s", r.raw)
+		}
+	})
+
+	t.Run("unknown path", func(t *testing.T) {
+		next().do("GET", "/api/v1/nope", nil).wantPlatformError(t, 404, "NotFoundError", "No route for /api/v1/nope")
+	})
+}
+
+// The spec's per-IP limits hold per client behind the trusted hop: one
+// client's flood is refused, another client's requests are not.
+func TestRateLimitsPerClient(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, newStackConfig(t))
+	body := map[string]any{"affiliate_url": "https://demo-brand.example/?via=" + s.LinkCode}
+	flooder := newClient(t, s, "192.0.2.10")
+	for i := 0; i < 60; i++ {
+		r := flooder.click(body).want(t, 200)
+		if got, want := r.header.Get("X-RateLimit-Remaining"), strconv.Itoa(59-i); got != want {
+			t.Fatalf("click %d: remaining %s, want %s", i+1, got, want)
+		}
+	}
+	flooder.click(body).wantRateLimited(t, "60")
+	newClient(t, s, "192.0.2.11").click(body).want(t, 200)
+	newClient(t, s, "2001:db8::11").click(body).want(t, 200)
+
+	leads := newClient(t, s, "192.0.2.20")
+	lead := map[string]any{"program_id": s.ProgramID}
+	for i := 0; i < 30; i++ {
+		leads.lead(lead, "Origin", origin).want(t, 400) // refused input still counts
+	}
+	leads.lead(lead, "Origin", origin).wantRateLimited(t, "30")
+	newClient(t, s, "192.0.2.21").lead(lead, "Origin", origin).want(t, 400)
+}
