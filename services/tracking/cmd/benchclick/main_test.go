@@ -18,7 +18,7 @@ func TestParseFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 		if o.duration != 20*time.Second || o.connections != 64 || o.links != 200 || o.partners != 20 || o.dbMaxConns != 32 ||
-			!slices.Equal(o.targets, []string{"reference", "service"}) || !strings.Contains(o.databaseURL, "localhost:5432") {
+			!slices.Equal(o.targets, []string{"reference", "service", "gateway"}) || !strings.Contains(o.databaseURL, "localhost:5432") {
 			t.Fatalf("%+v", o)
 		}
 	})
@@ -40,7 +40,7 @@ func TestParseFlags(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"unknown target", []string{"-targets", "gateway"}},
+		{"unknown target", []string{"-targets", "ingress"}},
 		{"zero duration", []string{"-duration", "0s"}},
 		{"negative warm-up", []string{"-warmup", "-1s"}},
 		{"no connections", []string{"-connections", "0"}},
@@ -70,9 +70,12 @@ func TestMeetsTargets(t *testing.T) {
 		results []Result
 		want    bool
 	}{
-		{"half the reference, fast", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 500, 19*time.Millisecond)}, true},
-		{"under half the reference", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 499, 5*time.Millisecond)}, false},
-		{"p99 at the limit", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 900, 20*time.Millisecond)}, false},
+		{"0.8 of the reference straight, 0.6 through the gateway, fast", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 800, 24*time.Millisecond), res("gateway", 600, 24*time.Millisecond)}, true},
+		{"straight under 0.8", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 799, 5*time.Millisecond), res("gateway", 900, 5*time.Millisecond)}, false},
+		{"gateway under 0.6", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 900, 5*time.Millisecond), res("gateway", 599, 5*time.Millisecond)}, false},
+		{"p99 at the limit", []Result{res("reference", 1000, 5*time.Millisecond), res("service", 900, 25*time.Millisecond)}, false},
+		{"gateway p99 at the limit", []Result{res("reference", 1000, 5*time.Millisecond), res("gateway", 900, 25*time.Millisecond)}, false},
+		{"gateway alone, fast", []Result{res("gateway", 10, time.Millisecond)}, true},
 		{"service alone, fast", []Result{res("service", 10, time.Millisecond)}, true},
 		{"no service run", []Result{res("reference", 1000, time.Millisecond)}, false},
 		{"service recorded nothing", []Result{res("service", 0, 0)}, false},
