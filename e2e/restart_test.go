@@ -19,6 +19,14 @@ func TestMakeRunStartsAgainAndAfterDataIsDeleted(t *testing.T) {
 		t.Fatalf("first start did not seed: %q", first.Seeded)
 	}
 	wantTrackedClick(t, first)
+	// What a newcomer needs to try the tracker: the allowed origins and a
+	// page that loads it from this gateway.
+	for _, want := range []string{"http://localhost:3000", "http://127.0.0.1:5173", "http://localhost:8000", "http://127.0.0.1:8080",
+		`<script src="` + first.Gateway + `/svc.js" data-program-id="` + first.ProgramID + `" async></script>`, "svc.lead("} {
+		if !strings.Contains(first.output(), want) {
+			t.Fatalf("make run did not print %q:\n%s", want, first.output())
+		}
+	}
 	if err := first.stop(); err != nil {
 		t.Fatalf("Ctrl-C: %v (a clean stop must exit 0)\n%s", err, first.output())
 	}
