@@ -183,7 +183,7 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 	})
 
 	t.Run("unknown path", func(t *testing.T) {
-		next().do("GET", "/api/v1/nope", nil).wantPlatformError(t, 404, "NotFoundError", "No route for /api/v1/nope")
+		next().outsideTheDocument().do("GET", "/api/v1/nope", nil).wantPlatformError(t, 404, "NotFoundError", "No route for /api/v1/nope")
 	})
 }
 

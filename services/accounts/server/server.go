@@ -86,7 +86,11 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("admin"), ratelimit.WithOnRefuse(refusals.Inc))
-	var routes []platform.Route
+	doc, err := openAPIRoute()
+	if err != nil {
+		return nil, err
+	}
+	routes := []platform.Route{doc}
 	for _, r := range httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger, Limit: limit}) {
 		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
 	}

@@ -1,9 +1,10 @@
-package api
+package openapivalidate
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/svc-dev/svc/api"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -60,16 +61,16 @@ func newTestValidator(t *testing.T) *Validator {
 	return shared
 }
 
-// spec is the document decoded from JSON(), for walking it in tests.
+// spec is the document decoded from api.JSON(), for walking it in tests.
 func spec(t *testing.T) map[string]any {
 	t.Helper()
-	raw, err := JSON()
+	raw, err := api.JSON()
 	if err != nil {
 		t.Fatalf("JSON: %v", err)
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatalf("JSON() is not valid JSON: %v", err)
+		t.Fatalf("api.JSON() is not valid JSON: %v", err)
 	}
 	return doc
 }
@@ -81,8 +82,8 @@ func TestDocumentIsValidOpenAPI31(t *testing.T) {
 	if doc["openapi"] != "3.1.0" {
 		t.Fatalf("openapi = %v, want 3.1.0", doc["openapi"])
 	}
-	if !bytes.HasPrefix(bytes.TrimSpace(stripComments(YAML())), []byte("openapi: 3.1.0")) {
-		t.Fatal("YAML() does not start with openapi: 3.1.0")
+	if !bytes.HasPrefix(bytes.TrimSpace(stripComments(api.YAML())), []byte("openapi: 3.1.0")) {
+		t.Fatal("api.YAML() does not start with openapi: 3.1.0")
 	}
 }
 
@@ -118,7 +119,7 @@ func TestInvalidDocumentIsRefused(t *testing.T) {
 
 func TestJSONKeepsOrderAndTypes(t *testing.T) {
 	t.Parallel()
-	raw, err := JSON()
+	raw, err := api.JSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func TestJSONKeepsOrderAndTypes(t *testing.T) {
 	if h["example"] != float64(60) {
 		t.Fatalf("numbers are not kept as numbers: %#v", h["example"])
 	}
-	if a, b := YAML(), YAML(); &a[0] == &b[0] {
+	if a, b := api.YAML(), api.YAML(); &a[0] == &b[0] {
 		t.Fatal("YAML returns the embedded bytes themselves")
 	}
 }
