@@ -7,6 +7,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/go-kit/kit v0.13.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/svc-dev/svc/api v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
@@ -25,6 +26,7 @@ require (
 	github.com/mileusna/useragent v1.3.5 // indirect
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
 
 require (
@@ -68,7 +70,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -79,6 +81,7 @@ require (
 )
 
 replace (
+	github.com/svc-dev/svc/api => ../../api
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
 	github.com/svc-dev/svc/libs/httpkit => ../../libs/httpkit

@@ -45,6 +45,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/segmentio/kafka-go v0.4.51 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/auth v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
@@ -66,7 +67,8 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	golang.org/x/net v0.61.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -78,6 +80,7 @@ require (
 )
 
 replace (
+	github.com/svc-dev/svc/api => ../../../../api
 	github.com/svc-dev/svc/deploy/devstack => ../../../../deploy/devstack
 	github.com/svc-dev/svc/libs/auth => ../../../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../../../libs/catalogsync
