@@ -171,6 +171,11 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 		if got.get("data") == nil {
 			t.Fatalf("settings: %s", got.raw)
 		}
+		patched := member.do("PATCH", path, map[string]any{"allowed_origins": []string{origin, "http://localhost:3000", "http://127.0.0.1:8000"}}).want(t, 200)
+		if !strings.Contains(patched.raw, "http://127.0.0.1:8000") {
+			t.Fatalf("settings PATCH: %s", patched.raw)
+		}
+		member.do("PATCH", path, map[string]any{"allowed_origins": "nope"}).want(t, 400)
 		next().do("GET", path, nil).wantPlatformError(t, 401, "UnauthorizedError", "Missing or malformed Authorization header. Expected: Bearer <session_token>")
 		next().withKey(s.LiveKey).do("GET", path, nil).want(t, 401) // program keys are refused
 	})
@@ -211,4 +216,21 @@ func TestRateLimitsPerClient(t *testing.T) {
 	}
 	leads.lead(lead, "Origin", origin).wantRateLimited(t, "30")
 	newClient(t, s, "192.0.2.21").lead(lead, "Origin", origin).want(t, 400)
+}
+
+// Sales are limited per API key (120 a minute), whatever client sends them.
+func TestSaleLimitPerKey(t *testing.T) {
+	t.Parallel()
+	s := startStack(t, newStackConfig(t))
+	body := func() map[string]any {
+		return map[string]any{"transaction_id": uniqueID("txn"), "amount_cents": 100, "currency": "USD", "customer_key": "nobody"}
+	}
+	for i := 0; i < 120; i++ {
+		c := newClient(t, s, fmt.Sprintf("198.51.100.%d", i%200+1)).withKey(s.LiveKey)
+		if r := c.sale(body()); r.status != 400 || r.header.Get("X-RateLimit-Limit") != "120" {
+			t.Fatalf("sale %d: %d %v %s", i+1, r.status, r.header, r.raw)
+		}
+	}
+	newClient(t, s, "198.51.100.250").withKey(s.LiveKey).sale(body()).wantRateLimited(t, "120")
+	newClient(t, s, "198.51.100.250").withKey(s.TestKey).sale(body()).want(t, 200) // another key, its own bucket
 }
