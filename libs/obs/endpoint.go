@@ -40,3 +40,23 @@ func EndpointTracing(tracer trace.Tracer, name string) endpoint.Middleware {
 		}
 	}
 }
+
+// EndpointMiddleware decorates one named endpoint (the name labels spans
+// and metrics). Every feature's endpoints.New takes a list of them.
+type EndpointMiddleware func(name string) endpoint.Middleware
+
+// Tracing is EndpointTracing as an EndpointMiddleware.
+func Tracing(tracer trace.Tracer) EndpointMiddleware {
+	return func(name string) endpoint.Middleware { return EndpointTracing(tracer, name) }
+}
+
+// Decorate wraps e in mw, the first outermost: the one helper every
+// endpoint set uses instead of its own wrap closure.
+func Decorate(name string, e endpoint.Endpoint, mw ...EndpointMiddleware) endpoint.Endpoint {
+	for i := len(mw) - 1; i >= 0; i-- {
+		if mw[i] != nil {
+			e = mw[i](name)(e)
+		}
+	}
+	return e
+}

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -301,5 +302,27 @@ func TestEndpointTracing(t *testing.T) {
 				t.Errorf("endpoint.failed = %v, want %v", failed, tt.wantFailed)
 			}
 		})
+	}
+}
+
+func TestDecorateAppliesMiddlewareOutermostFirst(t *testing.T) {
+	t.Parallel()
+	var order []string
+	mw := func(tag string) obs.EndpointMiddleware {
+		return func(name string) endpoint.Middleware {
+			return func(next endpoint.Endpoint) endpoint.Endpoint {
+				return func(ctx context.Context, req any) (any, error) {
+					order = append(order, tag+":"+name)
+					return next(ctx, req)
+				}
+			}
+		}
+	}
+	e := obs.Decorate("click", func(context.Context, any) (any, error) { return "ok", nil }, mw("outer"), nil, mw("inner"))
+	if out, err := e(context.Background(), nil); out != "ok" || err != nil {
+		t.Fatal(out, err)
+	}
+	if fmt.Sprint(order) != "[outer:click inner:click]" {
+		t.Fatalf("order %v", order)
 	}
 }

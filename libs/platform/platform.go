@@ -36,12 +36,9 @@ import (
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
-// Route is one HTTP route of a service. Name labels its metrics and spans.
-type Route struct {
-	Pattern string // net/http pattern, e.g. "POST /api/v1/track/click"
-	Name    string
-	Handler http.Handler
-}
+// Route is one HTTP route of a service (httpkit.Route: the type every
+// feature's transport returns).
+type Route = httpkit.Route
 
 // Spec describes a service to the platform.
 type Spec struct {

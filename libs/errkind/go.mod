@@ -1,0 +1,3 @@
+module github.com/svc-dev/svc/libs/errkind
+
+go 1.26.0
