@@ -50,6 +50,7 @@ require (
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
+	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/obs v0.0.0 // indirect
@@ -89,6 +90,7 @@ replace (
 	github.com/svc-dev/svc/cli => ../
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
+	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind
 	github.com/svc-dev/svc/libs/httpkit => ../../libs/httpkit
 	github.com/svc-dev/svc/libs/kafkakit => ../../libs/kafkakit
 	github.com/svc-dev/svc/libs/obs => ../../libs/obs

@@ -47,6 +47,7 @@ require (
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
+	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/obs v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/pg v0.0.0 // indirect
@@ -82,6 +83,7 @@ replace (
 	github.com/svc-dev/svc/api => ../../api
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
+	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind
 	github.com/svc-dev/svc/libs/httpkit => ../../libs/httpkit
 	github.com/svc-dev/svc/libs/kafkakit => ../../libs/kafkakit
 	github.com/svc-dev/svc/libs/obs => ../../libs/obs

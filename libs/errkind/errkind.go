@@ -27,9 +27,11 @@ var (
 	Internal        = errors.New("internal")
 )
 
-// All lists every kind, in the order Of checks them.
+// All lists every kind, in the order Of checks them: when an error wraps
+// several kinds the first wins, so the most specific client-facing kinds
+// come first.
 func All() []error {
-	return []error{Invalid, NotFound, Conflict, Unauthenticated, Forbidden, Gone, Unprocessable, Unavailable, Internal}
+	return []error{Invalid, Unauthenticated, Forbidden, NotFound, Conflict, Gone, Unprocessable, Unavailable, Internal}
 }
 
 // Of returns the kind err wraps, or Internal when it wraps none (an

@@ -4,39 +4,24 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
-// Error kinds. Domain sentinels wrap one of these so a service's single error
-// encoder can pick the status with errors.Is through one table. They are
-// constants in spirit: never reassigned.
+// Error kinds: the errkind vocabulary under the names transport code has
+// always used (the same values, so errors.Is matches either name). Domain
+// packages import errkind, which needs nothing but the standard library.
 var (
-	ErrInvalid         = errors.New("invalid")
-	ErrUnauthenticated = errors.New("unauthenticated")
-	ErrForbidden       = errors.New("forbidden")
-	ErrNotFound        = errors.New("not found")
-	ErrConflict        = errors.New("conflict")
-	ErrGone            = errors.New("gone")
-	ErrUnprocessable   = errors.New("unprocessable")
-	ErrUnavailable     = errors.New("unavailable")
-	ErrInternal        = errors.New("internal")
+	ErrInvalid         = errkind.Invalid
+	ErrUnauthenticated = errkind.Unauthenticated
+	ErrForbidden       = errkind.Forbidden
+	ErrNotFound        = errkind.NotFound
+	ErrConflict        = errkind.Conflict
+	ErrGone            = errkind.Gone
+	ErrUnprocessable   = errkind.Unprocessable
+	ErrUnavailable     = errkind.Unavailable
+	ErrInternal        = errkind.Internal
 )
-
-// kindStatuses is ordered: when an error wraps several kinds, the first match
-// wins, so the most specific client-facing kinds come first.
-var kindStatuses = []struct {
-	kind   error
-	status int
-}{
-	{ErrInvalid, http.StatusBadRequest},
-	{ErrUnauthenticated, http.StatusUnauthorized},
-	{ErrForbidden, http.StatusForbidden},
-	{ErrNotFound, http.StatusNotFound},
-	{ErrConflict, http.StatusConflict},
-	{ErrGone, http.StatusGone},
-	{ErrUnprocessable, http.StatusUnprocessableEntity},
-	{ErrUnavailable, http.StatusServiceUnavailable},
-	{ErrInternal, http.StatusInternalServerError},
-}
 
 // KindStatus maps an error to its HTTP status: a *DecodeError or *FieldError
 // gives its own status, otherwise the first kind found with errors.Is decides;
@@ -53,12 +38,7 @@ func KindStatus(err error) int {
 	if errors.As(err, &fe) {
 		return http.StatusBadRequest
 	}
-	for _, ks := range kindStatuses {
-		if errors.Is(err, ks.kind) {
-			return ks.status
-		}
-	}
-	return http.StatusInternalServerError
+	return errkind.Status(err)
 }
 
 // Error is a kinded error carrying what the client may see: Message is shown

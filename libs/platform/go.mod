@@ -42,6 +42,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
@@ -66,6 +67,7 @@ require (
 
 replace (
 	github.com/svc-dev/svc/libs/catalogsync => ../catalogsync
+	github.com/svc-dev/svc/libs/errkind => ../errkind
 	github.com/svc-dev/svc/libs/httpkit => ../httpkit
 	github.com/svc-dev/svc/libs/kafkakit => ../kafkakit
 	github.com/svc-dev/svc/libs/obs => ../obs

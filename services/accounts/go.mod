@@ -25,6 +25,7 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/mileusna/useragent v1.3.5 // indirect
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
+	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
@@ -84,6 +85,7 @@ replace (
 	github.com/svc-dev/svc/api => ../../api
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
+	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind
 	github.com/svc-dev/svc/libs/httpkit => ../../libs/httpkit
 	github.com/svc-dev/svc/libs/kafkakit => ../../libs/kafkakit
 	github.com/svc-dev/svc/libs/obs => ../../libs/obs

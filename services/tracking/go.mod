@@ -18,6 +18,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
+	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
@@ -86,6 +87,7 @@ replace (
 	github.com/svc-dev/svc/api => ../../api
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
+	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind
 	github.com/svc-dev/svc/libs/httpkit => ../../libs/httpkit
 	github.com/svc-dev/svc/libs/kafkakit => ../../libs/kafkakit
 	github.com/svc-dev/svc/libs/obs => ../../libs/obs
