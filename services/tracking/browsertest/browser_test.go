@@ -27,7 +27,7 @@ import (
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
-	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 

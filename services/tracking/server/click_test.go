@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/svc-dev/svc/services/tracking/internal/enrich/enrichtest"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich/enrichtest"
 )
 
 var clickIDRe = regexp.MustCompile(`^cust_[0-9]+_[0-9]+$`)

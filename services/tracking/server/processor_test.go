@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 )
 
 const processorSecret = "whsec_test_processor"

@@ -14,12 +14,12 @@ import (
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
-	"github.com/svc-dev/svc/services/tracking/internal/endpoints"
-	"github.com/svc-dev/svc/services/tracking/internal/enrich"
-	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
-	"github.com/svc-dev/svc/services/tracking/internal/pgstore"
-	"github.com/svc-dev/svc/services/tracking/internal/replica"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/pgstore"
+	replicaconsumer "github.com/svc-dev/svc/services/tracking/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/tracking/migrations"
 	"github.com/svc-dev/svc/services/tracking/web"
 
@@ -62,7 +62,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Env.Err(); err != nil {
 		return nil, err
 	}
-	if err := p.Consume(eventsv1.TopicCatalog, Name+".catalog", replica.Applier{Now: p.Now}.Apply); err != nil {
+	if err := p.Consume(eventsv1.TopicCatalog, replicaconsumer.Group(p.Name), replicaconsumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
 	enr, err := enrich.New(enrich.Config{GeoIPPath: geoPath})

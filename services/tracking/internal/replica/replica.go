@@ -1,128 +1,16 @@
-// Package replica applies accounts catalog events to tracking's own copy of
-// the programs, links, API keys and partner-program records it reads.
+// Package replica is tracking's copy of the accounts catalog: the programs,
+// links, API keys and partner-program records tracking reads on every
+// request, kept current by its consumer (replica/consumer) and read by the
+// ingest store (ingest/pgstore) through a cache.
+//
+// The feature has no use cases of its own, so there is no Service here; what
+// the two sides share is the change notification below.
 package replica
 
-import (
-	"context"
-	"fmt"
-	"time"
+// ChannelSuffix names the Postgres NOTIFY channel "<schema>_catalog": the
+// consumer notifies it in the transaction that changes the replica, and
+// every pod's catalog cache LISTENs on it and drops its entries.
+const ChannelSuffix = "_catalog"
 
-	"github.com/jackc/pgx/v5"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
-
-	"github.com/svc-dev/svc/libs/catalogsync"
-	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
-)
-
-// Service is the name tracking acknowledges catalog progress under.
-const Service = "tracking"
-
-// Applier applies one catalog event inside the inbox transaction.
-type Applier struct {
-	Now func() time.Time
-}
-
-// Apply is an inbox handler: it upserts the entities tracking keeps and, for
-// every catalog event (kept or not), advances the catalog watermark.
-func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
-	kept, err := a.upsert(ctx, tx, env)
-	if err != nil {
-		return err
-	}
-	if kept {
-		// Every pod's catalog cache drops its entries when this commits.
-		if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || '_catalog', '')`); err != nil {
-			return fmt.Errorf("notify catalog change: %w", err)
-		}
-	}
-	return catalogsync.Applied(ctx, tx, Service, env.GetEpoch(), env.GetSeq(), a.Now())
-}
-
-// upsert stores the entity if tracking keeps it, and says whether it did.
-func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) (bool, error) {
-	seq := env.GetSeq()
-	switch env.GetType() {
-	case eventsv1.TypeProgramUpserted:
-		var p eventsv1.Program
-		if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
-			return false, fmt.Errorf("decode program event %s: %w", env.GetId(), err)
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO programs (id, advertiser_id, attribution_window_days, lead_auth_policy,
-				payment_tracking_mode, processor_status, processor_account_id, allowed_origins, catalog_seq, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
-			ON CONFLICT (id) DO UPDATE SET advertiser_id = EXCLUDED.advertiser_id,
-				attribution_window_days = EXCLUDED.attribution_window_days, lead_auth_policy = EXCLUDED.lead_auth_policy,
-				payment_tracking_mode = EXCLUDED.payment_tracking_mode, processor_status = EXCLUDED.processor_status,
-				processor_account_id = EXCLUDED.processor_account_id,
-				allowed_origins = EXCLUDED.allowed_origins, catalog_seq = EXCLUDED.catalog_seq, updated_at = EXCLUDED.updated_at
-			WHERE programs.catalog_seq < EXCLUDED.catalog_seq`,
-			p.GetId(), p.GetAdvertiserId(), p.GetAttributionWindowDays(), p.GetLeadAuthPolicy(), p.GetPaymentTrackingMode(),
-			p.GetProcessorConnection().GetStatus(), p.GetProcessorConnection().GetAccountId(), nonNil(p.GetAllowedOrigins()),
-			seq, p.GetUpdatedAt().AsTime())
-		if err != nil {
-			return false, fmt.Errorf("upsert program %d: %w", p.GetId(), err)
-		}
-	case eventsv1.TypeAPIKeyUpserted:
-		var k eventsv1.ApiKey
-		if err := proto.Unmarshal(env.GetPayload(), &k); err != nil {
-			return false, fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, program_id, key_hash, test, rotation_marked_at, rotation_deadline, revoked, catalog_seq)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
-			ON CONFLICT (id) DO UPDATE SET rotation_marked_at = EXCLUDED.rotation_marked_at,
-				rotation_deadline = EXCLUDED.rotation_deadline, revoked = EXCLUDED.revoked, catalog_seq = EXCLUDED.catalog_seq
-			WHERE api_keys.catalog_seq < EXCLUDED.catalog_seq`,
-			k.GetId(), k.GetProgramId(), k.GetKeyHash(), k.GetTest(), optTime(k.GetRotationMarkedAt()),
-			optTime(k.GetRotationDeadline()), k.GetRevoked(), seq)
-		if err != nil {
-			return false, fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
-		}
-	case eventsv1.TypePartnerProgramUpserted:
-		var pp eventsv1.PartnerProgram
-		if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
-			return false, fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO partner_programs (id, partner_id, program_id, approved, created_at, catalog_seq)
-			VALUES ($1,$2,$3,$4,$5,$6)
-			ON CONFLICT (id) DO UPDATE SET approved = EXCLUDED.approved, catalog_seq = EXCLUDED.catalog_seq
-			WHERE partner_programs.catalog_seq < EXCLUDED.catalog_seq`,
-			pp.GetId(), pp.GetPartnerId(), pp.GetProgramId(), pp.GetApproved(), pp.GetCreatedAt().AsTime(), seq)
-		if err != nil {
-			return false, fmt.Errorf("upsert partner-program %d: %w", pp.GetId(), err)
-		}
-	case eventsv1.TypeLinkUpserted:
-		var l eventsv1.Link
-		if err := proto.Unmarshal(env.GetPayload(), &l); err != nil {
-			return false, fmt.Errorf("decode link event %s: %w", env.GetId(), err)
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO links (id, program_id, partner_id, code, active, catalog_seq)
-			VALUES ($1,$2,$3,$4,$5,$6)
-			ON CONFLICT (id) DO UPDATE SET active = EXCLUDED.active, catalog_seq = EXCLUDED.catalog_seq
-			WHERE links.catalog_seq < EXCLUDED.catalog_seq`,
-			l.GetId(), l.GetProgramId(), l.GetPartnerId(), l.GetCode(), l.GetActive(), seq)
-		if err != nil {
-			return false, fmt.Errorf("upsert link %d: %w", l.GetId(), err)
-		}
-	default:
-		// Other catalog events (advertisers, users, partners, memberships)
-		// are not kept here; they still advance the watermark.
-		return false, nil
-	}
-	return true, nil
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func optTime(t *timestamppb.Timestamp) *time.Time {
-	if t == nil {
-		return nil
-	}
-	v := t.AsTime()
-	return &v
-}
+// Channel is the notification channel of the replica in schema.
+func Channel(schema string) string { return schema + ChannelSuffix }

@@ -1,4 +1,4 @@
-package replica_test
+package consumer_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/libs/pg/pgtest"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
-	"github.com/svc-dev/svc/services/tracking/internal/replica"
+	"github.com/svc-dev/svc/services/tracking/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/tracking/migrations"
 )
 
@@ -54,7 +54,7 @@ func envelope(t *testing.T, typ string, seq int64, msg proto.Message) *eventsv1.
 
 func applyAll(t *testing.T, pool *pgxpool.Pool, envs ...*eventsv1.Envelope) {
 	t.Helper()
-	a := replica.Applier{Now: time.Now}
+	a := consumer.Applier{Service: "tracking", Now: time.Now}
 	for _, env := range envs {
 		if err := pg.InTx(context.Background(), pool, func(tx pgx.Tx) error { return a.Apply(context.Background(), tx, env) }); err != nil {
 			t.Fatal(err)

@@ -15,8 +15,8 @@ import (
 	"github.com/maxmind/mmdbwriter/mmdbtype"
 	"github.com/oschwald/maxminddb-golang/v2"
 
-	"github.com/svc-dev/svc/services/tracking/internal/enrich"
-	"github.com/svc-dev/svc/services/tracking/internal/enrich/enrichtest"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich/enrichtest"
 )
 
 // Real User-Agent strings, as browsers and crawlers send them.

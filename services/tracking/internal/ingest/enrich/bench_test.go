@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/svc-dev/svc/services/tracking/internal/enrich"
-	"github.com/svc-dev/svc/services/tracking/internal/enrich/enrichtest"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich/enrichtest"
 )
 
 // BenchmarkEnrich measures the click hot path: one geo lookup and one

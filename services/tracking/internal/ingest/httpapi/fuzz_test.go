@@ -15,8 +15,8 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/services/tracking/internal/endpoints"
-	"github.com/svc-dev/svc/services/tracking/internal/httpapi"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 

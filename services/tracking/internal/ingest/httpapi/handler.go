@@ -16,7 +16,7 @@ import (
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/ratelimit"
-	"github.com/svc-dev/svc/services/tracking/internal/endpoints"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
+	"github.com/svc-dev/svc/services/tracking/internal/replica"
 )
 
 // catalogCache memoises the replica reads of the click path (links,
@@ -52,7 +53,7 @@ type cacheEntry struct {
 
 func newCatalogCache(pool *pgxpool.Pool, schema string, now func() time.Time, logger *slog.Logger) *catalogCache {
 	return &catalogCache{
-		pool: pool, channel: schema + "_catalog", ttl: 30 * time.Second, max: 50_000, now: now, logger: logger,
+		pool: pool, channel: replica.Channel(schema), ttl: 30 * time.Second, max: 50_000, now: now, logger: logger,
 		entries: map[cacheKey]cacheEntry{},
 	}
 }
