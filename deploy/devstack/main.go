@@ -24,11 +24,9 @@ import (
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
+	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/libs/auth/oidctest"
 	"github.com/svc-dev/svc/libs/kafkakit/embedded"
-	"github.com/svc-dev/svc/libs/platform"
-	accounts "github.com/svc-dev/svc/services/accounts/server"
-	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
 func main() {
@@ -108,22 +106,14 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		return err
 	}
 	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
 		"DATABASE_URL":        dsn,
 		"KAFKA_BROKERS":       brokers,
 		"ADMIN_TOKEN":         adminToken(),
 		"SESSION_SIGNING_KEY": signing,
 		"SESSION_PUBLIC_KEY":  publicKey(signing),
-		"CATALOG_CONSUMERS":   "tracking",
 		"TRUSTED_PROXIES":     "127.0.0.1/32,::1/128",
 		// Tracking serves the processor's webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
-	}
-	getenv := func(k string) string {
-		if v := os.Getenv(k); v != "" && k != "HTTP_ADDR" && k != "DB_SCHEMA" {
-			return v
-		}
-		return env[k]
 	}
 	gatewayURL := "http://" + addr
 	if os.Getenv("OIDC_ISSUER") == "" {
@@ -136,25 +126,31 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 			env[k] = v
 		}
 	}
-	services := map[string]http.Handler{}
-	// Tracking first: accounts forwards CLI test events to it (TRACKING_URL).
-	for _, spec := range []platform.Spec{tracking.Spec(), accounts.Spec()} {
-		logPath := filepath.Join(dataDir, "logs", spec.Name+".log")
-		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// The stack sets each service's address, schema, CATALOG_CONSUMERS and
+	// the other services' URLs; everything else may come from the shell.
+	getenv := func(k string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return env[k]
+	}
+	logDir := filepath.Join(dataDir, "logs")
+	logs := map[string]io.Writer{}
+	for _, spec := range stack.Services() {
+		f, err := os.OpenFile(filepath.Join(logDir, spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
-		defer logFile.Close()
-		inst, err := platform.Start(ctx, spec, getenv, logFile)
-		if err != nil {
-			return fmt.Errorf("start %s (log: %s): %w", spec.Name, logPath, err)
-		}
-		defer func() { _ = inst.Stop() }()
-		services[spec.Name] = inst.Handler()
-		if spec.Name == tracking.Name {
-			env["TRACKING_URL"] = "http://" + inst.Addr()
-		}
-		fmt.Fprintf(out, "%-9s http://%s (log %s)\n", spec.Name, inst.Addr(), logPath)
+		defer f.Close()
+		logs[spec.Name] = f
+	}
+	st, err := stack.Start(ctx, stack.Options{Env: getenv, Logs: func(service string) io.Writer { return logs[service] }})
+	if err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, logDir)
+	}
+	defer func() { _ = st.Close() }()
+	for _, name := range st.Names() {
+		fmt.Fprintf(out, "%-9s %s (log %s)\n", name, st.URL(name), filepath.Join(logDir, name+".log"))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -163,7 +159,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	// The services' own servers are bypassed (the gateway calls their
 	// handlers), so the gateway's server has their timeouts.
 	srv := &http.Server{
-		Handler:           gateway.New(services),
+		Handler:           gateway.New(st.Handlers()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      70 * time.Second, // the sync barrier may wait up to 60s

@@ -22,8 +22,8 @@ import (
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/platform"
-	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -36,28 +36,19 @@ type testStack struct {
 	tracking *platform.Instance
 }
 
-// startStack runs accounts and tracking in-process against one fresh
+// startStack runs the stack's services in-process against one fresh
 // database (each in its own schema) and an embedded broker, behind the
 // gateway, as `make run` does.
 func startStack(t *testing.T) *testStack {
 	t.Helper()
-	env := platformtest.With(platformtest.Env(t), map[string]string{
+	st := stacktest.Start(t, map[string]string{
 		"ADMIN_TOKEN":              "stack-admin",
 		"SESSION_SIGNING_KEY":      base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, ed25519.SeedSize)),
-		"CATALOG_CONSUMERS":        "tracking",
 		"PROCESSOR_WEBHOOK_SECRET": stackWebhookSecret,
 	})
-	s := &testStack{
-		tracking: platformtest.Start(t, tracking.Spec(), env),
-	}
-	s.accounts = platformtest.Start(t, accounts.Spec(), platformtest.With(env, map[string]string{"TRACKING_URL": "http://" + s.tracking.Addr()}))
-	gw := httptest.NewServer(gateway.New(map[string]http.Handler{
-		"accounts": s.accounts.Handler(),
-		"tracking": s.tracking.Handler(),
-	}))
+	gw := httptest.NewServer(gateway.New(st.Handlers()))
 	t.Cleanup(gw.Close)
-	s.gateway = gw.URL
-	return s
+	return &testStack{gateway: gw.URL, accounts: st.Instance(accounts.Name), tracking: st.Instance(tracking.Name)}
 }
 
 func client(base string) *seed.Client {

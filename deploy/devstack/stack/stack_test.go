@@ -1,0 +1,213 @@
+package stack
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
+)
+
+func names(specs []platform.Spec) string {
+	var out []string
+	for _, s := range specs {
+		out = append(out, s.Name)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestPlan(t *testing.T) {
+	specs := []platform.Spec{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	cases := []struct {
+		name    string
+		specs   []platform.Spec
+		links   []Link
+		only    []string
+		want    string // started names, or the error's text
+		wantErr bool
+	}{
+		{name: "all in order", specs: specs, links: []Link{{From: "b", Var: "A_URL", To: "a"}}, want: "a,b,c"},
+		{name: "only keeps the stack's order", specs: specs, only: []string{"c", "a"}, want: "a,c"},
+		{name: "unknown service in only", specs: specs, only: []string{"d"}, want: `no service "d"`, wantErr: true},
+		{name: "duplicate name", specs: []platform.Spec{{Name: "a"}, {Name: "a"}}, want: "a listed twice", wantErr: true},
+		{name: "nameless service", specs: []platform.Spec{{}}, want: "has no name", wantErr: true},
+		{name: "link to a later service", specs: specs, links: []Link{{From: "a", Var: "B_URL", To: "b"}}, want: "a must start after b", wantErr: true},
+		{name: "link to itself", specs: specs, links: []Link{{From: "a", Var: "A_URL", To: "a"}}, want: "a must start after a", wantErr: true},
+		{name: "link to a service not in the stack", specs: specs, links: []Link{{From: "a", Var: "X_URL", To: "x"}}, want: "not in the stack", wantErr: true},
+		{name: "link without a variable", specs: specs, links: []Link{{From: "b", To: "a"}}, want: "has no variable", wantErr: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := plan(tc.specs, tc.links, tc.only)
+			switch {
+			case tc.wantErr && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err %v, want one saying %q", err, tc.want)
+			case !tc.wantErr && err != nil:
+				t.Fatal(err)
+			case !tc.wantErr && names(got) != tc.want:
+				t.Fatalf("starts %s, want %s", names(got), tc.want)
+			}
+		})
+	}
+}
+
+// The real stack's list and wiring pass the same checks Start makes.
+func TestServicesAndLinksAreConsistent(t *testing.T) {
+	specs, err := plan(Services(), Links(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := 0
+	for _, s := range specs {
+		if s.CatalogReplica {
+			replicas++
+		}
+	}
+	if replicas == 0 {
+		t.Fatal("no service replicates the catalog: CATALOG_CONSUMERS would be empty")
+	}
+}
+
+func migrations() fstest.MapFS {
+	return fstest.MapFS{"00001_probe.sql": {Data: []byte("-- +goose Up\nCREATE TABLE probe (id int);\n")}}
+}
+
+// reads records the variables each stand-in service saw at start.
+type reads struct {
+	mu   sync.Mutex
+	seen map[string]map[string]string
+}
+
+func (r *reads) spec(name string, replica bool, keys ...string) platform.Spec {
+	return platform.Spec{
+		Name:           name,
+		CatalogReplica: replica,
+		Migrations:     migrations(),
+		Wire: func(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
+			got := map[string]string{"schema": p.Config.Schema}
+			for _, k := range keys {
+				got[k] = p.Env.String(k, "")
+			}
+			r.mu.Lock()
+			r.seen[name] = got
+			r.mu.Unlock()
+			return []platform.Route{{Pattern: "GET /whoami", Name: "whoami", Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = w.Write([]byte(name))
+			})}}, nil
+		},
+	}
+}
+
+// Each service gets its own port and schema, the derived catalog consumers
+// and the URLs of the services it calls; everything else comes from Env,
+// except what the stack decides.
+func TestStartDerivesTheWiring(t *testing.T) {
+	env := platformtest.With(platformtest.Env(t), map[string]string{
+		"HTTP_ADDR":         "127.0.0.1:1", // decided by the stack
+		"DB_SCHEMA":         "shared",      // decided by the stack
+		"CATALOG_CONSUMERS": "someone",     // decided by the stack
+		"SHARED":            "yes",
+		"C_USES_A":          "http://elsewhere.example", // a not-started target is left to Env
+	})
+	links := []Link{
+		{From: "b", Var: "A_URL", To: "a"},
+		{From: "c", Var: "A_URL", To: "a"},
+		{From: "c", Var: "B_URL", To: "b"},
+		{From: "c", Var: "C_USES_A", To: "a"},
+	}
+	keys := []string{"HTTP_ADDR", "CATALOG_CONSUMERS", "SHARED", "A_URL", "B_URL", "C_USES_A"}
+	t.Run("all", func(t *testing.T) {
+		r := &reads{seen: map[string]map[string]string{}}
+		specs := []platform.Spec{r.spec("a", true, keys...), r.spec("b", false, keys...), r.spec("c", true, keys...)}
+		s, err := start(context.Background(), specs, links, Options{Env: func(k string) string { return env[k] }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if got := strings.Join(s.Names(), ","); got != "a,b,c" {
+			t.Fatalf("names %s", got)
+		}
+		for _, name := range []string{"a", "b", "c"} {
+			seen := r.seen[name]
+			if seen["schema"] != name || seen["HTTP_ADDR"] != "127.0.0.1:0" || seen["CATALOG_CONSUMERS"] != "a,c" || seen["SHARED"] != "yes" {
+				t.Errorf("%s saw %v", name, seen)
+			}
+		}
+		if got := r.seen["a"]["A_URL"] + r.seen["a"]["B_URL"]; got != "" {
+			t.Errorf("a calls no one but saw %q", got)
+		}
+		if r.seen["b"]["A_URL"] != s.URL("a") || r.seen["c"]["A_URL"] != s.URL("a") || r.seen["c"]["B_URL"] != s.URL("b") || r.seen["c"]["C_USES_A"] != s.URL("a") {
+			t.Errorf("urls: a %s b %s; b saw %v, c saw %v", s.URL("a"), s.URL("b"), r.seen["b"], r.seen["c"])
+		}
+		handlers := s.Handlers()
+		for _, name := range []string{"a", "b", "c"} {
+			rec := httptest.NewRecorder()
+			handlers[name].ServeHTTP(rec, httptest.NewRequest("GET", "/whoami", nil))
+			if rec.Body.String() != name {
+				t.Errorf("handler of %s answered %q", name, rec.Body.String())
+			}
+			resp, err := http.Get(s.URL(name) + "/whoami")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || s.Instance(name) == nil {
+				t.Errorf("%s over HTTP: %d", name, resp.StatusCode)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+	})
+	t.Run("only c", func(t *testing.T) {
+		r := &reads{seen: map[string]map[string]string{}}
+		specs := []platform.Spec{r.spec("a", true, keys...), r.spec("b", false, keys...), r.spec("c", false, keys...)}
+		s, err := start(context.Background(), specs, links, Options{Env: func(k string) string { return env[k] }, Only: []string{"c"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if len(r.seen) != 1 || s.Instance("a") != nil || s.URL("a") != "" {
+			t.Fatalf("started %v", s.Names())
+		}
+		seen := r.seen["c"]
+		if seen["CATALOG_CONSUMERS"] != "" || seen["A_URL"] != "" || seen["B_URL"] != "" || seen["C_USES_A"] != "http://elsewhere.example" {
+			t.Errorf("c alone saw %v", seen)
+		}
+	})
+	t.Run("a failed start stops the services already started", func(t *testing.T) {
+		r := &reads{seen: map[string]map[string]string{}}
+		bad := platform.Spec{Name: "bad", Migrations: migrations(), Wire: func(context.Context, *platform.Platform) ([]platform.Route, error) {
+			return nil, errors.New("no wiring")
+		}}
+		specs := []platform.Spec{r.spec("a", true), bad}
+		var logs bytes.Buffer // a's, which logs "stopped" when it has
+		verbose := platformtest.With(env, map[string]string{"LOG_LEVEL": "info"})
+		_, err := start(context.Background(), specs, nil, Options{
+			Env: func(k string) string { return verbose[k] },
+			Logs: func(service string) io.Writer {
+				if service == "a" {
+					return &logs
+				}
+				return nil
+			},
+		})
+		if err == nil || !strings.Contains(err.Error(), "start bad") || !strings.Contains(err.Error(), "no wiring") {
+			t.Fatalf("err %v, want start bad: ... no wiring", err)
+		}
+		if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+			t.Fatalf("a was not stopped; its log:\n%s", logs.String())
+		}
+	})
+}

@@ -1,0 +1,47 @@
+// Package stacktest runs the stack in a test: the services of
+// stack.Services in-process on a fresh database and an embedded broker
+// (platformtest.Env), stopped when the test ends.
+package stacktest
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"testing"
+
+	"github.com/svc-dev/svc/deploy/devstack/stack"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
+)
+
+// AdminToken is the admin API's token unless the test sets ADMIN_TOKEN.
+const AdminToken = "stacktest-admin"
+
+// Defaults are the variables the services require that platformtest.Env
+// does not set: the admin token and a fixed session signing key. A test's
+// own values replace them.
+func Defaults() map[string]string {
+	return map[string]string{
+		"ADMIN_TOKEN":         AdminToken,
+		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, ed25519.SeedSize)),
+	}
+}
+
+// Start runs the stack's services (only the ones named, if any) with
+// platformtest.Env, then Defaults, then env: each service reads the same
+// variables, apart from those the stack sets itself (see stack.Options.Env).
+// The services stop gracefully when the test ends, before the database is
+// dropped.
+func Start(t testing.TB, env map[string]string, only ...string) *stack.Stack {
+	t.Helper()
+	all := platformtest.With(platformtest.With(platformtest.Env(t), Defaults()), env)
+	s, err := stack.Start(context.Background(), stack.Options{
+		Env:  func(k string) string { return all[k] },
+		Only: only,
+	})
+	if err != nil {
+		t.Fatalf("start the stack: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}

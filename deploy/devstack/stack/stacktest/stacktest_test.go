@@ -1,0 +1,53 @@
+package stacktest_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/deploy/devstack/stack"
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
+)
+
+// The real services start with the test's variables and the stack's wiring:
+// accounts knows tracking's URL and that tracking replicates the catalog.
+func TestStartRunsTheStack(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, map[string]string{"ADMIN_RATE_LIMIT": "7"})
+	var want []string
+	for _, spec := range stack.Services() {
+		want = append(want, spec.Name)
+	}
+	if got := strings.Join(s.Names(), ","); got != strings.Join(want, ",") {
+		t.Fatalf("started %s, want %s", got, strings.Join(want, ","))
+	}
+	for _, name := range s.Names() {
+		resp, err := http.Get(s.URL(name) + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s /healthz: %d", name, resp.StatusCode)
+		}
+	}
+	read := s.Instance("accounts").Platform().Env.Values()
+	if read["TRACKING_URL"] != s.URL("tracking") || read["CATALOG_CONSUMERS"] != "tracking" ||
+		read["ADMIN_TOKEN"] != stacktest.AdminToken || read["ADMIN_RATE_LIMIT"] != "7" {
+		t.Fatalf("accounts read TRACKING_URL %q (tracking is %s), CATALOG_CONSUMERS %q, ADMIN_TOKEN %q, ADMIN_RATE_LIMIT %q",
+			read["TRACKING_URL"], s.URL("tracking"), read["CATALOG_CONSUMERS"], read["ADMIN_TOKEN"], read["ADMIN_RATE_LIMIT"])
+	}
+}
+
+// A subset starts alone, without the wiring to services left out.
+func TestStartOnly(t *testing.T) {
+	t.Parallel()
+	s := stacktest.Start(t, nil, "accounts")
+	if got := strings.Join(s.Names(), ","); got != "accounts" || s.Instance("tracking") != nil {
+		t.Fatalf("started %s", got)
+	}
+	read := s.Instance("accounts").Platform().Env.Values()
+	if read["TRACKING_URL"] != "" || read["CATALOG_CONSUMERS"] != "" {
+		t.Fatalf("accounts alone read TRACKING_URL %q, CATALOG_CONSUMERS %q", read["TRACKING_URL"], read["CATALOG_CONSUMERS"])
+	}
+}
