@@ -12,19 +12,20 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/go-kit/kit/endpoint"
 
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/cliapi"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
-	"github.com/svc-dev/svc/services/accounts/internal/clistore"
-	"github.com/svc-dev/svc/services/accounts/internal/oidcverify"
+	cliendpoints "github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
+	clihttpapi "github.com/svc-dev/svc/services/accounts/internal/cliauth/httpapi"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
+	clistore "github.com/svc-dev/svc/services/accounts/internal/cliauth/pgstore"
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
-	"github.com/svc-dev/svc/services/accounts/internal/settingsapi"
+	settingsendpoints "github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
+	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
 
 // oidcEnv is the OpenID provider the command-line sign-in trusts.
@@ -182,11 +183,7 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service,
 		return nil, err
 	}
 	tracer := p.Tracer.Tracer("svc/accounts")
-	trace := func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) }
-	var routes []platform.Route
-	for _, r := range cliapi.Routes(cliapi.NewSet(svc, trace), cliapi.Config{Service: svc, Logger: p.Logger, Limit: cliLimit}) {
-		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
-	}
+	routes := clihttpapi.Routes(cliendpoints.New(svc, obs.Tracing(tracer)), clihttpapi.Config{Service: svc, Logger: p.Logger, Limit: cliLimit})
 
 	pub, ok := priv.Public().(ed25519.PublicKey)
 	if !ok {
@@ -205,8 +202,6 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service,
 		return nil, fmt.Errorf("SETTINGS_RATE_LIMIT: %w", err)
 	}
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("program_settings"), ratelimit.WithOnRefuse(refusals.Inc))
-	for _, r := range settingsapi.Routes(settingsapi.Config{Service: settingsSvc, Sessions: sessions, Logger: p.Logger, Limit: limit, Middleware: trace}) {
-		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
-	}
+	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, obs.Tracing(tracer)), settingshttpapi.Config{Sessions: sessions, Logger: p.Logger, Limit: limit})...)
 	return routes, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
-	"github.com/svc-dev/svc/services/accounts/internal/pgstore"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog/pgstore"
 )
 
 // The sync barrier counts only acknowledgements of this database's epoch:

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-kit/kit/endpoint"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
@@ -18,7 +17,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/integration/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/integration/httpapi"
 	"github.com/svc-dev/svc/services/accounts/internal/integration/pgstore"
-	"github.com/svc-dev/svc/services/accounts/internal/trackingclient"
+	"github.com/svc-dev/svc/services/accounts/internal/integration/trackingclient"
 )
 
 // DefaultDocsURL is where key-rotation warnings send integrators (the same
@@ -76,14 +75,10 @@ func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(ht
 		return nil, err
 	}
 	tracer := p.Tracer.Tracer("svc/accounts")
-	set := endpoints.New(svc, func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) })
-	var routes []platform.Route
-	for _, r := range httpapi.Routes(set, httpapi.Config{
+	set := endpoints.New(svc, obs.Tracing(tracer))
+	return httpapi.Routes(set, httpapi.Config{
 		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: docsURL},
 		Limit:  cliLimit,
 		Logger: p.Logger,
-	}) {
-		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
-	}
-	return routes, nil
+	}), nil
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-kit/kit/endpoint"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
 
@@ -21,9 +20,9 @@ import (
 	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
-	"github.com/svc-dev/svc/services/accounts/internal/httpapi"
-	"github.com/svc-dev/svc/services/accounts/internal/pgstore"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog/httpapi"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog/pgstore"
 	"github.com/svc-dev/svc/services/accounts/migrations"
 )
 
@@ -73,7 +72,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	tracer := p.Tracer.Tracer("svc/accounts")
-	set := endpoints.New(svc, func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) })
+	set := endpoints.New(svc, obs.Tracing(tracer))
 	if err := p.Consume(catalogsync.TopicApplied, Name+".catalog-acks", recordAck); err != nil {
 		return nil, err
 	}
@@ -91,9 +90,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	routes := []platform.Route{doc}
-	for _, r := range httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger, Limit: limit}) {
-		routes = append(routes, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
-	}
+	routes = append(routes, httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger, Limit: limit})...)
 
 	// Every /api/v1/cli/* route shares one limit of the spec: 60 a minute per
 	// API key or login token (the Bearer token), else per client IP.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/obs"
+
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 )
 
@@ -35,20 +37,11 @@ type Set struct {
 	TestEvent endpoint.Endpoint
 }
 
-// Middleware decorates one named endpoint (tracing, for instance).
-type Middleware func(name string) endpoint.Middleware
-
-// New builds the set and wraps every endpoint in mw, outermost first.
-func New(svc integration.Service, mw ...Middleware) Set {
-	wrap := func(name string, e endpoint.Endpoint) endpoint.Endpoint {
-		for i := len(mw) - 1; i >= 0; i-- {
-			e = mw[i](name)(e)
-		}
-		return e
-	}
+// New builds the set and decorates every endpoint with mw, outermost first.
+func New(svc integration.Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
-		Status:    wrap("cli_status", makeStatus(svc)),
-		TestEvent: wrap("cli_test_event", makeTestEvent(svc)),
+		Status:    obs.Decorate("cli_status", makeStatus(svc), mw...),
+		TestEvent: obs.Decorate("cli_test_event", makeTestEvent(svc), mw...),
 	}
 }
 

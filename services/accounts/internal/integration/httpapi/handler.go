@@ -48,7 +48,7 @@ type Config struct {
 }
 
 // Routes lists the two routes.
-func Routes(set endpoints.Set, cfg Config) []Route {
+func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if cfg.Limit == nil {
 		cfg.Limit = func(h http.Handler) http.Handler { return h }
 	}
@@ -69,9 +69,9 @@ func Routes(set endpoints.Set, cfg Config) []Route {
 	// 500 carries one. The rule wraps the limiter and the key check so their
 	// answers follow it too.
 	noRequestID := httpkit.OmitRequestIDWhen(func(s int) bool { return s != http.StatusInternalServerError })
-	return []Route{
-		{"GET /api/v1/cli/status", "cli_status", noRequestID(cfg.Limit(auth(MsgStatusFailed)(status)))},
-		{"POST /api/v1/cli/test-event", "cli_test_event", cfg.Limit(auth(MsgTestEventFailed)(testEvent))},
+	return []httpkit.Route{
+		{Pattern: "GET /api/v1/cli/status", Name: "cli_status", Handler: noRequestID(cfg.Limit(auth(MsgStatusFailed)(status)))},
+		{Pattern: "POST /api/v1/cli/test-event", Name: "cli_test_event", Handler: cfg.Limit(auth(MsgTestEventFailed)(testEvent))},
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/oidctest"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
-	"github.com/svc-dev/svc/services/accounts/internal/oidcverify"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
 )
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {

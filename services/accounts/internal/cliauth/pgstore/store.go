@@ -1,8 +1,8 @@
-// Package clistore is the Postgres side of the command-line account routes
+// Package pgstore is the Postgres side of the command-line account routes
 // (cliauth.Store) and of the program settings routes' access check
 // (settings.Access). It only reads catalog tables; catalog writes go
 // through the catalog service and its store, so their events are published.
-package clistore
+package pgstore
 
 import (
 	"context"

@@ -1,12 +1,14 @@
-package cliapi
+// Package httpapi is the HTTP transport of the command-line account routes
+// under /api/v1/cli/: sign-in (auth/start, auth/callback, auth/poll), init,
+// programs, and the retired stripe-connect, over the endpoints of
+// cliauth/endpoints.
+package httpapi
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"mime"
 	"net/http"
-	"strconv"
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
@@ -14,14 +16,8 @@ import (
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
 )
-
-// Route is one CLI route, named for metrics.
-type Route struct {
-	Pattern string
-	Name    string
-	Handler http.Handler
-}
 
 // Config carries what the transport needs besides the endpoints.
 type Config struct {
@@ -67,7 +63,7 @@ type route struct {
 }
 
 // Routes lists every CLI route of this group.
-func Routes(set Set, cfg Config) []Route {
+func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -89,13 +85,13 @@ func Routes(set Set, cfg Config) []Route {
 	poll := route{name: "cli_auth_poll", fail: "Failed to poll auth session"}
 	initR := route{name: "cli_init", fail: "Failed to create program", auth: &initAuth}
 	programs := route{name: "cli_programs", fail: "Failed to list programs", auth: &programsAuth}
-	return []Route{
-		{"POST /api/v1/cli/auth/start", start.name, server(start, set.Start, decodeNothing)},
-		{"POST /api/v1/cli/auth/callback", callback.name, server(callback, set.Callback, decodeCallback)},
-		{"GET /api/v1/cli/auth/poll", poll.name, server(poll, set.Poll, decodePoll)},
-		{"POST /api/v1/cli/init", initR.name, server(initR, set.Init, decodeInit)},
-		{"GET /api/v1/cli/programs", programs.name, server(programs, set.Programs, decodePrograms)},
-		{"POST /api/v1/cli/stripe-connect", "cli_stripe_connect", limit(http.HandlerFunc(stripeConnectGone))},
+	return []httpkit.Route{
+		{Pattern: "POST /api/v1/cli/auth/start", Name: start.name, Handler: server(start, set.Start, decodeNothing)},
+		{Pattern: "POST /api/v1/cli/auth/callback", Name: callback.name, Handler: server(callback, set.Callback, decodeCallback)},
+		{Pattern: "GET /api/v1/cli/auth/poll", Name: poll.name, Handler: server(poll, set.Poll, decodePoll)},
+		{Pattern: "POST /api/v1/cli/init", Name: initR.name, Handler: server(initR, set.Init, decodeInit)},
+		{Pattern: "GET /api/v1/cli/programs", Name: programs.name, Handler: server(programs, set.Programs, decodePrograms)},
+		{Pattern: "POST /api/v1/cli/stripe-connect", Name: "cli_stripe_connect", Handler: limit(http.HandlerFunc(stripeConnectGone))},
 	}
 }
 
@@ -134,7 +130,7 @@ func requireLogin(svc cliauth.Service, logger *slog.Logger, rt route, enc kithtt
 func userFrom(ctx context.Context) (catalog.User, error) {
 	u, ok := ctx.Value(userKey{}).(catalog.User)
 	if !ok {
-		return catalog.User{}, errors.New("cliapi: no authenticated user in context")
+		return catalog.User{}, errors.New("cliauth/httpapi: no authenticated user in context")
 	}
 	return u, nil
 }
@@ -202,87 +198,3 @@ func encodeError(rt route, logger *slog.Logger) kithttp.ErrorEncoder {
 		_ = httpkit.WritePlatformError(w, status, message, opts...)
 	}
 }
-
-func decodeNothing(context.Context, *http.Request) (any, error) { return struct{}{}, nil }
-
-const formBodyLimit = httpkit.DefaultBodyLimit
-
-// decodeCallback reads {state, id_token} as JSON, or as a form post (a
-// sign-in page may submit a plain HTML form). Values that are not strings
-// count as missing.
-func decodeCallback(_ context.Context, r *http.Request) (any, error) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" {
-		r.Body = http.MaxBytesReader(nil, r.Body, formBodyLimit)
-		if err := r.ParseForm(); err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return nil, &httpkit.DecodeError{Status: http.StatusRequestEntityTooLarge, Message: "Request body must not exceed " + itoa(formBodyLimit) + " bytes", Err: err}
-			}
-			return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body is not a valid form", Err: err}
-		}
-		return callbackRequest{State: r.PostForm.Get("state"), IDToken: r.PostForm.Get("id_token")}, nil
-	}
-	obj, err := httpkit.DecodeObject(r, 0)
-	if err != nil {
-		return nil, err
-	}
-	state, _, _ := obj.String("state")
-	tok, _, _ := obj.String("id_token")
-	return callbackRequest{State: state, IDToken: tok}, nil
-}
-
-func decodePoll(_ context.Context, r *http.Request) (any, error) {
-	return pollRequest{State: r.URL.Query().Get("state")}, nil
-}
-
-func decodeInit(ctx context.Context, r *http.Request) (any, error) {
-	user, err := userFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := httpkit.DecodeObject(r, 0)
-	if err != nil {
-		return nil, err
-	}
-	// Name and domain that are not strings count as missing; any other
-	// commission_type value is named in its own message as sent.
-	str := func(key string) *string {
-		if v, ok, err := obj.String(key); ok && err == nil {
-			return &v
-		}
-		return nil
-	}
-	raw := func(key string) *string {
-		if v, ok := obj.Raw(key); ok {
-			s := string(v)
-			return &s
-		}
-		return nil
-	}
-	ctype := str("commission_type")
-	if ctype == nil {
-		ctype = raw("commission_type")
-	}
-	in := cliauth.InitInput{
-		AdvertiserID: raw("advertiser_id"),
-		Program: catalog.ProgramInput{
-			Name:           str("name"),
-			Domain:         str("domain"),
-			CommissionType: ctype,
-			CommissionRate: raw("commission_rate"),
-			DurationMonths: raw("duration_months"),
-			CookieDuration: raw("cookie_duration"),
-		},
-	}
-	return initRequest{User: user, Input: in}, nil
-}
-
-func decodePrograms(ctx context.Context, _ *http.Request) (any, error) {
-	user, err := userFrom(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return programsRequest{User: user}, nil
-}
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

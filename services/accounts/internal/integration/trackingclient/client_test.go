@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
-	"github.com/svc-dev/svc/services/accounts/internal/trackingclient"
+	"github.com/svc-dev/svc/services/accounts/internal/integration/trackingclient"
 )
 
 type seen struct {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
 )
 
 // fields reads typed values from a decoded body, keeping the first problem

@@ -1,21 +1,21 @@
-// Package cliapi is the HTTP transport of the command-line account routes
-// under /api/v1/cli/: sign-in (auth/start, auth/callback, auth/poll), init,
-// programs, and the retired stripe-connect. Each route is a go-kit endpoint
-// over cliauth.Service; refusals travel in the response (Failer) and are
-// written by the group's one error encoder.
-package cliapi
+// Package endpoints adapts cliauth.Service (command-line sign-in, init and
+// programs) to go-kit endpoints. Refusals travel in the response (Failer);
+// infrastructure failures are endpoint errors.
+package endpoints
 
 import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	catalogendpoints "github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
-	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
 )
 
 // Set holds one endpoint per route.
@@ -27,20 +27,14 @@ type Set struct {
 	Programs endpoint.Endpoint
 }
 
-// NewSet builds the endpoints, each wrapped in mw (tracing), outermost first.
-func NewSet(svc cliauth.Service, mw ...func(name string) endpoint.Middleware) Set {
-	wrap := func(name string, e endpoint.Endpoint) endpoint.Endpoint {
-		for i := len(mw) - 1; i >= 0; i-- {
-			e = mw[i](name)(e)
-		}
-		return e
-	}
+// New builds the endpoints, each decorated with mw (tracing), outermost first.
+func New(svc cliauth.Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
-		Start:    wrap("cli_auth_start", makeStart(svc)),
-		Callback: wrap("cli_auth_callback", makeCallback(svc)),
-		Poll:     wrap("cli_auth_poll", makePoll(svc)),
-		Init:     wrap("cli_init", makeInit(svc)),
-		Programs: wrap("cli_programs", makePrograms(svc)),
+		Start:    obs.Decorate("cli_auth_start", makeStart(svc), mw...),
+		Callback: obs.Decorate("cli_auth_callback", makeCallback(svc), mw...),
+		Poll:     obs.Decorate("cli_auth_poll", makePoll(svc), mw...),
+		Init:     obs.Decorate("cli_init", makeInit(svc), mw...),
+		Programs: obs.Decorate("cli_programs", makePrograms(svc), mw...),
 	}
 }
 
@@ -60,7 +54,7 @@ func (r response) StatusCode() int { return r.status }
 func (r response) Headers() http.Header {
 	h := http.Header{}
 	if r.seq > 0 {
-		h.Set("X-Catalog-Seq", itoa(int64(r.seq)))
+		h.Set("X-Catalog-Seq", strconv.FormatInt(int64(r.seq), 10))
 	}
 	return h
 }
@@ -91,14 +85,14 @@ func makeStart(svc cliauth.Service) endpoint.Endpoint {
 	}
 }
 
-type callbackRequest struct {
+type CallbackRequest struct {
 	State   string
 	IDToken string
 }
 
 func makeCallback(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
-		r := req.(callbackRequest)
+		r := req.(CallbackRequest)
 		s, err := svc.Callback(ctx, r.State, r.IDToken)
 		return answer(map[string]any{
 			"status":  "signed_in",
@@ -108,11 +102,11 @@ func makeCallback(svc cliauth.Service) endpoint.Endpoint {
 	}
 }
 
-type pollRequest struct{ State string }
+type PollRequest struct{ State string }
 
 func makePoll(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
-		p, err := svc.Poll(ctx, req.(pollRequest).State)
+		p, err := svc.Poll(ctx, req.(PollRequest).State)
 		data := map[string]any{"status": p.Status}
 		if p.Status == cliauth.StatusComplete {
 			data["token"] = p.Token
@@ -131,27 +125,27 @@ func userView(u catalog.User) map[string]any {
 	return map[string]any{"id": u.ID, "email": u.Email, "advertiser_id": adv}
 }
 
-type initRequest struct {
+type InitRequest struct {
 	User  catalog.User
 	Input cliauth.InitInput
 }
 
 func makeInit(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
-		r := req.(initRequest)
+		r := req.(InitRequest)
 		out, err := svc.Init(ctx, r.User, r.Input)
-		return answer(map[string]any{"program": endpoints.ProgramView(out.Program), "api_key": out.APIKey}, http.StatusCreated, out.Seq, err)
+		return answer(map[string]any{"program": catalogendpoints.ProgramView(out.Program), "api_key": out.APIKey}, http.StatusCreated, out.Seq, err)
 	}
 }
 
-type programsRequest struct{ User catalog.User }
+type ProgramsRequest struct{ User catalog.User }
 
 func makePrograms(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
-		ps, err := svc.Programs(ctx, req.(programsRequest).User)
+		ps, err := svc.Programs(ctx, req.(ProgramsRequest).User)
 		views := make([]map[string]any, 0, len(ps))
 		for _, p := range ps {
-			views = append(views, endpoints.ProgramView(p))
+			views = append(views, catalogendpoints.ProgramView(p))
 		}
 		return answer(views, http.StatusOK, 0, err)
 	}

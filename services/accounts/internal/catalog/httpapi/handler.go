@@ -16,19 +16,12 @@ import (
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
 )
 
 // HeaderCatalogSeq names the catalog sequence a write was published under;
 // GET /admin/v1/catalog/sync?seq=N waits for it.
 const HeaderCatalogSeq = "X-Catalog-Seq"
-
-// Route is one admin route, named for metrics.
-type Route struct {
-	Pattern string // net/http pattern, e.g. "POST /admin/v1/programs"
-	Name    string
-	Handler http.Handler
-}
 
 // Config carries what the transport needs besides the endpoints.
 type Config struct {
@@ -41,7 +34,7 @@ type Config struct {
 
 // Routes lists every admin route. The caller mounts them (with metrics per
 // route name) on its mux.
-func Routes(set endpoints.Set, cfg Config) []Route {
+func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	opts := []kithttp.ServerOption{
 		kithttp.ServerErrorEncoder(encodeError(cfg.Logger)),
 	}
@@ -54,26 +47,26 @@ func Routes(set endpoints.Set, cfg Config) []Route {
 		}
 		return h
 	}
-	return []Route{
-		{"POST /admin/v1/advertisers", "admin_create_advertiser", h(set.CreateAdvertiser, decodeAdvertiser, created)},
-		{"POST /admin/v1/users", "admin_create_user", h(set.CreateUser, decodeUser, created)},
-		{"POST /admin/v1/programs", "admin_create_program", h(set.CreateProgram, decodeCreateProgram, created)},
-		{"GET /admin/v1/users", "admin_find_user", h(set.FindUser, decodeFindUser, ok)},
-		{"GET /admin/v1/programs", "admin_list_programs", h(set.ListPrograms, decodeListPrograms, ok)},
-		{"GET /admin/v1/programs/{id}", "admin_get_program", h(set.GetProgram, decodeGetProgram, ok)},
-		{"GET /admin/v1/programs/{id}/links", "admin_list_links", h(set.ListLinks, decodeListLinks, ok)},
-		{"GET /admin/v1/programs/{id}/keys", "admin_list_keys", h(set.ListKeys, decodeListKeys, ok)},
-		{"GET /admin/v1/partners", "admin_find_partners", h(set.FindPartners, decodeFindPartners, ok)},
-		{"PATCH /admin/v1/programs/{id}", "admin_update_program", h(set.UpdateProgram, decodeUpdateProgram, ok)},
-		{"POST /admin/v1/programs/{id}/members", "admin_put_member", h(set.PutMember, decodeMember, created)},
-		{"POST /admin/v1/programs/{id}/keys", "admin_issue_key", h(set.IssueKey, decodeIssueKey, created)},
-		{"POST /admin/v1/keys/{id}/rotation", "admin_rotate_key", h(set.RotateKey, decodeRotateKey, ok)},
-		{"POST /admin/v1/partners", "admin_create_partner", h(set.CreatePartner, decodePartner, created)},
-		{"POST /admin/v1/programs/{id}/partners", "admin_add_partner", h(set.AddPartnerToProgram, decodeAddPartner, created)},
-		{"POST /admin/v1/programs/{id}/links", "admin_create_link", h(set.CreateLink, decodeCreateLink, created)},
-		{"PATCH /admin/v1/links/{id}", "admin_set_link_active", h(set.SetLinkActive, decodeSetLinkActive, ok)},
-		{"POST /admin/v1/sessions", "admin_issue_session", h(set.IssueSession, decodeSession, created)},
-		{"GET /admin/v1/catalog/sync", "admin_catalog_sync", h(set.WaitForSync, decodeSync, ok)},
+	return []httpkit.Route{
+		{Pattern: "POST /admin/v1/advertisers", Name: "admin_create_advertiser", Handler: h(set.CreateAdvertiser, decodeAdvertiser, created)},
+		{Pattern: "POST /admin/v1/users", Name: "admin_create_user", Handler: h(set.CreateUser, decodeUser, created)},
+		{Pattern: "POST /admin/v1/programs", Name: "admin_create_program", Handler: h(set.CreateProgram, decodeCreateProgram, created)},
+		{Pattern: "GET /admin/v1/users", Name: "admin_find_user", Handler: h(set.FindUser, decodeFindUser, ok)},
+		{Pattern: "GET /admin/v1/programs", Name: "admin_list_programs", Handler: h(set.ListPrograms, decodeListPrograms, ok)},
+		{Pattern: "GET /admin/v1/programs/{id}", Name: "admin_get_program", Handler: h(set.GetProgram, decodeGetProgram, ok)},
+		{Pattern: "GET /admin/v1/programs/{id}/links", Name: "admin_list_links", Handler: h(set.ListLinks, decodeListLinks, ok)},
+		{Pattern: "GET /admin/v1/programs/{id}/keys", Name: "admin_list_keys", Handler: h(set.ListKeys, decodeListKeys, ok)},
+		{Pattern: "GET /admin/v1/partners", Name: "admin_find_partners", Handler: h(set.FindPartners, decodeFindPartners, ok)},
+		{Pattern: "PATCH /admin/v1/programs/{id}", Name: "admin_update_program", Handler: h(set.UpdateProgram, decodeUpdateProgram, ok)},
+		{Pattern: "POST /admin/v1/programs/{id}/members", Name: "admin_put_member", Handler: h(set.PutMember, decodeMember, created)},
+		{Pattern: "POST /admin/v1/programs/{id}/keys", Name: "admin_issue_key", Handler: h(set.IssueKey, decodeIssueKey, created)},
+		{Pattern: "POST /admin/v1/keys/{id}/rotation", Name: "admin_rotate_key", Handler: h(set.RotateKey, decodeRotateKey, ok)},
+		{Pattern: "POST /admin/v1/partners", Name: "admin_create_partner", Handler: h(set.CreatePartner, decodePartner, created)},
+		{Pattern: "POST /admin/v1/programs/{id}/partners", Name: "admin_add_partner", Handler: h(set.AddPartnerToProgram, decodeAddPartner, created)},
+		{Pattern: "POST /admin/v1/programs/{id}/links", Name: "admin_create_link", Handler: h(set.CreateLink, decodeCreateLink, created)},
+		{Pattern: "PATCH /admin/v1/links/{id}", Name: "admin_set_link_active", Handler: h(set.SetLinkActive, decodeSetLinkActive, ok)},
+		{Pattern: "POST /admin/v1/sessions", Name: "admin_issue_session", Handler: h(set.IssueSession, decodeSession, created)},
+		{Pattern: "GET /admin/v1/catalog/sync", Name: "admin_catalog_sync", Handler: h(set.WaitForSync, decodeSync, ok)},
 	}
 }
 

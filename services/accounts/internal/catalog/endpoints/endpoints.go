@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/obs"
+
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
@@ -38,37 +40,28 @@ type Set struct {
 	WaitForSync         endpoint.Endpoint
 }
 
-// Middleware decorates one named endpoint (tracing, for instance).
-type Middleware func(name string) endpoint.Middleware
-
-// New builds the set and wraps every endpoint in mw, outermost first.
-func New(svc catalog.Service, mw ...Middleware) Set {
-	wrap := func(name string, e endpoint.Endpoint) endpoint.Endpoint {
-		for i := len(mw) - 1; i >= 0; i-- {
-			e = mw[i](name)(e)
-		}
-		return e
-	}
+// New builds the set and decorates every endpoint with mw, outermost first.
+func New(svc catalog.Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
-		CreateAdvertiser:    wrap("create_advertiser", makeCreateAdvertiser(svc)),
-		CreateUser:          wrap("create_user", makeCreateUser(svc)),
-		CreateProgram:       wrap("create_program", makeCreateProgram(svc)),
-		UpdateProgram:       wrap("update_program", makeUpdateProgram(svc)),
-		GetProgram:          wrap("get_program", makeGetProgram(svc)),
-		FindUser:            wrap("find_user", makeFindUser(svc)),
-		ListPrograms:        wrap("list_programs", makeListPrograms(svc)),
-		FindPartners:        wrap("find_partners", makeFindPartners(svc)),
-		ListLinks:           wrap("list_links", makeListLinks(svc)),
-		ListKeys:            wrap("list_keys", makeListKeys(svc)),
-		PutMember:           wrap("put_member", makePutMember(svc)),
-		IssueKey:            wrap("issue_key", makeIssueKey(svc)),
-		RotateKey:           wrap("rotate_key", makeRotateKey(svc)),
-		CreatePartner:       wrap("create_partner", makeCreatePartner(svc)),
-		AddPartnerToProgram: wrap("add_partner_to_program", makeAddPartnerToProgram(svc)),
-		CreateLink:          wrap("create_link", makeCreateLink(svc)),
-		SetLinkActive:       wrap("set_link_active", makeSetLinkActive(svc)),
-		IssueSession:        wrap("issue_session", makeIssueSession(svc)),
-		WaitForSync:         wrap("wait_for_sync", makeWaitForSync(svc)),
+		CreateAdvertiser:    obs.Decorate("create_advertiser", makeCreateAdvertiser(svc), mw...),
+		CreateUser:          obs.Decorate("create_user", makeCreateUser(svc), mw...),
+		CreateProgram:       obs.Decorate("create_program", makeCreateProgram(svc), mw...),
+		UpdateProgram:       obs.Decorate("update_program", makeUpdateProgram(svc), mw...),
+		GetProgram:          obs.Decorate("get_program", makeGetProgram(svc), mw...),
+		FindUser:            obs.Decorate("find_user", makeFindUser(svc), mw...),
+		ListPrograms:        obs.Decorate("list_programs", makeListPrograms(svc), mw...),
+		FindPartners:        obs.Decorate("find_partners", makeFindPartners(svc), mw...),
+		ListLinks:           obs.Decorate("list_links", makeListLinks(svc), mw...),
+		ListKeys:            obs.Decorate("list_keys", makeListKeys(svc), mw...),
+		PutMember:           obs.Decorate("put_member", makePutMember(svc), mw...),
+		IssueKey:            obs.Decorate("issue_key", makeIssueKey(svc), mw...),
+		RotateKey:           obs.Decorate("rotate_key", makeRotateKey(svc), mw...),
+		CreatePartner:       obs.Decorate("create_partner", makeCreatePartner(svc), mw...),
+		AddPartnerToProgram: obs.Decorate("add_partner_to_program", makeAddPartnerToProgram(svc), mw...),
+		CreateLink:          obs.Decorate("create_link", makeCreateLink(svc), mw...),
+		SetLinkActive:       obs.Decorate("set_link_active", makeSetLinkActive(svc), mw...),
+		IssueSession:        obs.Decorate("issue_session", makeIssueSession(svc), mw...),
+		WaitForSync:         obs.Decorate("wait_for_sync", makeWaitForSync(svc), mw...),
 	}
 }
 

@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
+)
+
+func decodeNothing(context.Context, *http.Request) (any, error) { return struct{}{}, nil }
+
+const formBodyLimit = httpkit.DefaultBodyLimit
+
+// decodeCallback reads {state, id_token} as JSON, or as a form post (a
+// sign-in page may submit a plain HTML form). Values that are not strings
+// count as missing.
+func decodeCallback(_ context.Context, r *http.Request) (any, error) {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" {
+		r.Body = http.MaxBytesReader(nil, r.Body, formBodyLimit)
+		if err := r.ParseForm(); err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return nil, &httpkit.DecodeError{Status: http.StatusRequestEntityTooLarge, Message: "Request body must not exceed " + itoa(formBodyLimit) + " bytes", Err: err}
+			}
+			return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body is not a valid form", Err: err}
+		}
+		return endpoints.CallbackRequest{State: r.PostForm.Get("state"), IDToken: r.PostForm.Get("id_token")}, nil
+	}
+	obj, err := httpkit.DecodeObject(r, 0)
+	if err != nil {
+		return nil, err
+	}
+	state, _, _ := obj.String("state")
+	tok, _, _ := obj.String("id_token")
+	return endpoints.CallbackRequest{State: state, IDToken: tok}, nil
+}
+
+func decodePoll(_ context.Context, r *http.Request) (any, error) {
+	return endpoints.PollRequest{State: r.URL.Query().Get("state")}, nil
+}
+
+func decodeInit(ctx context.Context, r *http.Request) (any, error) {
+	user, err := userFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := httpkit.DecodeObject(r, 0)
+	if err != nil {
+		return nil, err
+	}
+	// Name and domain that are not strings count as missing; any other
+	// commission_type value is named in its own message as sent.
+	str := func(key string) *string {
+		if v, ok, err := obj.String(key); ok && err == nil {
+			return &v
+		}
+		return nil
+	}
+	raw := func(key string) *string {
+		if v, ok := obj.Raw(key); ok {
+			s := string(v)
+			return &s
+		}
+		return nil
+	}
+	ctype := str("commission_type")
+	if ctype == nil {
+		ctype = raw("commission_type")
+	}
+	in := cliauth.InitInput{
+		AdvertiserID: raw("advertiser_id"),
+		Program: catalog.ProgramInput{
+			Name:           str("name"),
+			Domain:         str("domain"),
+			CommissionType: ctype,
+			CommissionRate: raw("commission_rate"),
+			DurationMonths: raw("duration_months"),
+			CookieDuration: raw("cookie_duration"),
+		},
+	}
+	return endpoints.InitRequest{User: user, Input: in}, nil
+}
+
+func decodePrograms(ctx context.Context, _ *http.Request) (any, error) {
+	user, err := userFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return endpoints.ProgramsRequest{User: user}, nil
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,115 @@
+// Package httpapi is the HTTP transport of the program settings routes,
+// GET and PATCH /api/v1/programs/{id}/settings, for a signed-in dashboard
+// session (the Ed25519 session token accounts issues), over the endpoints
+// of settings/endpoints.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/settings"
+	"github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
+)
+
+// 401 messages. Rule 5 of the contract: an account-session 401 is fixed by
+// signing in again.
+const (
+	MsgMissingSession = "Missing or malformed Authorization header. Expected: Bearer <session_token>"
+	MsgInvalidSession = "Invalid session token. Sign in again."
+	MsgExpiredSession = "Session expired. Sign in again."
+)
+
+// Config carries what the transport needs.
+type Config struct {
+	Sessions *session.Verifier
+	Logger   *slog.Logger
+	// Limit wraps both routes: the contract's 30 a minute per sign-in token,
+	// refused before authentication.
+	Limit func(http.Handler) http.Handler
+}
+
+// Routes lists both settings routes.
+func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	limit := cfg.Limit
+	if limit == nil {
+		limit = func(h http.Handler) http.Handler { return h }
+	}
+	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
+		enc := encodeError(fail)
+		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc), httpkit.ServerOptions(enc, logger)...)
+		return limit(requireSession(cfg.Sessions, srv))
+	}
+	return []httpkit.Route{
+		{Pattern: "GET /api/v1/programs/{id}/settings", Name: "program_settings_get",
+			Handler: build("Failed to load program settings", set.Get, decodeGet)},
+		{Pattern: "PATCH /api/v1/programs/{id}/settings", Name: "program_settings_update",
+			Handler: build("Failed to update program settings", set.Update, decodeUpdate)},
+	}
+}
+
+type userKey struct{}
+
+// requireSession verifies the dashboard session token; CLI login tokens and
+// program API keys are refused like any other invalid token.
+func requireSession(v *session.Verifier, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
+		switch res {
+		case apikey.ParseMissing:
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgMissingSession)
+			return
+		case apikey.ParseEmpty:
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
+			return
+		}
+		claims, err := v.VerifyKind(token, session.KindDashboard)
+		if errors.Is(err, session.ErrExpired) {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgExpiredSession)
+			return
+		}
+		if err != nil {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
+	})
+}
+
+// encodeError writes the platform envelope: 400 validation, 403 no access,
+// 400/413 body problems, and a 500 whose internals stay in the logs.
+func encodeError(fail string) kithttp.ErrorEncoder {
+	return func(ctx context.Context, err error, w http.ResponseWriter) {
+		var (
+			se  *settings.Error
+			fe  *catalog.FieldError
+			de  *httpkit.DecodeError
+			hfe *httpkit.FieldError
+		)
+		switch {
+		case errors.As(err, &de):
+			_ = httpkit.WritePlatformError(w, de.Status, de.Message)
+		case errors.As(err, &fe):
+			_ = httpkit.WritePlatformError(w, http.StatusBadRequest, fe.Message)
+		case errors.As(err, &hfe):
+			_ = httpkit.WritePlatformError(w, http.StatusBadRequest, hfe.Error())
+		case errors.As(err, &se) && errors.Is(se, settings.ErrForbidden):
+			_ = httpkit.WritePlatformError(w, http.StatusForbidden, se.Message)
+		default:
+			_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, fail)
+		}
+	}
+}
