@@ -2,9 +2,10 @@
 // barrier. Accounts numbers every catalog event with a gapless sequence; a
 // service that keeps a replica of the catalog calls Applied inside the inbox
 // transaction of each catalog event, and this package advances the service's
-// contiguous watermark and acknowledges it on TopicApplied through the
-// service's own outbox. Accounts collects the acknowledgements and answers
-// GET /admin/v1/catalog/sync once every consumer has reached a sequence.
+// contiguous watermark and acknowledges it on eventsv1.TopicCatalogApplied
+// through the service's own outbox. Accounts collects the acknowledgements
+// and answers GET /admin/v1/catalog/sync once every consumer has reached a
+// sequence. README.md describes the protocol.
 package catalogsync
 
 import (
@@ -23,17 +24,26 @@ import (
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
-// TopicApplied carries CatalogApplied acknowledgements to accounts.
+// TopicApplied is eventsv1.TopicCatalogApplied under a second name.
+//
+// Deprecated: use eventsv1.TopicCatalogApplied, the topic's one name (topic
+// names are part of the contract in proto/). This alias goes once accounts'
+// wiring no longer uses it.
 const TopicApplied = eventsv1.TopicCatalogApplied
 
-// EventApplied is the envelope type of an acknowledgement.
-const EventApplied = eventsv1.TypeCatalogApplied
+// VersionTable is the goose version table of the progress tables, in the
+// service's schema beside the service's own (goose_db_version) and the
+// outbox's.
+const VersionTable = "catalogsync_db_version"
 
 // Migrate creates the progress tables in schema, with their own version
-// table so they never collide with the service's migrations.
+// table so they never collide with the service's migrations. A replica
+// service lists it in its platform.Spec.ExtraMigrations.
 func Migrate(ctx context.Context, dsn, schema string, logger *slog.Logger) error {
-	return pg.Migrate(ctx, dsn, schema, migrations.FS, logger,
-		pg.WithVersionTable("catalogsync_db_version"))
+	if err := pg.Migrate(ctx, dsn, schema, migrations.FS, logger, pg.WithVersionTable(VersionTable)); err != nil {
+		return fmt.Errorf("catalogsync: %w", err)
+	}
+	return nil
 }
 
 // Applied records that the catalog event numbered seq of epoch (the
@@ -86,9 +96,9 @@ func Applied(ctx context.Context, tx pgx.Tx, service, epoch string, seq int64, n
 	if err != nil {
 		return fmt.Errorf("marshal catalog ack: %w", err)
 	}
-	_, err = outbox.Enqueue(ctx, tx, TopicApplied, &eventsv1.Envelope{
+	_, err = outbox.Enqueue(ctx, tx, eventsv1.TopicCatalogApplied, &eventsv1.Envelope{
 		Id:         outbox.NewEventID(),
-		Type:       EventApplied,
+		Type:       eventsv1.TypeCatalogApplied,
 		OccurredAt: timestamppb.New(now),
 		Source:     service,
 		Payload:    payload,

@@ -66,7 +66,7 @@ func acks(t *testing.T, pool *pgxpool.Pool) []int64 {
 // epochAcks returns the acknowledgements in the order they were written.
 func epochAcks(t *testing.T, pool *pgxpool.Pool) []*eventsv1.CatalogApplied {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT payload FROM outbox WHERE topic = $1 ORDER BY id`, catalogsync.TopicApplied)
+	rows, err := pool.Query(context.Background(), `SELECT payload FROM outbox WHERE topic = $1 ORDER BY id`, eventsv1.TopicCatalogApplied)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func epochAcks(t *testing.T, pool *pgxpool.Pool) []*eventsv1.CatalogApplied {
 		if err := proto.Unmarshal(env.GetPayload(), &ack); err != nil {
 			t.Fatal(err)
 		}
-		if ack.GetService() != "tracking" || env.GetType() != catalogsync.EventApplied {
+		if ack.GetService() != "tracking" || env.GetType() != eventsv1.TypeCatalogApplied {
 			t.Fatalf("ack %v %s", &ack, env.GetType())
 		}
 		out = append(out, &ack)
