@@ -2,9 +2,11 @@
 // environment, logger, metrics, tracing, Postgres pool and migrations, Kafka
 // topics, the outbox relay, inbox consumers and the HTTP server with health
 // and metrics routes, all in one run group with graceful shutdown. A service
-// supplies a Spec (its name, migrations, topics and a Wire function that
-// builds its routes); everything else is the same for every service, so it
-// lives here once instead of in four cmd/ packages.
+// supplies a Spec (its name, migrations, topics with their settings, HTTP
+// write timeout and a Wire function that builds its routes); everything else
+// is the same for every service, so it lives here once instead of in every
+// cmd/ package. The platform knows no product: what one service needs and
+// another does not is in that service's Spec. README.md has the whole tour.
 package platform
 
 import (
@@ -26,7 +28,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/kafkakit"
 	"github.com/svc-dev/svc/libs/obs"
@@ -42,14 +43,35 @@ type Route = httpkit.Route
 
 // Spec describes a service to the platform.
 type Spec struct {
-	Name       string
+	Name string
+	// Migrations are the service's own goose SQL files (an embed.FS of
+	// "*.sql"), applied to its schema before anything else.
 	Migrations fs.FS
-	// CatalogReplica services keep a copy of the accounts catalog and take
-	// part in the catalog sync barrier.
+	// ExtraMigrations apply tables a library keeps in the service's schema
+	// (catalogsync.Migrate for a catalog replica), in order, after the
+	// service's migrations and the outbox's, at start and by `migrate`.
+	ExtraMigrations []MigrateFunc
+	// CatalogReplica ran catalogsync's migrations.
+	//
+	// Deprecated: list catalogsync.Migrate in ExtraMigrations. Still
+	// honoured until every Spec has moved (see compat.go).
 	CatalogReplica bool
 	// Topics this service produces to or consumes from; created at start
-	// before any consumer joins its group.
+	// before any consumer joins its group (each with a ".dlq" beside it).
 	Topics []string
+	// TopicConfigs are topic-level settings (retention.ms, cleanup.policy,
+	// ...) keyed by topic, each topic one of Topics. A topic is created with
+	// them and, when it exists already, brought to them at every start
+	// (kafkakit.EnsureTopics); settings not named keep the broker's
+	// defaults, and dead-letter topics get none. The topic's owner (its
+	// producer) names them; a consumer that lists the topic too leaves them
+	// out, and does not undo them.
+	TopicConfigs map[string]map[string]string
+	// HTTPWriteTimeout bounds writing one response, from the end of the
+	// request headers (http.Server.WriteTimeout); zero means
+	// DefaultHTTPWriteTimeout. A service with a route that waits longer
+	// (a long poll, a barrier) raises it.
+	HTTPWriteTimeout time.Duration
 	// RelayPollInterval, when set, is how often the outbox relay looks for
 	// rows without a NOTIFY (services that enqueue without one, on a hot
 	// path, want tens of milliseconds); OUTBOX_POLL_INTERVAL overrides it.
@@ -60,6 +82,34 @@ type Spec struct {
 	// Wire builds the service on the opened platform: it may add consumers
 	// and returns the service's routes.
 	Wire func(ctx context.Context, p *Platform) ([]Route, error)
+}
+
+// DefaultHTTPWriteTimeout is Spec.HTTPWriteTimeout when it is not set: far
+// above any ordinary route, short enough that a stuck handler does not hold
+// a connection for minutes.
+const DefaultHTTPWriteTimeout = 30 * time.Second
+
+// MigrateFunc applies one set of migrations to schema (catalogsync.Migrate,
+// outbox.Migrate): idempotent and safe to run from several processes at once
+// (pg.Migrate with a version table of its own is both).
+type MigrateFunc func(ctx context.Context, dsn, schema string, logger *slog.Logger) error
+
+// Option adjusts how Start runs a service beyond its Spec and environment.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock makes now the service's clock, Platform.Now, in place of
+// time.Now: every rule the service decides by time (windows, holds,
+// expiries, rotation deadlines, rate-limit windows) reads it, so a test can
+// move time instead of waiting or rewriting rows (platformtest.Clock). The
+// platform's own machinery (the outbox relay, the inbox sweeper, health
+// caching, HTTP timeouts) keeps the wall clock: it measures real durations
+// and compares with Postgres's now().
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
 }
 
 // Config is the environment every service reads, with the same names.
@@ -102,19 +152,38 @@ func LoadConfig(service string, env *obs.Env) Config {
 	return cfg
 }
 
-// topicConfigs are the topic-level settings a topic is created with (and
-// brought to, if it exists), keyed by topic name; nil means broker defaults.
-func topicConfigs(topic string) map[string]string {
-	switch topic {
-	case eventsv1.TopicCatalog:
-		// Nothing replays the catalog: a replica that starts later (a new
-		// service, or a group whose offsets expired) builds its copy from
-		// this topic alone, so nothing may age out of it. Not compaction:
-		// the key is the program id, not the entity, so compacting would
-		// drop every upsert of a program but its last.
-		return map[string]string{"retention.ms": "-1"}
+// validate reports a Spec the platform cannot run as meant.
+func (s Spec) validate() error {
+	if s.Name == "" {
+		return errors.New("spec: Name is required")
+	}
+	if s.HTTPWriteTimeout < 0 {
+		return fmt.Errorf("spec %s: HTTPWriteTimeout %s is negative", s.Name, s.HTTPWriteTimeout)
+	}
+	for i, m := range s.ExtraMigrations {
+		if m == nil {
+			return fmt.Errorf("spec %s: ExtraMigrations[%d] is nil", s.Name, i)
+		}
+	}
+	// A setting for a topic the service does not create would silently do
+	// nothing (a misspelt name, a topic renamed in one place only).
+	listed := make(map[string]bool, len(s.Topics))
+	for _, t := range s.Topics {
+		listed[t] = true
+	}
+	for t := range s.TopicConfigs {
+		if !listed[t] {
+			return fmt.Errorf("spec %s: TopicConfigs names %q, which is not in Topics", s.Name, t)
+		}
 	}
 	return nil
+}
+
+func (s Spec) writeTimeout() time.Duration {
+	if s.HTTPWriteTimeout > 0 {
+		return s.HTTPWriteTimeout
+	}
+	return DefaultHTTPWriteTimeout
 }
 
 // Platform is an opened service process.
@@ -129,14 +198,17 @@ type Platform struct {
 	Pool       *pgxpool.Pool
 	Writer     *kafka.Writer
 	IPs        *httpkit.IPResolver
-	Now        func() time.Time
+	// Now is the service's clock: time.Now, or the one given WithClock.
+	// Wire hands it to everything that decides by time.
+	Now func() time.Time
 
-	getenv   func(string) string
-	health   *obs.Health
-	metrics  *obs.HTTPMetrics
-	runners  []func(context.Context) error
-	closers  []func(context.Context) error
-	listener net.Listener
+	writeTimeout time.Duration
+	getenv       func(string) string
+	health       *obs.Health
+	metrics      *obs.HTTPMetrics
+	runners      []func(context.Context) error
+	closers      []func(context.Context) error
+	listener     net.Listener
 }
 
 // Run is main() for a service: `serve` (the default) or `migrate`.
@@ -158,6 +230,10 @@ func Run(ctx context.Context, spec Spec, args []string, getenv func(string) stri
 		}
 		return 0
 	case "migrate":
+		if err := spec.validate(); err != nil {
+			fmt.Fprintf(stdout, `{"level":"ERROR","msg":"migrate failed","service":%q,"err":%q}`+"\n", spec.Name, err.Error())
+			return 1
+		}
 		env := obs.NewEnv(getenv)
 		cfg := LoadConfig(spec.Name, env)
 		logger := obs.NewLogger(stdout, cfg.LogLevel)
@@ -180,9 +256,9 @@ func migrate(ctx context.Context, spec Spec, cfg Config, logger *slog.Logger) er
 	if err := outbox.Migrate(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
 		return fmt.Errorf("outbox migrations: %w", err)
 	}
-	if spec.CatalogReplica {
-		if err := catalogsync.Migrate(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
-			return fmt.Errorf("catalog progress migrations: %w", err)
+	for _, m := range spec.extraMigrations() {
+		if err := m(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
+			return fmt.Errorf("extra migrations: %w", err)
 		}
 	}
 	return nil
@@ -219,13 +295,26 @@ func (i *Instance) Stop() error {
 
 // Start opens everything, migrates, wires the service and serves in the
 // background until ctx ends or Stop is called.
-func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io.Writer) (*Instance, error) {
+func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io.Writer, opts ...Option) (*Instance, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	if spec.Wire == nil {
+		return nil, fmt.Errorf("spec %s: Wire is required", spec.Name)
+	}
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.now == nil {
+		return nil, errors.New("WithClock: nil clock")
+	}
 	env := obs.NewEnv(getenv)
 	cfg := LoadConfig(spec.Name, env)
 	if err := env.Err(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: time.Now, getenv: getenv}
+	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv}
 	ok := false
 	defer func() {
 		if !ok {
@@ -297,7 +386,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	topics := make([]kafkakit.TopicSpec, 0, len(spec.Topics)*2)
 	for _, t := range spec.Topics {
 		topics = append(topics,
-			kafkakit.TopicSpec{Name: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1, Configs: topicConfigs(t)},
+			kafkakit.TopicSpec{Name: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1, Configs: spec.TopicConfigs[t]},
 			kafkakit.TopicSpec{Name: t + ".dlq", Partitions: 1, ReplicationFactor: 1})
 	}
 	if err := kafkakit.EnsureTopics(ctx, cfg.KafkaBrokers, topics); err != nil {
@@ -398,7 +487,7 @@ func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      70 * time.Second, // the sync barrier may wait up to 60s
+		WriteTimeout:      p.writeTimeout,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(p.Logger.Handler(), slog.LevelWarn),
 	}

@@ -14,11 +14,11 @@ import (
 	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
-	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
 const (
 	name       = "platformprobe"
+	keptTopic  = "probe.kept.v1"
 	otherTopic = "probe.things.v1"
 )
 
@@ -28,8 +28,9 @@ func spec() platform.Spec {
 		Migrations: fstest.MapFS{
 			"00001_probe.sql": {Data: []byte("-- +goose Up\nCREATE TABLE probe (id int);\n")},
 		},
-		Topics: []string{eventsv1.TopicCatalog, otherTopic},
-		Wire:   func(context.Context, *platform.Platform) ([]platform.Route, error) { return nil, nil },
+		Topics:       []string{keptTopic, otherTopic},
+		TopicConfigs: map[string]map[string]string{keptTopic: {"retention.ms": "-1"}},
+		Wire:         func(context.Context, *platform.Platform) ([]platform.Route, error) { return nil, nil },
 	}
 }
 
@@ -39,7 +40,7 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func TestCatalogTopicIsKeptForever(t *testing.T) {
+func TestTopicsAreCreatedWithTheirSpecConfigs(t *testing.T) {
 	t.Parallel()
 	env := platformtest.Env(t)
 	platformtest.Start(t, spec(), env)
@@ -49,9 +50,10 @@ func TestCatalogTopicIsKeptForever(t *testing.T) {
 		topic   string
 		forever bool
 	}{
-		{topic: eventsv1.TopicCatalog, forever: true},
-		{topic: eventsv1.TopicCatalog + ".dlq"},
+		{topic: keptTopic, forever: true},
+		{topic: keptTopic + ".dlq"},
 		{topic: otherTopic},
+		{topic: otherTopic + ".dlq"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.topic, func(t *testing.T) {
@@ -66,18 +68,27 @@ func TestCatalogTopicIsKeptForever(t *testing.T) {
 	}
 }
 
-func TestCatalogTopicCreatedEarlierIsKeptForeverAfterStart(t *testing.T) {
+func TestTopicCreatedEarlierIsBroughtToItsSpecConfigsAtStart(t *testing.T) {
 	t.Parallel()
 	env := platformtest.Env(t)
 	brokers := strings.Split(env["KAFKA_BROKERS"], ",")
-	// As on a cluster where the topic predates the setting.
-	if err := kafkakit.EnsureTopics(ctx(t), brokers, []kafkakit.TopicSpec{{Name: eventsv1.TopicCatalog, Partitions: 4}}); err != nil {
-		t.Fatal(err)
+	// As on a cluster where the topic predates the setting, or where a
+	// consumer that lists the topic without its settings started first.
+	consumer := spec()
+	consumer.Name, consumer.TopicConfigs = "probeconsumer", nil
+	platformtest.Start(t, consumer, env)
+	if got, err := kafkakit.DescribeTopicConfigs(ctx(t), brokers, keptTopic, "retention.ms"); err != nil || got["retention.ms"] == "-1" {
+		t.Fatalf("before the owner started: retention.ms = %q, %v; want the broker default", got["retention.ms"], err)
 	}
 	platformtest.Start(t, spec(), env)
-	got, err := kafkakit.DescribeTopicConfigs(ctx(t), brokers, eventsv1.TopicCatalog, "retention.ms")
+	got, err := kafkakit.DescribeTopicConfigs(ctx(t), brokers, keptTopic, "retention.ms")
 	if err != nil || got["retention.ms"] != "-1" {
 		t.Fatalf("retention.ms = %q, %v; want -1", got["retention.ms"], err)
+	}
+	// A consumer that starts again afterwards leaves the owner's settings.
+	platformtest.Start(t, consumer, env)
+	if got, err := kafkakit.DescribeTopicConfigs(ctx(t), brokers, keptTopic, "retention.ms"); err != nil || got["retention.ms"] != "-1" {
+		t.Fatalf("after the consumer restarted: retention.ms = %q, %v; want -1", got["retention.ms"], err)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package platformtest runs real services in tests: a fresh database and an
 // embedded Kafka-protocol broker per test, and each service in-process on a
-// loopback port through the same platform.Start the binaries use.
+// loopback port through the same platform.Start the binaries use, on the
+// real clock or on a Clock the test moves (platform.WithClock(clock.Now)).
 package platformtest
 
 import (
@@ -28,10 +29,11 @@ func Env(t testing.TB) map[string]string {
 }
 
 // Start runs spec with env until the test ends (stopped gracefully in
-// t.Cleanup) and returns it; its address is inst.Addr().
-func Start(t testing.TB, spec platform.Spec, env map[string]string) *platform.Instance {
+// t.Cleanup) and returns it; its address is inst.Addr(). Options are
+// platform.Start's, such as platform.WithClock(clock.Now).
+func Start(t testing.TB, spec platform.Spec, env map[string]string, opts ...platform.Option) *platform.Instance {
 	t.Helper()
-	inst, err := TryStart(t, spec, env)
+	inst, err := TryStart(t, spec, env, opts...)
 	if err != nil {
 		t.Fatalf("start %s: %v", spec.Name, err)
 	}
@@ -42,9 +44,9 @@ func Start(t testing.TB, spec platform.Spec, env map[string]string) *platform.In
 // error is returned rather than failing the test. An instance that did start
 // is stopped when the test ends, so the caller must not stop it too (a
 // second Stop would wait for ever).
-func TryStart(t testing.TB, spec platform.Spec, env map[string]string) (*platform.Instance, error) {
+func TryStart(t testing.TB, spec platform.Spec, env map[string]string, opts ...platform.Option) (*platform.Instance, error) {
 	t.Helper()
-	inst, err := platform.Start(context.Background(), spec, func(k string) string { return env[k] }, io.Discard)
+	inst, err := platform.Start(context.Background(), spec, func(k string) string { return env[k] }, io.Discard, opts...)
 	if err != nil {
 		return nil, err
 	}
