@@ -13,10 +13,10 @@ import (
 //
 // Only the service's own rules read it. Postgres's now() (column defaults,
 // the inbox's applied_at), the broker, the outbox relay, the inbox sweeper
-// and outside fakes (oidctest's token lifetimes) keep the wall clock, so a
-// Clock started at time.Now() and moved forward keeps the two close enough
-// for everything but the rule under test; one set years away works for
-// rules computed in the service alone.
+// and outside fakes not given the same clock (oidctest.WithClock) keep the
+// wall clock, so a Clock started at time.Now() and moved forward keeps the
+// two close enough for everything but the rule under test; one set years
+// away suits rules computed in the service alone.
 //
 // A clock that stands still also stands still for rate limits read through
 // Platform.Now: a test that sends more than a limit allows moves the clock
