@@ -14,23 +14,18 @@ import (
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
-	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/pgstore"
 	replicaconsumer "github.com/svc-dev/svc/services/tracking/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/tracking/migrations"
 	"github.com/svc-dev/svc/services/tracking/web"
-
-	"github.com/go-kit/kit/endpoint"
 )
 
 // Name is the service's name: its schema, consumer-group prefix and logs.
 const Name = "tracking"
-
-// DefaultDocsURL is where rotation warnings send integrators.
-const DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
 
 // Spec describes tracking to the platform.
 func Spec() platform.Spec {
@@ -49,23 +44,16 @@ func Spec() platform.Spec {
 	}
 }
 
+// wire builds tracking on the opened platform from its Config alone.
 func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
-	geoPath := p.Env.String("GEOIP_DB", "")
-	docsURL := p.Env.String("API_KEY_DOCS_URL", DefaultDocsURL)
-	limits := httpapi.DefaultLimits()
-	limits.Click = p.Env.Int("TRACK_CLICK_RATE_LIMIT", limits.Click)
-	limits.Lead = p.Env.Int("TRACK_LEAD_RATE_LIMIT", limits.Lead)
-	limits.Visit = p.Env.Int("TRACK_VISIT_RATE_LIMIT", limits.Visit)
-	limits.Config = p.Env.Int("TRACK_CONFIG_RATE_LIMIT", limits.Config)
-	limits.Sale = p.Env.Int("TRACK_SALE_RATE_LIMIT", limits.Sale)
-	processorSecret := p.Env.String("PROCESSOR_WEBHOOK_SECRET", "")
-	if err := p.Env.Err(); err != nil {
+	cfg, err := LoadConfig(p.Env)
+	if err != nil {
 		return nil, err
 	}
 	if err := p.Consume(eventsv1.TopicCatalog, replicaconsumer.Group(p.Name), replicaconsumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
-	enr, err := enrich.New(enrich.Config{GeoIPPath: geoPath})
+	enr, err := enrich.New(enrich.Config{GeoIPPath: cfg.GeoIPDB})
 	if err != nil {
 		return nil, fmt.Errorf("GEOIP_DB: %w", err)
 	}
@@ -77,44 +65,41 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	store := pgstore.New(p.Pool, pgstore.Config{
 		Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger,
-		ClickWriters: p.Env.Int("CLICK_WRITERS", 2), ClickGroup: p.Env.Int("CLICK_GROUP_MAX", 64),
+		ClickWriters: cfg.ClickWriters, ClickGroup: cfg.ClickGroupMax,
 	})
 	p.AddRunner(store.Run)
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
 	if err != nil {
 		return nil, err
 	}
-	tracer := p.Tracer.Tracer("svc/tracking")
-	set := endpoints.New(svc, func(name string) endpoint.Middleware { return obs.EndpointTracing(tracer, name) })
+	set := endpoints.New(svc, obs.Tracing(p.Tracer.Tracer("svc/"+p.Name)))
 	refusals, err := ratelimit.NewRefusalCounter(p.Registry)
 	if err != nil {
 		return nil, err
 	}
-	routes, err := httpapi.Routes(set, httpapi.Config{
-		Logger:  p.Logger,
-		Now:     p.Now,
-		Keys:    &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: docsURL},
-		IPs:     p.IPs,
-		Limits:  limits,
-		OnLimit: refusals.Inc,
-		Origins: svc.OriginAllowedSomewhere,
-		// Secrets go from the environment to the verifier only, never to logs.
-		ProcessorSecret: processorSecret,
-		Extra: []httpapi.Route{
-			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
-		},
-	})
+	limiters, err := httpapi.NewLimiters(httpapi.Limits{
+		Click: cfg.ClickRateLimit, Lead: cfg.LeadRateLimit, Visit: cfg.VisitRateLimit, Config: cfg.ConfigRateLimit, Sale: cfg.SaleRateLimit,
+	}, p.Now)
 	if err != nil {
 		return nil, err
 	}
-	if processorSecret == "" {
+	if cfg.ProcessorWebhookSecret == "" {
 		p.Logger.Info("no PROCESSOR_WEBHOOK_SECRET: payment-processor events are not received (" + httpapi.ProcessorWebhookPath + " is not served)")
 	}
-	out := make([]platform.Route, 0, len(routes))
-	for _, r := range routes {
-		out = append(out, platform.Route{Pattern: r.Pattern, Name: r.Name, Handler: r.Handler})
-	}
-	return out, nil
+	return httpapi.Routes(set, httpapi.Config{
+		Logger:   p.Logger,
+		Now:      p.Now,
+		Keys:     &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL},
+		IPs:      p.IPs,
+		Limiters: limiters,
+		OnLimit:  refusals.Inc,
+		Origins:  svc.OriginAllowedSomewhere,
+		// Secrets go from the environment to the verifier only, never to logs.
+		ProcessorSecret: cfg.ProcessorWebhookSecret,
+		Extra: []platform.Route{
+			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
+		},
+	}), nil
 }
 
 // enricher adapts the enrich package to the domain's interface.

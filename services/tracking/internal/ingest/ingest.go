@@ -6,29 +6,33 @@ package ingest
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
-// Error kinds, mapped to HTTP statuses in one table by the transport.
+// The domain's own errors, each wrapping one errkind kind (the transport
+// maps kinds to statuses in one table: errkind.Status). Refusals that need
+// no name of their own use the kind itself (errkind.Invalid, Forbidden,
+// Unauthenticated).
 var (
-	ErrInvalid      = errors.New("invalid")
-	ErrUnauthorized = errors.New("unauthorized")
-	ErrForbidden    = errors.New("forbidden")
-	ErrGone         = errors.New("gone")
-	ErrNotFound     = errors.New("not found")
+	// ErrLinkDisabled: a click on a link the partner turned off (410, the
+	// typed link_disabled envelope with a hint).
+	ErrLinkDisabled = fmt.Errorf("referral link disabled: %w", errkind.Gone)
 	// ErrNoAttribution: a sale whose customer cannot be credited to a
 	// partner of the key's program (400, code no_attribution).
-	ErrNoAttribution = errors.New("no attribution")
+	ErrNoAttribution = fmt.Errorf("no attribution: %w", errkind.Invalid)
 	// ErrDuplicate: the transaction id already names a sale (409).
-	ErrDuplicate = errors.New("duplicate")
+	ErrDuplicate = fmt.Errorf("duplicate transaction: %w", errkind.Conflict)
 	// ErrUnsupported: a sale currency outside USD, EUR and VND (422).
-	ErrUnsupported = errors.New("unsupported")
+	ErrUnsupported = fmt.Errorf("unsupported currency: %w", errkind.Unprocessable)
 )
 
 // Error is a business failure with the exact message the client sees.
 type Error struct {
+	// Kind is an errkind kind or one of the sentinels above.
 	Kind    error
 	Message string
 	Hint    string

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
 // The sale route's messages (the specification's Track sale table) and ours
@@ -139,7 +141,7 @@ type TestSaleRecord struct {
 
 func (s *service) Sale(ctx context.Context, in SaleInput) (SaleOutput, error) {
 	if in.Key == nil {
-		return SaleOutput{}, fail(ErrUnauthorized, "Invalid API token")
+		return SaleOutput{}, fail(errkind.Unauthenticated, "Invalid API token")
 	}
 	sale := SaleWrite{
 		TransactionID: in.TransactionID, AmountCents: in.AmountCents, Currency: in.Currency, OccurredAt: in.OccurredAt.UTC(),

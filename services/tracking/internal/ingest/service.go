@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
 // Service is the tracking use cases.
@@ -135,7 +137,7 @@ func (s *service) newClickID() string {
 func referralCode(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fail(ErrInvalid, MsgInvalidAffiliateURL)
+		return "", fail(errkind.Invalid, MsgInvalidAffiliateURL)
 	}
 	q := u.Query()
 	if code := strings.TrimSpace(q.Get("aff")); code != "" {
@@ -144,12 +146,12 @@ func referralCode(raw string) (string, error) {
 	if code := strings.TrimSpace(q.Get("via")); code != "" {
 		return code, nil
 	}
-	return "", fail(ErrInvalid, MsgNoAffParameter)
+	return "", fail(errkind.Invalid, MsgNoAffParameter)
 }
 
 func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error) {
 	if !in.AffiliateURLSent || strings.TrimSpace(in.AffiliateURL) == "" {
-		return ClickOutput{}, fail(ErrInvalid, MsgAffiliateURLRequired)
+		return ClickOutput{}, fail(errkind.Invalid, MsgAffiliateURLRequired)
 	}
 	code, err := referralCode(in.AffiliateURL)
 	if err != nil {
@@ -158,33 +160,33 @@ func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error)
 	var scope int64
 	if in.Program.Sent {
 		if !in.Program.Valid {
-			return ClickOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+			return ClickOutput{}, fail(errkind.Invalid, MsgUnknownProgram)
 		}
 		if _, ok, err := s.store.Program(ctx, in.Program.ID); err != nil {
 			return ClickOutput{}, err
 		} else if !ok {
-			return ClickOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+			return ClickOutput{}, fail(errkind.Invalid, MsgUnknownProgram)
 		}
 		scope = in.Program.ID
 	}
 	if in.TestMode && in.Key != nil && in.TestProgramID != 0 && in.TestProgramID != in.Key.ProgramID {
-		return ClickOutput{}, fail(ErrForbidden, MsgProgramKeyMismatch)
+		return ClickOutput{}, fail(errkind.Forbidden, MsgProgramKeyMismatch)
 	}
 	link, ok, err := s.store.FindLink(ctx, code, scope)
 	if err != nil {
 		return ClickOutput{}, err
 	}
 	if !ok {
-		return ClickOutput{}, fail(ErrInvalid, MsgLinkNotFound)
+		return ClickOutput{}, fail(errkind.Invalid, MsgLinkNotFound)
 	}
 	if link.PartnerID == 0 || !link.ProgramKnown {
-		return ClickOutput{}, fail(ErrInvalid, MsgInvalidLinkConfig)
+		return ClickOutput{}, fail(errkind.Invalid, MsgInvalidLinkConfig)
 	}
 	if in.Origin != "" && !link.Program.AllowsOrigin(in.Origin) {
-		return ClickOutput{}, fail(ErrForbidden, MsgOriginNotAllowed)
+		return ClickOutput{}, fail(errkind.Forbidden, MsgOriginNotAllowed)
 	}
 	if !link.Active {
-		return ClickOutput{}, &Error{Kind: ErrGone, Message: MsgLinkDisabled, Hint: HintLinkDisabled}
+		return ClickOutput{}, &Error{Kind: ErrLinkDisabled, Message: MsgLinkDisabled, Hint: HintLinkDisabled}
 	}
 	ip := in.ClientIP
 	// visitor_ip counts only with the link's own program key, not retired.
@@ -204,7 +206,7 @@ func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error)
 			if _, ok, err := s.store.Program(ctx, in.TestProgramID); err != nil {
 				return ClickOutput{}, err
 			} else if !ok {
-				return ClickOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+				return ClickOutput{}, fail(errkind.Invalid, MsgUnknownProgram)
 			}
 			programID = in.TestProgramID
 		}
@@ -249,10 +251,10 @@ func (s *service) Lead(ctx context.Context, in LeadInput) (LeadOutput, error) {
 	}
 	server := in.Key != nil
 	if in.ClickID == "" && in.CustomerKey == "" {
-		return LeadOutput{}, fail(ErrInvalid, MsgClickIDOrKeyRequired)
+		return LeadOutput{}, fail(errkind.Invalid, MsgClickIDOrKeyRequired)
 	}
 	if !server && in.ClickID == "" {
-		return LeadOutput{}, fail(ErrInvalid, MsgClickIDRequiredNoKey)
+		return LeadOutput{}, fail(errkind.Invalid, MsgClickIDRequiredNoKey)
 	}
 	ref := LeadRef{ClickID: in.ClickID}
 	if server {
@@ -263,23 +265,23 @@ func (s *service) Lead(ctx context.Context, in LeadInput) (LeadOutput, error) {
 		d := LeadDecision{Record: true, CustomerKey: in.CustomerKey, EmailHash: hashEmail(in.Email), EventName: in.EventName}
 		if server {
 			if c.ProgramID != in.Key.ProgramID {
-				return d, fail(ErrInvalid, MsgCustomerOtherProgram)
+				return d, fail(errkind.Invalid, MsgCustomerOtherProgram)
 			}
 			d.ViaKey, d.KeyID = true, in.Key.ID
 		} else {
 			if in.Program.Sent && (!in.Program.Valid || in.Program.ID != c.ProgramID) {
-				return d, fail(ErrInvalid, MsgCustomerNotFound)
+				return d, fail(errkind.Invalid, MsgCustomerNotFound)
 			}
 			if in.Origin != "" && !c.Program.AllowsOrigin(in.Origin) {
-				return d, fail(ErrForbidden, MsgOriginNotAllowed)
+				return d, fail(errkind.Forbidden, MsgOriginNotAllowed)
 			}
 		}
 		if c.Status != customerStatusClick {
-			return d, fail(ErrInvalid, fmt.Sprintf(msgStatusCannotBeLeadFmt, c.Status))
+			return d, fail(errkind.Invalid, fmt.Sprintf(msgStatusCannotBeLeadFmt, c.Status))
 		}
 		if server {
 			if c.HasProvisional && c.SaleRecorded {
-				return d, fail(ErrInvalid, MsgLeadAfterSale)
+				return d, fail(errkind.Invalid, MsgLeadAfterSale)
 			}
 			out.Message = MsgLeadSettled
 			return d, nil
@@ -298,14 +300,14 @@ func (s *service) Lead(ctx context.Context, in LeadInput) (LeadOutput, error) {
 		return LeadOutput{}, err
 	}
 	if !found {
-		return LeadOutput{}, fail(ErrInvalid, MsgCustomerNotFound)
+		return LeadOutput{}, fail(errkind.Invalid, MsgCustomerNotFound)
 	}
 	return out, nil
 }
 
 func (s *service) testLead(ctx context.Context, in LeadInput) (LeadOutput, error) {
 	if in.Key != nil && in.TestProgramID != 0 && in.TestProgramID != in.Key.ProgramID {
-		return LeadOutput{}, fail(ErrForbidden, MsgProgramKeyMismatch)
+		return LeadOutput{}, fail(errkind.Forbidden, MsgProgramKeyMismatch)
 	}
 	rec := TestLeadRecord{ClickID: in.ClickID, CustomerKey: in.CustomerKey, EmailHash: hashEmail(in.Email), EventName: in.EventName, At: s.now().UTC()}
 	var customer Customer
@@ -327,7 +329,7 @@ func (s *service) testLead(ctx context.Context, in LeadInput) (LeadOutput, error
 	case haveCustomer:
 		rec.ProgramID = customer.ProgramID
 	default:
-		return LeadOutput{}, fail(ErrInvalid, MsgTestProgramRequired)
+		return LeadOutput{}, fail(errkind.Invalid, MsgTestProgramRequired)
 	}
 	if in.Key == nil {
 		p, ok, err := s.store.Program(ctx, rec.ProgramID)
@@ -335,10 +337,10 @@ func (s *service) testLead(ctx context.Context, in LeadInput) (LeadOutput, error
 			return LeadOutput{}, err
 		}
 		if !ok {
-			return LeadOutput{}, fail(ErrInvalid, MsgUnknownProgram)
+			return LeadOutput{}, fail(errkind.Invalid, MsgUnknownProgram)
 		}
 		if in.Origin != "" && !p.AllowsOrigin(in.Origin) {
-			return LeadOutput{}, fail(ErrForbidden, MsgOriginNotAllowed)
+			return LeadOutput{}, fail(errkind.Forbidden, MsgOriginNotAllowed)
 		}
 	}
 	if haveCustomer && customer.ProgramID == rec.ProgramID {
@@ -353,17 +355,17 @@ func (s *service) testLead(ctx context.Context, in LeadInput) (LeadOutput, error
 
 func (s *service) program(ctx context.Context, ref ProgramRef) (Program, error) {
 	if !ref.Sent {
-		return Program{}, fail(ErrInvalid, MsgProgramIDRequired)
+		return Program{}, fail(errkind.Invalid, MsgProgramIDRequired)
 	}
 	if !ref.Valid {
-		return Program{}, fail(ErrInvalid, MsgUnknownProgram)
+		return Program{}, fail(errkind.Invalid, MsgUnknownProgram)
 	}
 	p, ok, err := s.store.Program(ctx, ref.ID)
 	if err != nil {
 		return Program{}, err
 	}
 	if !ok {
-		return Program{}, fail(ErrInvalid, MsgUnknownProgram)
+		return Program{}, fail(errkind.Invalid, MsgUnknownProgram)
 	}
 	if p.AttributionWindowDays <= 0 {
 		p.AttributionWindowDays = defaultAttributionWindow
@@ -378,10 +380,10 @@ func (s *service) Visit(ctx context.Context, in VisitInput) error {
 	}
 	u, perr := url.Parse(strings.TrimSpace(in.PageURL))
 	if in.PageURL == "" || perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(in.PageURL) > maxStoredTextLength {
-		return fail(ErrInvalid, MsgPageURLRequired)
+		return fail(errkind.Invalid, MsgPageURLRequired)
 	}
 	if in.Origin != "" && !p.AllowsOrigin(in.Origin) {
-		return fail(ErrForbidden, MsgOriginNotAllowed)
+		return fail(errkind.Forbidden, MsgOriginNotAllowed)
 	}
 	_, err = s.store.RecordVisit(ctx, Visit{
 		ProgramID: p.ID, ClickID: in.ClickID, PageURL: in.PageURL, ReferrerURL: in.ReferrerURL,

@@ -1,6 +1,7 @@
-// Package endpoints adapts the ingest service to go-kit endpoints. Business
-// errors travel in the response (Failer); only infrastructure failures are
-// endpoint errors.
+// Package endpoints adapts the ingest service to go-kit endpoints, one per
+// use case, with typed requests and responses. A response is the JSON body
+// the route answers with; business errors travel in it (endpoint.Failer),
+// only infrastructure failures are endpoint errors.
 package endpoints
 
 import (
@@ -9,10 +10,11 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 
-// Set holds one endpoint per tracking route.
+// Set holds one endpoint per tracking use case.
 type Set struct {
 	Click  endpoint.Endpoint
 	Lead   endpoint.Endpoint
@@ -23,57 +25,219 @@ type Set struct {
 	ProcessorEvent endpoint.Endpoint
 }
 
-// Middleware decorates one named endpoint.
-type Middleware func(name string) endpoint.Middleware
-
-// New builds the set, wrapping each endpoint in mw (outermost first).
-func New(svc ingest.Service, mw ...Middleware) Set {
-	wrap := func(name string, e endpoint.Endpoint) endpoint.Endpoint {
-		for i := len(mw) - 1; i >= 0; i-- {
-			e = mw[i](name)(e)
-		}
-		return e
-	}
+// New builds the set, wrapping each endpoint in mw (the first outermost).
+func New(svc ingest.Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
-		Click: wrap("click", func(ctx context.Context, req any) (any, error) {
-			out, err := svc.Click(ctx, req.(ingest.ClickInput))
-			return respond(out, err)
-		}),
-		Lead: wrap("lead", func(ctx context.Context, req any) (any, error) {
-			out, err := svc.Lead(ctx, req.(ingest.LeadInput))
-			return respond(out, err)
-		}),
-		Visit: wrap("visit", func(ctx context.Context, req any) (any, error) {
-			return respond(nil, svc.Visit(ctx, req.(ingest.VisitInput)))
-		}),
-		Config: wrap("config", func(ctx context.Context, req any) (any, error) {
-			out, err := svc.Config(ctx, req.(ingest.ProgramRef))
-			return respond(out, err)
-		}),
-		Sale: wrap("sale", func(ctx context.Context, req any) (any, error) {
-			out, err := svc.Sale(ctx, req.(ingest.SaleInput))
-			return respond(out, err)
-		}),
-		ProcessorEvent: wrap("processor_event", func(ctx context.Context, req any) (any, error) {
-			out, err := svc.ProcessorPayment(ctx, req.(ingest.PaymentInput))
-			return respond(out, err)
-		}),
+		Click:          obs.Decorate("click", MakeClickEndpoint(svc), mw...),
+		Lead:           obs.Decorate("lead", MakeLeadEndpoint(svc), mw...),
+		Visit:          obs.Decorate("visit", MakeVisitEndpoint(svc), mw...),
+		Config:         obs.Decorate("config", MakeConfigEndpoint(svc), mw...),
+		Sale:           obs.Decorate("sale", MakeSaleEndpoint(svc), mw...),
+		ProcessorEvent: obs.Decorate("processor_event", MakeProcessorEventEndpoint(svc), mw...),
 	}
 }
 
-// Response carries a use case's result or its business error.
-type Response struct {
-	Value any
-	Err   error
+// Every response carries its business error.
+var (
+	_ endpoint.Failer = ClickResponse{}
+	_ endpoint.Failer = LeadResponse{}
+	_ endpoint.Failer = VisitResponse{}
+	_ endpoint.Failer = ConfigResponse{}
+	_ endpoint.Failer = SaleResponse{}
+	_ endpoint.Failer = ProcessorEventResponse{}
+)
+
+// Requests are the decoded inputs of the use cases (the transport checks
+// their shape field by field, with the specification's messages).
+type (
+	ClickRequest          = ingest.ClickInput
+	LeadRequest           = ingest.LeadInput
+	VisitRequest          = ingest.VisitInput
+	ConfigRequest         = ingest.ProgramRef
+	SaleRequest           = ingest.SaleInput
+	ProcessorEventRequest = ingest.PaymentInput
+)
+
+// TestData is data of a test-mode answer (click, lead, sale).
+type TestData struct {
+	EventID       int64  `json:"eventId"`
+	ProgramID     int64  `json:"programId"`
+	TestMode      bool   `json:"test_mode"`
+	TransactionID string `json:"transaction_id,omitempty"` // sales only
+}
+
+func testData(t *ingest.TestEvent) *TestData {
+	return &TestData{EventID: t.EventID, ProgramID: t.ProgramID, TestMode: true}
+}
+
+// The response bodies have two shapes (a recorded event, a test event);
+// the fields of one shape are never zero in it and always zero in the
+// other, hence omitempty. Fields are in JSON-name order, the order the
+// bodies have always had.
+
+// ClickResponse answers POST /api/v1/track/click.
+type ClickResponse struct {
+	ClickID          string    `json:"click_id,omitempty"`
+	CookieWindowDays int       `json:"cookie_window_days,omitempty"`
+	Data             *TestData `json:"data,omitempty"`
+	Message          string    `json:"message,omitempty"`
+	PartnerCode      string    `json:"partner_code,omitempty"`
+	Success          bool      `json:"success"`
+	Err              error     `json:"-"`
 }
 
 // Failed implements endpoint.Failer.
-func (r Response) Failed() error { return r.Err }
+func (r ClickResponse) Failed() error { return r.Err }
 
-func respond(v any, err error) (any, error) {
-	var be *ingest.Error
-	if err != nil && !errors.As(err, &be) {
-		return nil, err
+// MakeClickEndpoint records a click.
+func MakeClickEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		out, err := svc.Click(ctx, request.(ClickRequest))
+		if err != nil {
+			return ClickResponse{Err: err}, infrastructure(err)
+		}
+		if out.Test != nil {
+			return ClickResponse{Success: true, Message: out.Test.Message, Data: testData(out.Test)}, nil
+		}
+		return ClickResponse{Success: true, ClickID: out.ClickID, PartnerCode: out.PartnerCode, CookieWindowDays: out.CookieWindowDays}, nil
 	}
-	return Response{Value: v, Err: err}, nil
+}
+
+// LeadResponse answers POST /api/v1/track/lead.
+type LeadResponse struct {
+	Data        *TestData `json:"data,omitempty"`
+	Message     string    `json:"message"`
+	Provisional bool      `json:"provisional,omitempty"`
+	Success     bool      `json:"success"`
+	Err         error     `json:"-"`
+}
+
+// Failed implements endpoint.Failer.
+func (r LeadResponse) Failed() error { return r.Err }
+
+// MakeLeadEndpoint records a lead.
+func MakeLeadEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		out, err := svc.Lead(ctx, request.(LeadRequest))
+		if err != nil {
+			return LeadResponse{Err: err}, infrastructure(err)
+		}
+		if out.Test != nil {
+			return LeadResponse{Success: true, Message: out.Test.Message, Data: testData(out.Test)}, nil
+		}
+		return LeadResponse{Success: true, Provisional: out.Provisional, Message: out.Message}, nil
+	}
+}
+
+// VisitResponse answers POST /api/v1/track/visit.
+type VisitResponse struct {
+	Success bool  `json:"success"`
+	Err     error `json:"-"`
+}
+
+// Failed implements endpoint.Failer.
+func (r VisitResponse) Failed() error { return r.Err }
+
+// MakeVisitEndpoint records a visit.
+func MakeVisitEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		if err := svc.Visit(ctx, request.(VisitRequest)); err != nil {
+			return VisitResponse{Err: err}, infrastructure(err)
+		}
+		return VisitResponse{Success: true}, nil
+	}
+}
+
+// ConfigResponse answers GET /api/v1/track/config.
+type ConfigResponse struct {
+	BrowserLeadsAllowed bool   `json:"browser_leads_allowed"`
+	CookieWindowDays    int    `json:"cookie_window_days"`
+	LeadAuthPolicy      string `json:"lead_auth_policy"`
+	ProgramID           int64  `json:"program_id"`
+	Success             bool   `json:"success"`
+	Err                 error  `json:"-"`
+}
+
+// Failed implements endpoint.Failer.
+func (r ConfigResponse) Failed() error { return r.Err }
+
+// MakeConfigEndpoint returns a program's tracker configuration.
+func MakeConfigEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		p, err := svc.Config(ctx, request.(ConfigRequest))
+		if err != nil {
+			return ConfigResponse{Err: err}, infrastructure(err)
+		}
+		return ConfigResponse{
+			Success: true, ProgramID: p.ID, CookieWindowDays: p.AttributionWindowDays, LeadAuthPolicy: p.LeadAuthPolicy,
+			BrowserLeadsAllowed: p.LeadAuthPolicy == "browser_allowed",
+		}, nil
+	}
+}
+
+// SaleResponse answers POST /api/v1/track/sale.
+type SaleResponse struct {
+	ClickID        string    `json:"click_id,omitempty"`
+	CustomerStatus string    `json:"customer_status,omitempty"`
+	Data           *TestData `json:"data,omitempty"`
+	Message        string    `json:"message"`
+	SaleID         int64     `json:"sale_id,omitempty"`
+	Success        bool      `json:"success"`
+	TransactionID  string    `json:"transaction_id,omitempty"`
+	Err            error     `json:"-"`
+}
+
+// Failed implements endpoint.Failer.
+func (r SaleResponse) Failed() error { return r.Err }
+
+// MakeSaleEndpoint records a sale sent by the brand's server.
+func MakeSaleEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		out, err := svc.Sale(ctx, request.(SaleRequest))
+		if err != nil {
+			return SaleResponse{Err: err}, infrastructure(err)
+		}
+		if out.Test != nil {
+			d := testData(out.Test)
+			d.TransactionID = out.TransactionID
+			return SaleResponse{Success: true, Message: out.Test.Message, Data: d}, nil
+		}
+		return SaleResponse{
+			Success: true, Message: out.Message, SaleID: out.SaleID, TransactionID: out.TransactionID,
+			ClickID: out.ClickID, CustomerStatus: out.CustomerStatus,
+		}, nil
+	}
+}
+
+// ProcessorEventResponse answers a payment-processor webhook delivery.
+type ProcessorEventResponse struct {
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Outcome   string `json:"outcome"`
+	Received  bool   `json:"received"`
+	SaleID    int64  `json:"sale_id,omitempty"`
+	Err       error  `json:"-"`
+}
+
+// Failed implements endpoint.Failer.
+func (r ProcessorEventResponse) Failed() error { return r.Err }
+
+// MakeProcessorEventEndpoint acts on one processor event.
+func MakeProcessorEventEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		out, err := svc.ProcessorPayment(ctx, request.(ProcessorEventRequest))
+		if err != nil {
+			return ProcessorEventResponse{Err: err}, infrastructure(err)
+		}
+		return ProcessorEventResponse{Received: true, Outcome: out.Outcome, Duplicate: out.Duplicate, SaleID: out.SaleID}, nil
+	}
+}
+
+// infrastructure returns err when it is not a business refusal: those
+// travel in the response, everything else is the endpoint's error.
+func infrastructure(err error) error {
+	var be *ingest.Error
+	if errors.As(err, &be) {
+		return nil
+	}
+	return err
 }

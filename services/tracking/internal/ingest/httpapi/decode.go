@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
@@ -24,7 +25,7 @@ const (
 
 var dimensionRe = regexp.MustCompile(`^[0-9]{1,5}x[0-9]{1,5}$`)
 
-func invalid(msg string) error { return &ingest.Error{Kind: ingest.ErrInvalid, Message: msg} }
+func invalid(msg string) error { return &ingest.Error{Kind: errkind.Invalid, Message: msg} }
 
 // fields reads optional values, keeping the first problem.
 type fields struct {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
-	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 
 // memStore is just enough catalog, customers and sales for the decoders
@@ -208,14 +208,15 @@ func newHandler(t testing.TB, store *memStore) http.Handler {
 		t.Fatal(err)
 	}
 	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30, Sale: 1 << 30}
-	routes, err := httpapi.Routes(endpoints.New(svc), httpapi.Config{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: fuzzNow,
-		Keys: &apikey.Authenticator{Store: keyStore{}, Now: fuzzNow}, IPs: ips, Limits: limits,
-		OnLimit: func(string) {}, Origins: svc.OriginAllowedSomewhere, ProcessorSecret: fuzzSecret,
-	})
+	limiters, err := httpapi.NewLimiters(limits, fuzzNow)
 	if err != nil {
 		t.Fatal(err)
 	}
+	routes := httpapi.Routes(endpoints.New(svc), httpapi.Config{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: fuzzNow,
+		Keys: &apikey.Authenticator{Store: keyStore{}, Now: fuzzNow}, IPs: ips, Limiters: limiters,
+		OnLimit: func(string) {}, Origins: svc.OriginAllowedSomewhere, ProcessorSecret: fuzzSecret,
+	})
 	mux := http.NewServeMux()
 	for _, r := range routes {
 		mux.Handle(r.Pattern, r.Handler)

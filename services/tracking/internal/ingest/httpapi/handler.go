@@ -5,27 +5,20 @@ package httpapi
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
-	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
-
-// Route is one HTTP route, named for metrics.
-type Route struct {
-	Pattern string
-	Name    string
-	Handler http.Handler
-}
 
 // Limits are the per-minute limits of the spec: per client IP, and for
 // Sale (shared with refund) per API key.
@@ -36,14 +29,37 @@ type Limits struct {
 // DefaultLimits are the spec's Limits table.
 func DefaultLimits() Limits { return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60, Sale: 120} }
 
+// Limiters are the routes' rate limiters, built from Limits in the wiring
+// (building one fails only on a limit out of range).
+type Limiters struct {
+	Click, Lead, Visit, Config, Sale *ratelimit.Limiter
+}
+
+// NewLimiters builds one limiter per limited route.
+func NewLimiters(l Limits, now func() time.Time) (Limiters, error) {
+	var out Limiters
+	for _, x := range []struct {
+		name  string
+		limit int
+		into  **ratelimit.Limiter
+	}{{"click", l.Click, &out.Click}, {"lead", l.Lead, &out.Lead}, {"visit", l.Visit, &out.Visit}, {"config", l.Config, &out.Config}, {"sale", l.Sale, &out.Sale}} {
+		lim, err := ratelimit.New(ratelimit.Config{Limit: x.limit, Now: now})
+		if err != nil {
+			return Limiters{}, fmt.Errorf("%s rate limit: %w", x.name, err)
+		}
+		*x.into = lim
+	}
+	return out, nil
+}
+
 // Config carries what the transport needs besides the endpoints.
 type Config struct {
-	Logger  *slog.Logger
-	Now     func() time.Time
-	Keys    *apikey.Authenticator
-	IPs     *httpkit.IPResolver
-	Limits  Limits
-	OnLimit func(route string)
+	Logger   *slog.Logger
+	Now      func() time.Time
+	Keys     *apikey.Authenticator
+	IPs      *httpkit.IPResolver
+	Limiters Limiters
+	OnLimit  func(route string)
 	// Origins answers whether any program allows a browser origin (for
 	// preflights and CORS headers; the program's own check is the
 	// service's).
@@ -52,82 +68,59 @@ type Config struct {
 	// webhook route is served only when it is set.
 	ProcessorSecret string
 	// Extra routes served by the service (the browser tracker).
-	Extra []Route
+	Extra []httpkit.Route
 }
 
 // Routes lists every tracking route with its middleware.
-func Routes(set endpoints.Set, cfg Config) ([]Route, error) {
-	limited := func(route string, limit int) (func(http.Handler) http.Handler, error) {
-		l, err := ratelimit.New(ratelimit.Config{Limit: limit, Now: cfg.Now})
-		if err != nil {
-			return nil, err
-		}
-		return ratelimit.Middleware(l, ratelimit.ByIP(cfg.IPs), ratelimit.WithRoute(route), ratelimit.WithOnRefuse(cfg.OnLimit)), nil
+func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
+	byIP := func(route string, l *ratelimit.Limiter) func(http.Handler) http.Handler {
+		return ratelimit.Middleware(l, ratelimit.ByIP(cfg.IPs), ratelimit.WithRoute(route), ratelimit.WithOnRefuse(cfg.OnLimit))
 	}
-	coded := func(e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc, failMsg string, code func(int, error) string) http.Handler {
-		ee := encodeError(cfg.Logger, failMsg, code)
-		return kithttp.NewServer(e, dec, func(ctx context.Context, w http.ResponseWriter, resp any) error {
-			r := resp.(endpoints.Response)
-			if r.Err != nil {
-				ee(ctx, r.Err, w)
-				return nil
-			}
-			return enc(ctx, w, r.Value)
-		}, kithttp.ServerErrorEncoder(ee))
-	}
-	server := func(e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc, failMsg string) http.Handler {
-		return coded(e, dec, enc, failMsg, nil)
-	}
-	clickLimit, err := limited("click", cfg.Limits.Click)
-	if err != nil {
-		return nil, err
-	}
-	leadLimit, err := limited("lead", cfg.Limits.Lead)
-	if err != nil {
-		return nil, err
-	}
-	visitLimit, err := limited("visit", cfg.Limits.Visit)
-	if err != nil {
-		return nil, err
-	}
-	configLimit, err := limited("config", cfg.Limits.Config)
-	if err != nil {
-		return nil, err
-	}
-	saleLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.Limits.Sale, Now: cfg.Now})
-	if err != nil {
-		return nil, err
+	server := func(e endpoint.Endpoint, dec kithttp.DecodeRequestFunc, errs routeErrors) http.Handler {
+		ee := errorEncoder{logger: cfg.Logger, route: errs}.encode
+		return kithttp.NewServer(e, dec, encodeResponse(ee), kithttp.ServerErrorEncoder(ee))
 	}
 	// The spec counts sale and refund together: a refund route served here
 	// must use this limiter too.
-	saleLimit := ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(cfg.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(cfg.OnLimit))
+	saleLimit := ratelimit.Middleware(cfg.Limiters.Sale, ratelimit.BearerOrIP(cfg.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(cfg.OnLimit))
 	cors := corsPolicy{origins: cfg.Origins, logger: cfg.Logger}
 	keyOptional := clickKey(cfg.Keys)
-	leadKey := cfg.Keys.Middleware(apikey.LeadMessages(), internalError(cfg.Logger, "Lead tracking failed", ""))
-	saleKey := cfg.Keys.Middleware(apikey.SaleMessages(), internalError(cfg.Logger, "Sale tracking failed", "internal_error"))
+	leadKey := cfg.Keys.Middleware(apikey.LeadMessages(), errorEncoder{logger: cfg.Logger, route: leadErrors}.internal)
+	saleKey := cfg.Keys.Middleware(apikey.SaleMessages(), errorEncoder{logger: cfg.Logger, route: saleErrors}.internal)
 
-	click := cors.wrap(clickLimit(keyOptional(server(set.Click, decodeClick(cfg.Now), encodeClick, "Click tracking failed"))))
-	lead := cors.wrap(leadLimit(leadKey(server(set.Lead, decodeLead(cfg.Now), encodeLead, "Lead tracking failed"))))
-	visit := cors.wrap(visitLimit(server(set.Visit, decodeVisit, encodeVisit, "Visit tracking failed")))
-	config := cors.wrap(configLimit(server(set.Config, decodeConfig, encodeConfig, "Failed to load tracking config")))
-	sale := saleLimit(saleKey(coded(set.Sale, decodeSale(cfg.Now), encodeSale, "Sale tracking failed", saleCode)))
-	routes := []Route{
-		{"POST /api/v1/track/click", "track_click", click},
-		{"POST /api/v1/track/sale", "track_sale", sale},
-		{"POST /api/v1/track/lead", "track_lead", lead},
-		{"POST /api/v1/track/visit", "track_visit", visit},
-		{"GET /api/v1/track/config", "track_config", config},
-		{"OPTIONS /api/v1/track/click", "track_preflight", cors.preflight()},
-		{"OPTIONS /api/v1/track/lead", "track_preflight", cors.preflight()},
-		{"OPTIONS /api/v1/track/visit", "track_preflight", cors.preflight()},
-		{"OPTIONS /api/v1/track/config", "track_preflight", cors.preflight()},
+	click := cors.wrap(byIP("click", cfg.Limiters.Click)(keyOptional(server(set.Click, decodeClick(cfg.Now), clickErrors))))
+	lead := cors.wrap(byIP("lead", cfg.Limiters.Lead)(leadKey(server(set.Lead, decodeLead(cfg.Now), leadErrors))))
+	visit := cors.wrap(byIP("visit", cfg.Limiters.Visit)(server(set.Visit, decodeVisit, visitErrors)))
+	config := cors.wrap(byIP("config", cfg.Limiters.Config)(server(set.Config, decodeConfig, configErrors)))
+	sale := saleLimit(saleKey(server(set.Sale, decodeSale(cfg.Now), saleErrors)))
+	routes := []httpkit.Route{
+		{Pattern: "POST /api/v1/track/click", Name: "track_click", Handler: click},
+		{Pattern: "POST /api/v1/track/sale", Name: "track_sale", Handler: sale},
+		{Pattern: "POST /api/v1/track/lead", Name: "track_lead", Handler: lead},
+		{Pattern: "POST /api/v1/track/visit", Name: "track_visit", Handler: visit},
+		{Pattern: "GET /api/v1/track/config", Name: "track_config", Handler: config},
+		{Pattern: "OPTIONS /api/v1/track/click", Name: "track_preflight", Handler: cors.preflight()},
+		{Pattern: "OPTIONS /api/v1/track/lead", Name: "track_preflight", Handler: cors.preflight()},
+		{Pattern: "OPTIONS /api/v1/track/visit", Name: "track_preflight", Handler: cors.preflight()},
+		{Pattern: "OPTIONS /api/v1/track/config", Name: "track_preflight", Handler: cors.preflight()},
 	}
 	if cfg.ProcessorSecret != "" {
-		hook := coded(set.ProcessorEvent, decodeProcessorEvent(cfg.ProcessorSecret, cfg.Now), encodeProcessorEvent,
-			"Processor event handling failed", nil)
-		routes = append(routes, Route{"POST " + ProcessorWebhookPath, "processor_webhook", hook})
+		hook := server(set.ProcessorEvent, decodeProcessorEvent(cfg.ProcessorSecret, cfg.Now), processorErrors)
+		routes = append(routes, httpkit.Route{Pattern: "POST " + ProcessorWebhookPath, Name: "processor_webhook", Handler: hook})
 	}
-	return append(routes, cfg.Extra...), nil
+	return append(routes, cfg.Extra...)
+}
+
+// encodeResponse writes an endpoint's response as the 200 body, or its
+// business error through ee.
+func encodeResponse(ee kithttp.ErrorEncoder) kithttp.EncodeResponseFunc {
+	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
+		if f, ok := resp.(endpoint.Failer); ok && f.Failed() != nil {
+			ee(ctx, f.Failed(), w)
+			return nil
+		}
+		return httpkit.WriteJSON(w, http.StatusOK, resp)
+	}
 }
 
 // clickKey recognises a program key on the click route without ever
@@ -151,136 +144,6 @@ func clickKey(a *apikey.Authenticator) func(http.Handler) http.Handler {
 			next.ServeHTTP(rw, r)
 			_ = rw.Finish()
 		})
-	}
-}
-
-func encodeClick(_ context.Context, w http.ResponseWriter, v any) error {
-	out := v.(ingest.ClickOutput)
-	if out.Test != nil {
-		return httpkit.WriteJSON(w, http.StatusOK, testBody(out.Test))
-	}
-	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{
-		"success": true, "click_id": out.ClickID, "partner_code": out.PartnerCode, "cookie_window_days": out.CookieWindowDays,
-	})
-}
-
-func testBody(t *ingest.TestEvent) map[string]any {
-	return map[string]any{
-		"success": true, "message": t.Message,
-		"data": map[string]any{"eventId": t.EventID, "programId": t.ProgramID, "test_mode": true},
-	}
-}
-
-func encodeLead(_ context.Context, w http.ResponseWriter, v any) error {
-	out := v.(ingest.LeadOutput)
-	switch {
-	case out.Test != nil:
-		return httpkit.WriteJSON(w, http.StatusOK, testBody(out.Test))
-	case out.Provisional:
-		return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "provisional": true, "message": out.Message})
-	}
-	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"success": true, "message": out.Message})
-}
-
-func encodeVisit(_ context.Context, w http.ResponseWriter, _ any) error {
-	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"success": true})
-}
-
-func encodeConfig(_ context.Context, w http.ResponseWriter, v any) error {
-	p := v.(ingest.Program)
-	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{
-		"success":               true,
-		"program_id":            p.ID,
-		"cookie_window_days":    p.AttributionWindowDays,
-		"lead_auth_policy":      p.LeadAuthPolicy,
-		"browser_leads_allowed": p.LeadAuthPolicy == "browser_allowed",
-	})
-}
-
-// statusOf is the service's one table from error kind to status.
-func statusOf(err error) int {
-	var de *httpkit.DecodeError
-	switch {
-	case errors.As(err, &de):
-		return de.Status
-	case errors.Is(err, ingest.ErrInvalid), errors.Is(err, httpkit.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, ingest.ErrUnauthorized):
-		return http.StatusUnauthorized
-	case errors.Is(err, ingest.ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, ingest.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, ingest.ErrGone):
-		return http.StatusGone
-	case errors.Is(err, ingest.ErrNoAttribution):
-		return http.StatusBadRequest
-	case errors.Is(err, ingest.ErrDuplicate):
-		return http.StatusConflict
-	case errors.Is(err, ingest.ErrUnsupported):
-		return http.StatusUnprocessableEntity
-	}
-	return http.StatusInternalServerError
-}
-
-// saleCode is error.code of the sale route's platform envelope (the
-// specification's stable codes); the other tracking routes carry none.
-func saleCode(status int, err error) string {
-	switch {
-	case status >= 500:
-		return "internal_error"
-	case errors.Is(err, ingest.ErrNoAttribution):
-		return "no_attribution"
-	case status == http.StatusConflict:
-		return "duplicate_transaction"
-	case status == http.StatusUnprocessableEntity:
-		return "unsupported_currency"
-	case status == http.StatusUnauthorized:
-		return "unauthorized"
-	case status == http.StatusNotFound:
-		return "not_found"
-	}
-	return "invalid_request"
-}
-
-// encodeError writes business errors in the platform envelope, the disabled
-// link in its typed one, and any failure as failMsg (the request id is in
-// the X-Request-ID header; internals only in the log). code, when set,
-// gives error.code.
-func encodeError(logger *slog.Logger, failMsg string, code func(int, error) string) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		status := statusOf(err)
-		var opts []httpkit.EnvelopeOption
-		if code != nil {
-			opts = append(opts, httpkit.WithCode(code(status, err)))
-		}
-		var be *ingest.Error
-		var de *httpkit.DecodeError
-		switch {
-		case status == http.StatusGone && errors.As(err, &be):
-			_ = httpkit.WriteTypedError(w, status, "link_disabled", be.Message, map[string]any{"hint": be.Hint},
-				httpkit.WithTopLevel(map[string]any{"success": false, "message": be.Message}))
-		case status >= 500:
-			logger.ErrorContext(ctx, "tracking request failed", "err", err)
-			_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, failMsg, opts...)
-		case errors.As(err, &de):
-			_ = httpkit.WritePlatformError(w, status, de.Message, opts...)
-		case errors.As(err, &be) && be.SaleID != 0:
-			_ = httpkit.WritePlatformError(w, status, be.Message, append(opts, httpkit.WithDetail("sale_id", be.SaleID))...)
-		default:
-			_ = httpkit.WritePlatformError(w, status, err.Error(), opts...)
-		}
-	}
-}
-
-func internalError(logger *slog.Logger, failMsg, code string) func(http.ResponseWriter, *http.Request, error) {
-	return func(w http.ResponseWriter, r *http.Request, err error) {
-		logger.ErrorContext(r.Context(), "tracking request failed", "err", err)
-		var opts []httpkit.EnvelopeOption
-		if code != "" {
-			opts = append(opts, httpkit.WithCode(code))
-		}
-		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, failMsg, opts...)
 	}
 }
 

@@ -264,15 +264,3 @@ func paymentOf(ev *processorEvent, in *ingest.PaymentInput) error {
 	}
 	return nil
 }
-
-func encodeProcessorEvent(_ context.Context, w http.ResponseWriter, v any) error {
-	out := v.(ingest.PaymentOutput)
-	body := map[string]any{"received": true, "outcome": out.Outcome}
-	if out.Duplicate {
-		body["duplicate"] = true
-	}
-	if out.SaleID != 0 {
-		body["sale_id"] = out.SaleID
-	}
-	return httpkit.WriteJSON(w, http.StatusOK, body)
-}

@@ -129,16 +129,3 @@ func decodeSale(now func() time.Time) func(context.Context, *http.Request) (any,
 		return in, nil
 	}
 }
-
-func encodeSale(_ context.Context, w http.ResponseWriter, v any) error {
-	out := v.(ingest.SaleOutput)
-	if out.Test != nil {
-		body := testBody(out.Test)
-		body["data"].(map[string]any)["transaction_id"] = out.TransactionID
-		return httpkit.WriteJSON(w, http.StatusOK, body)
-	}
-	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{
-		"success": true, "message": out.Message, "sale_id": out.SaleID, "transaction_id": out.TransactionID,
-		"click_id": out.ClickID, "customer_status": out.CustomerStatus,
-	})
-}
