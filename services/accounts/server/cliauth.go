@@ -28,47 +28,6 @@ import (
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
 
-// oidcEnv is the OpenID provider the command-line sign-in trusts.
-type oidcEnv struct {
-	issuer, audience, jwksURL, jwksFile, authURL string
-	algorithms                                   []string
-}
-
-// readOIDCEnv reads the provider settings. None set means command-line
-// sign-in is off (its routes answer 503) so a stack without a provider
-// still starts. OIDC_ISSUER and OIDC_AUDIENCE are required otherwise;
-// OIDC_AUTH_URL, and the keys when neither OIDC_JWKS_URL nor OIDC_JWKS_FILE
-// is set, come from the issuer's discovery document (discoverOIDC).
-func readOIDCEnv(p *platform.Platform) (oidcEnv, bool) {
-	e := oidcEnv{
-		issuer:     p.Env.String("OIDC_ISSUER", ""),
-		audience:   p.Env.String("OIDC_AUDIENCE", ""),
-		jwksURL:    p.Env.String("OIDC_JWKS_URL", ""),
-		jwksFile:   p.Env.String("OIDC_JWKS_FILE", ""),
-		authURL:    p.Env.String("OIDC_AUTH_URL", ""),
-		algorithms: p.Env.List("OIDC_SIGNING_ALGS", oidcverify.DefaultAlgorithms),
-	}
-	if e.issuer == "" && e.audience == "" && e.jwksURL == "" && e.jwksFile == "" && e.authURL == "" {
-		return e, false
-	}
-	var missing []error
-	if e.issuer == "" {
-		missing = append(missing, errors.New("OIDC_ISSUER is required when command-line sign-in is configured"))
-	}
-	if e.audience == "" {
-		missing = append(missing, errors.New("OIDC_AUDIENCE is required when command-line sign-in is configured"))
-	}
-	// Both set is ambiguous; neither is left to discovery, which needs the
-	// issuer.
-	if (e.jwksURL != "" && e.jwksFile != "") || (e.jwksURL == "" && e.jwksFile == "" && e.issuer == "") {
-		missing = append(missing, errJWKSChoice)
-	}
-	p.Env.Fail(errors.Join(missing...))
-	return e, len(missing) == 0
-}
-
-var errJWKSChoice = errors.New("set exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE")
-
 // discoveryTimeout bounds the fetch of the discovery document at start, so
 // an unreachable provider delays the start by at most this much.
 const discoveryTimeout = 5 * time.Second
@@ -84,36 +43,36 @@ const discoveryTimeout = 5 * time.Second
 // link falls back to {OIDC_ISSUER}/authorize, the most common place, and a
 // warning names the error and the URL used. Keys cannot be guessed, so
 // without a JWKS setting a failed discovery stops the start.
-func discoverOIDC(ctx context.Context, logger *slog.Logger, e *oidcEnv) error {
-	needKeys := e.jwksURL == "" && e.jwksFile == ""
-	if e.authURL != "" && !needKeys {
+func discoverOIDC(ctx context.Context, logger *slog.Logger, e *OIDCConfig) error {
+	needKeys := e.JWKSURL == "" && e.JWKSFile == ""
+	if e.AuthURL != "" && !needKeys {
 		return nil
 	}
-	found, err := discover(ctx, e.issuer)
+	found, err := discover(ctx, e.Issuer)
 	if needKeys {
 		if err == nil && found.jwksURL == "" {
 			err = errors.New("the discovery document has no jwks_uri")
 		}
 		if err != nil {
-			return fmt.Errorf("%w (none set, and discovery at %s gave no keys: %v)", errJWKSChoice, e.issuer, err)
+			return fmt.Errorf("%w (none set, and discovery at %s gave no keys: %v)", errJWKSChoice, e.Issuer, err)
 		}
-		e.jwksURL = found.jwksURL
-		logger.Info("oidc keys from the discovery document", "jwks_url", e.jwksURL)
+		e.JWKSURL = found.jwksURL
+		logger.Info("oidc keys from the discovery document", "jwks_url", e.JWKSURL)
 	}
-	if e.authURL != "" {
+	if e.AuthURL != "" {
 		return nil
 	}
 	if err == nil && found.authURL == "" {
 		err = errors.New("the discovery document has no usable authorization_endpoint")
 	}
 	if err != nil {
-		e.authURL = strings.TrimRight(e.issuer, "/") + "/authorize"
+		e.AuthURL = strings.TrimRight(e.Issuer, "/") + "/authorize"
 		logger.Warn("oidc discovery failed; the sign-in link uses the issuer's /authorize (set OIDC_AUTH_URL if that is wrong)",
-			"issuer", e.issuer, "auth_url", e.authURL, "err", err)
+			"issuer", e.Issuer, "auth_url", e.AuthURL, "err", err)
 		return nil
 	}
-	e.authURL = found.authURL
-	logger.Info("oidc sign-in url from the discovery document", "auth_url", e.authURL)
+	e.AuthURL = found.authURL
+	logger.Info("oidc sign-in url from the discovery document", "auth_url", e.AuthURL)
 	return nil
 }
 
@@ -148,23 +107,17 @@ func absoluteHTTP(raw string) string {
 // wireCLIAuth builds the command-line sign-in, init and programs routes
 // (behind the shared CLI limiter) and the program settings routes (behind
 // their own 30-a-minute limiter per sign-in token).
-func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service, priv ed25519.PrivateKey,
+func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat catalog.Service, priv ed25519.PrivateKey,
 	cliLimit func(http.Handler) http.Handler, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
-	oenv, oidcOn := readOIDCEnv(p)
-	redirect := p.Env.String("CLI_LOGIN_REDIRECT_URL", "")
-	tokenTTL := p.Env.Duration("CLI_TOKEN_TTL", cliauth.DefaultTokenTTL)
-	settingsLimit := p.Env.Int("SETTINGS_RATE_LIMIT", 30)
-	if err := p.Env.Err(); err != nil {
-		return nil, err
-	}
+	oenv := cfg.OIDC // discovery fills what the configuration leaves out
 	var verifier cliauth.IDTokenVerifier
-	if oidcOn {
+	if oenv.Enabled {
 		if err := discoverOIDC(ctx, p.Logger, &oenv); err != nil {
 			return nil, err
 		}
 		v, err := oidcverify.New(ctx, oidcverify.Config{
-			Issuer: oenv.issuer, Audience: oenv.audience, JWKSURL: oenv.jwksURL, JWKSFile: oenv.jwksFile,
-			Algorithms: oenv.algorithms, Now: p.Now,
+			Issuer: oenv.Issuer, Audience: oenv.Audience, JWKSURL: oenv.JWKSURL, JWKSFile: oenv.JWKSFile,
+			Algorithms: oenv.Algorithms, Now: p.Now,
 		})
 		if err != nil {
 			return nil, err
@@ -176,8 +129,8 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service,
 	store := clistore.New(p.Pool)
 	svc, err := cliauth.NewService(cliauth.Config{
 		Store: store, Catalog: cat, Verifier: verifier,
-		AuthURL: oenv.authURL, ClientID: oenv.audience, RedirectURL: redirect,
-		Now: p.Now, TokenTTL: tokenTTL,
+		AuthURL: oenv.AuthURL, ClientID: oenv.Audience, RedirectURL: cfg.CLILoginRedirectURL,
+		Now: p.Now, TokenTTL: cfg.CLITokenTTL,
 	})
 	if err != nil {
 		return nil, err
@@ -197,7 +150,7 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cat catalog.Service,
 	if err != nil {
 		return nil, err
 	}
-	limiter, err := ratelimit.New(ratelimit.Config{Limit: settingsLimit, Now: p.Now})
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.SettingsRateLimit, Now: p.Now})
 	if err != nil {
 		return nil, fmt.Errorf("SETTINGS_RATE_LIMIT: %w", err)
 	}

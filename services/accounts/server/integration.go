@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
@@ -20,40 +19,22 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/integration/trackingclient"
 )
 
-// DefaultDocsURL is where key-rotation warnings send integrators (the same
-// default as tracking's).
-const DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
-
 // wireIntegration builds GET /api/v1/cli/status and POST
 // /api/v1/cli/test-event (program API key) and the consumer of tracking's
 // events that keeps the test events the status reports.
-//
-// Environment: TRACKING_URL (tracking's base address, e.g.
-// http://tracking:8080; unset: test events answer 500 and say why in the
-// log), CHAIN_LIMIT_PER_HOUR (default 10), TEST_EVENT_SYNC_TIMEOUT (default
-// 10s), TRACKING_TIMEOUT (default 10s), API_KEY_DOCS_URL.
-func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(http.Handler) http.Handler) ([]platform.Route, error) {
-	trackingURL := p.Env.String("TRACKING_URL", "")
-	chainLimit := p.Env.Int("CHAIN_LIMIT_PER_HOUR", integration.DefaultChainLimit)
-	syncTimeout := p.Env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout)
-	trackingTimeout := p.Env.Duration("TRACKING_TIMEOUT", 10*time.Second)
-	docsURL := p.Env.String("API_KEY_DOCS_URL", DefaultDocsURL)
-	if err := p.Env.Err(); err != nil {
-		return nil, err
-	}
-	if chainLimit < 1 {
-		return nil, fmt.Errorf("CHAIN_LIMIT_PER_HOUR must be at least 1, got %d", chainLimit)
-	}
+// An unset TRACKING_URL leaves test events answering 500 (and saying why in
+// the log).
+func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, cliLimit func(http.Handler) http.Handler) ([]platform.Route, error) {
 	var tracker integration.Tracker = trackingclient.Unconfigured{}
-	if trackingURL == "" {
+	if cfg.TrackingURL == "" {
 		p.Logger.Warn("TRACKING_URL is not set: POST /api/v1/cli/test-event cannot reach tracking and answers 500")
 	} else {
 		hc := &http.Client{
-			Timeout: trackingTimeout,
+			Timeout: cfg.TrackingTimeout,
 			Transport: otelhttp.NewTransport(http.DefaultTransport,
 				otelhttp.WithTracerProvider(p.Tracer), otelhttp.WithPropagators(p.Propagator)),
 		}
-		c, err := trackingclient.New(trackingURL, hc)
+		c, err := trackingclient.New(cfg.TrackingURL, hc)
 		if err != nil {
 			return nil, fmt.Errorf("TRACKING_URL: %w", err)
 		}
@@ -65,8 +46,8 @@ func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(ht
 		Catalog:     cat,
 		Tracker:     tracker,
 		Now:         p.Now,
-		ChainLimit:  chainLimit,
-		SyncTimeout: syncTimeout,
+		ChainLimit:  cfg.ChainLimitPerHour,
+		SyncTimeout: cfg.TestEventSyncTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("integration service: %w", err)
@@ -77,7 +58,7 @@ func wireIntegration(p *platform.Platform, cat catalog.Service, cliLimit func(ht
 	tracer := p.Tracer.Tracer("svc/accounts")
 	set := endpoints.New(svc, obs.Tracing(tracer))
 	return httpapi.Routes(set, httpapi.Config{
-		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: docsURL},
+		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL},
 		Limit:  cliLimit,
 		Logger: p.Logger,
 	}), nil

@@ -7,7 +7,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
@@ -43,19 +42,15 @@ func Spec() platform.Spec {
 }
 
 func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
-	adminToken := p.Env.Required("ADMIN_TOKEN")
-	seed := p.Env.Required("SESSION_SIGNING_KEY")
-	ttl := p.Env.Duration("SESSION_TTL", 12*time.Hour)
-	consumers := p.Env.List("CATALOG_CONSUMERS", nil)
-	adminLimit := p.Env.Int("ADMIN_RATE_LIMIT", 1200)
-	if err := p.Env.Err(); err != nil {
+	cfg, err := LoadConfig(p.Env)
+	if err != nil {
 		return nil, err
 	}
-	priv, err := session.ParsePrivateKey(seed)
+	priv, err := session.ParsePrivateKey(cfg.SessionSigningKey)
 	if err != nil {
 		return nil, fmt.Errorf("SESSION_SIGNING_KEY: %w", err)
 	}
-	issuer, err := session.NewIssuer(priv, SessionIssuer, ttl, p.Now)
+	issuer, err := session.NewIssuer(priv, SessionIssuer, cfg.SessionTTL, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("session issuer: %w", err)
 	}
@@ -66,7 +61,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Import:    apikey.Import,
 		Sessions:  issuer,
 		Now:       p.Now,
-		Consumers: consumers,
+		Consumers: cfg.CatalogConsumers,
 	})
 	if err != nil {
 		return nil, err
@@ -76,7 +71,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Consume(catalogsync.TopicApplied, Name+".catalog-acks", recordAck); err != nil {
 		return nil, err
 	}
-	limiter, err := ratelimit.New(ratelimit.Config{Limit: adminLimit, Now: p.Now})
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.AdminRateLimit, Now: p.Now})
 	if err != nil {
 		return nil, fmt.Errorf("ADMIN_RATE_LIMIT: %w", err)
 	}
@@ -90,19 +85,18 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	routes := []platform.Route{doc}
-	routes = append(routes, httpapi.Routes(set, httpapi.Config{AdminToken: adminToken, Logger: p.Logger, Limit: limit})...)
+	routes = append(routes, httpapi.Routes(set, httpapi.Config{AdminToken: cfg.AdminToken, Logger: p.Logger, Limit: limit})...)
 
 	// Every /api/v1/cli/* route shares one limit of the spec: 60 a minute per
 	// API key or login token (the Bearer token), else per client IP.
-	cliLimiter, err := ratelimit.New(ratelimit.Config{Limit: p.Env.Int("CLI_RATE_LIMIT", 60), Now: p.Now})
+	cliLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.CLIRateLimit, Now: p.Now})
 	if err != nil {
 		return nil, fmt.Errorf("CLI_RATE_LIMIT: %w", err)
 	}
 	cliLimit := ratelimit.Middleware(cliLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc))
-	_ = cliLimit // used by the CLI route groups wired below
 
 	// CLI status and test events (program API key): see integration.go.
-	integrationRoutes, err := wireIntegration(p, svc, cliLimit)
+	integrationRoutes, err := wireIntegration(p, cfg, svc, cliLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +104,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 
 	// CLI sign-in, init, programs and stripe-connect, and the program
 	// settings routes: see cliauth.go.
-	cliAuthRoutes, err := wireCLIAuth(ctx, p, svc, priv, cliLimit, refusals)
+	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, cliLimit, refusals)
 	if err != nil {
 		return nil, err
 	}

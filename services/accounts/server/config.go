@@ -1,0 +1,135 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
+	"github.com/svc-dev/svc/services/accounts/internal/integration"
+)
+
+// Config is accounts' whole configuration: every variable the service reads
+// besides the platform's common ones (HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS, LOG_LEVEL, TRUSTED_PROXIES, OTEL_*, …: libs/platform). The
+// env tag names each field's variable; LoadConfig reads them all, and the
+// README's Configuration table is checked against the tags
+// (config_test.go). Wire reads nothing but this struct.
+type Config struct {
+	// Admin API and dashboard sessions.
+	AdminToken        string        `env:"ADMIN_TOKEN"`         // required, secret
+	SessionSigningKey string        `env:"SESSION_SIGNING_KEY"` // required, secret: base64 Ed25519 seed
+	SessionTTL        time.Duration `env:"SESSION_TTL"`
+	CatalogConsumers  []string      `env:"CATALOG_CONSUMERS"`
+
+	// Request limits per minute.
+	AdminRateLimit    int `env:"ADMIN_RATE_LIMIT"`
+	CLIRateLimit      int `env:"CLI_RATE_LIMIT"`
+	SettingsRateLimit int `env:"SETTINGS_RATE_LIMIT"`
+
+	// Command-line sign-in.
+	OIDC                OIDCConfig
+	CLILoginRedirectURL string        `env:"CLI_LOGIN_REDIRECT_URL"`
+	CLITokenTTL         time.Duration `env:"CLI_TOKEN_TTL"`
+
+	// Command-line status and test events.
+	TrackingURL          string        `env:"TRACKING_URL"`
+	TrackingTimeout      time.Duration `env:"TRACKING_TIMEOUT"`
+	ChainLimitPerHour    int           `env:"CHAIN_LIMIT_PER_HOUR"`
+	TestEventSyncTimeout time.Duration `env:"TEST_EVENT_SYNC_TIMEOUT"`
+	APIKeyDocsURL        string        `env:"API_KEY_DOCS_URL"`
+}
+
+// OIDCConfig is the OpenID provider the command-line sign-in trusts. None
+// of it set means sign-in is off (Enabled false; its routes answer 503) so
+// a stack without a provider still starts. OIDC_ISSUER and OIDC_AUDIENCE
+// are required otherwise; OIDC_AUTH_URL, and the keys when neither
+// OIDC_JWKS_URL nor OIDC_JWKS_FILE is set, come from the issuer's discovery
+// document (discoverOIDC, at start).
+type OIDCConfig struct {
+	Issuer     string   `env:"OIDC_ISSUER"`
+	Audience   string   `env:"OIDC_AUDIENCE"`
+	JWKSURL    string   `env:"OIDC_JWKS_URL"`
+	JWKSFile   string   `env:"OIDC_JWKS_FILE"`
+	AuthURL    string   `env:"OIDC_AUTH_URL"`
+	Algorithms []string `env:"OIDC_SIGNING_ALGS"`
+	Enabled    bool     // any OIDC_* variable but OIDC_SIGNING_ALGS set, and valid
+}
+
+// Defaults.
+const (
+	DefaultSessionTTL        = 12 * time.Hour
+	DefaultAdminRateLimit    = 1200
+	DefaultCLIRateLimit      = 60
+	DefaultSettingsRateLimit = 30
+	DefaultTrackingTimeout   = 10 * time.Second
+	// DefaultDocsURL is where key-rotation answers send integrators (the
+	// same default as tracking's API_KEY_DOCS_URL).
+	DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
+)
+
+// LoadConfig reads and validates accounts' configuration from env in one
+// place. Every problem is reported at once (obs.Env collects them).
+func LoadConfig(env *obs.Env) (Config, error) {
+	c := Config{
+		AdminToken:        env.Required("ADMIN_TOKEN"),
+		SessionSigningKey: env.Required("SESSION_SIGNING_KEY"),
+		SessionTTL:        env.Duration("SESSION_TTL", DefaultSessionTTL),
+		CatalogConsumers:  env.List("CATALOG_CONSUMERS", nil),
+
+		AdminRateLimit:    env.Int("ADMIN_RATE_LIMIT", DefaultAdminRateLimit),
+		CLIRateLimit:      env.Int("CLI_RATE_LIMIT", DefaultCLIRateLimit),
+		SettingsRateLimit: env.Int("SETTINGS_RATE_LIMIT", DefaultSettingsRateLimit),
+
+		OIDC: OIDCConfig{
+			Issuer:     env.String("OIDC_ISSUER", ""),
+			Audience:   env.String("OIDC_AUDIENCE", ""),
+			JWKSURL:    env.String("OIDC_JWKS_URL", ""),
+			JWKSFile:   env.String("OIDC_JWKS_FILE", ""),
+			AuthURL:    env.String("OIDC_AUTH_URL", ""),
+			Algorithms: env.List("OIDC_SIGNING_ALGS", oidcverify.DefaultAlgorithms),
+		},
+		CLILoginRedirectURL: env.String("CLI_LOGIN_REDIRECT_URL", ""),
+		CLITokenTTL:         env.Duration("CLI_TOKEN_TTL", cliauth.DefaultTokenTTL),
+
+		TrackingURL:          env.String("TRACKING_URL", ""),
+		TrackingTimeout:      env.Duration("TRACKING_TIMEOUT", DefaultTrackingTimeout),
+		ChainLimitPerHour:    env.Int("CHAIN_LIMIT_PER_HOUR", integration.DefaultChainLimit),
+		TestEventSyncTimeout: env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout),
+		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", DefaultDocsURL),
+	}
+	c.OIDC.Enabled = c.OIDC.validate(env)
+	if c.ChainLimitPerHour < 1 {
+		env.Fail(fmt.Errorf("CHAIN_LIMIT_PER_HOUR must be at least 1, got %d", c.ChainLimitPerHour))
+	}
+	if err := env.Err(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+var errJWKSChoice = errors.New("set exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE")
+
+// validate reports whether sign-in is configured and recorded in env what
+// is wrong with a partial configuration.
+func (o OIDCConfig) validate(env *obs.Env) bool {
+	if o.Issuer == "" && o.Audience == "" && o.JWKSURL == "" && o.JWKSFile == "" && o.AuthURL == "" {
+		return false
+	}
+	var missing []error
+	if o.Issuer == "" {
+		missing = append(missing, errors.New("OIDC_ISSUER is required when command-line sign-in is configured"))
+	}
+	if o.Audience == "" {
+		missing = append(missing, errors.New("OIDC_AUDIENCE is required when command-line sign-in is configured"))
+	}
+	// Both set is ambiguous; neither is left to discovery, which needs the
+	// issuer.
+	if (o.JWKSURL != "" && o.JWKSFile != "") || (o.JWKSURL == "" && o.JWKSFile == "" && o.Issuer == "") {
+		missing = append(missing, errJWKSChoice)
+	}
+	env.Fail(errors.Join(missing...))
+	return len(missing) == 0
+}
