@@ -136,13 +136,13 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	}
 	logDir := filepath.Join(dataDir, "logs")
 	logs := map[string]io.Writer{}
-	for _, spec := range stack.Services() {
-		f, err := os.OpenFile(filepath.Join(logDir, spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	for _, svc := range stack.Services() {
+		f, err := os.OpenFile(filepath.Join(logDir, svc.Spec.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		logs[spec.Name] = f
+		logs[svc.Spec.Name] = f
 	}
 	st, err := stack.Start(ctx, stack.Options{Env: getenv, Logs: func(service string) io.Writer { return logs[service] }})
 	if err != nil {

@@ -4,7 +4,7 @@
 // cross-service settings derived from which services run. The local stack
 // (deploy/devstack), benchclick and the cross-service tests (through
 // stacktest) all start services here, so adding a service to the stack is
-// one line in Services, and one in Links if it calls another service.
+// one line in Services.
 package stack
 
 import (
@@ -22,27 +22,27 @@ import (
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
-// Services is every service of the stack in start order: a service comes
-// after every service whose URL it is given (see Links).
-func Services() []platform.Spec {
-	return []platform.Spec{
-		tracking.Spec(),
-		accounts.Spec(),
-	}
+// Service is one service of the stack and what the others need to know of
+// it.
+type Service struct {
+	Spec platform.Spec
+	// CatalogReplica services keep a copy of accounts' catalog: accounts'
+	// sync barrier waits for them (CATALOG_CONSUMERS lists those started).
+	// The stack knows this, not the Spec: the platform knows no product.
+	CatalogReplica bool
+	// URLs are the services this one calls: its variable -> the name of the
+	// called service, whose base URL (http://host:port) it gets. A called
+	// service starts first; one not started (Options.Only) leaves the
+	// variable to Options.Env, so it can point at a service running
+	// elsewhere.
+	URLs map[string]string
 }
 
-// Link is one synchronous call between services: service From finds the
-// base URL (http://host:port) of service To in its variable Var.
-type Link struct {
-	From, Var, To string
-}
-
-// Links is how the services of the stack find each other. A link whose To
-// is not started (Options.Only) is left to Options.Env, so a service can be
-// pointed at one running elsewhere.
-func Links() []Link {
-	return []Link{
-		{From: accounts.Name, Var: "TRACKING_URL", To: tracking.Name},
+// Services is every service of the stack in start order, one line each.
+func Services() []Service {
+	return []Service{
+		{Spec: tracking.Spec(), CatalogReplica: true},
+		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name}},
 	}
 }
 
@@ -53,8 +53,8 @@ type Options struct {
 	// sets itself, whatever Env says: HTTP_ADDR (127.0.0.1:0: each service
 	// on its own loopback port), DB_SCHEMA (the service's name: each its
 	// own schema of the one database), CATALOG_CONSUMERS (the started
-	// services with Spec.CatalogReplica) and the variables of Links to
-	// started services. Nil reads nothing.
+	// services with CatalogReplica) and the URLs of started services
+	// (Service.URLs). Nil reads nothing.
 	Env func(key string) string
 	// Logs returns where a service logs; nil, or a nil writer, discards.
 	Logs func(service string) io.Writer
@@ -75,38 +75,36 @@ type Stack struct {
 // them running until ctx ends or Close is called. If one fails to start,
 // those already started are stopped.
 func Start(ctx context.Context, opts Options) (*Stack, error) {
-	return start(ctx, Services(), Links(), opts)
+	return start(ctx, Services(), opts)
 }
 
-func start(ctx context.Context, specs []platform.Spec, links []Link, opts Options) (_ *Stack, err error) {
-	specs, err = plan(specs, links, opts.Only)
+func start(ctx context.Context, services []Service, opts Options) (_ *Stack, err error) {
+	services, err = plan(services, opts.Only)
 	if err != nil {
 		return nil, err
 	}
 	var replicas []string
-	for _, spec := range specs {
-		if spec.CatalogReplica {
-			replicas = append(replicas, spec.Name)
+	for _, svc := range services {
+		if svc.CatalogReplica {
+			replicas = append(replicas, svc.Spec.Name)
 		}
 	}
-	s := &Stack{instances: make(map[string]*platform.Instance, len(specs))}
+	s := &Stack{instances: make(map[string]*platform.Instance, len(services))}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
 		}
 	}()
-	for _, spec := range specs {
+	for _, svc := range services {
+		name := svc.Spec.Name
 		decided := map[string]string{
 			"HTTP_ADDR":         "127.0.0.1:0",
-			"DB_SCHEMA":         spec.Name,
+			"DB_SCHEMA":         name,
 			"CATALOG_CONSUMERS": strings.Join(replicas, ","),
 		}
-		for _, l := range links {
-			if l.From != spec.Name {
-				continue
-			}
-			if to, ok := s.instances[l.To]; ok {
-				decided[l.Var] = "http://" + to.Addr()
+		for key, callee := range svc.URLs {
+			if inst, ok := s.instances[callee]; ok {
+				decided[key] = "http://" + inst.Addr()
 			}
 		}
 		getenv := func(k string) string {
@@ -120,59 +118,58 @@ func start(ctx context.Context, specs []platform.Spec, links []Link, opts Option
 		}
 		var logs io.Writer
 		if opts.Logs != nil {
-			logs = opts.Logs(spec.Name)
+			logs = opts.Logs(name)
 		}
 		if logs == nil {
 			logs = io.Discard
 		}
-		inst, err := platform.Start(ctx, spec, getenv, logs)
+		inst, err := platform.Start(ctx, svc.Spec, getenv, logs)
 		if err != nil {
-			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+			return nil, fmt.Errorf("start %s: %w", name, err)
 		}
-		s.names = append(s.names, spec.Name)
-		s.instances[spec.Name] = inst
+		s.names = append(s.names, name)
+		s.instances[name] = inst
 	}
 	return s, nil
 }
 
-// plan returns the specs to start, in order, after checking that names are
-// unique, Only names services that exist and every link's target starts
-// before the service that calls it.
-func plan(specs []platform.Spec, links []Link, only []string) ([]platform.Spec, error) {
-	pos := make(map[string]int, len(specs))
-	for i, spec := range specs {
-		if spec.Name == "" {
+// plan returns the services to start, in order, after checking that names
+// are unique, every called service starts before its caller and Only names
+// services that exist.
+func plan(services []Service, only []string) ([]Service, error) {
+	pos := make(map[string]int, len(services))
+	for i, svc := range services {
+		name := svc.Spec.Name
+		if name == "" {
 			return nil, fmt.Errorf("stack: service %d has no name", i)
 		}
-		if _, dup := pos[spec.Name]; dup {
-			return nil, fmt.Errorf("stack: service %s listed twice", spec.Name)
+		if _, dup := pos[name]; dup {
+			return nil, fmt.Errorf("stack: service %s listed twice", name)
 		}
-		pos[spec.Name] = i
-	}
-	for _, l := range links {
-		from, okFrom := pos[l.From]
-		to, okTo := pos[l.To]
-		switch {
-		case !okFrom || !okTo:
-			return nil, fmt.Errorf("stack: link %s %s -> %s names a service not in the stack", l.From, l.Var, l.To)
-		case l.Var == "":
-			return nil, fmt.Errorf("stack: link %s -> %s has no variable", l.From, l.To)
-		case to >= from:
-			return nil, fmt.Errorf("stack: %s must start after %s, whose URL it gets in %s", l.From, l.To, l.Var)
+		for key, callee := range svc.URLs {
+			switch _, before := pos[callee]; {
+			case key == "":
+				return nil, fmt.Errorf("stack: %s gets the URL of %s in no variable", name, callee)
+			case !before && !slices.ContainsFunc(services, func(o Service) bool { return o.Spec.Name == callee }):
+				return nil, fmt.Errorf("stack: %s calls %s (%s), which is not in the stack", name, callee, key)
+			case !before:
+				return nil, fmt.Errorf("stack: %s must start after %s, whose URL it gets in %s", name, callee, key)
+			}
 		}
+		pos[name] = i
 	}
 	if len(only) == 0 {
-		return specs, nil
+		return services, nil
 	}
 	for _, name := range only {
 		if _, ok := pos[name]; !ok {
 			return nil, fmt.Errorf("stack: no service %q", name)
 		}
 	}
-	out := make([]platform.Spec, 0, len(only))
-	for _, spec := range specs {
-		if slices.Contains(only, spec.Name) {
-			out = append(out, spec)
+	out := make([]Service, 0, len(only))
+	for _, svc := range services {
+		if slices.Contains(only, svc.Spec.Name) {
+			out = append(out, svc)
 		}
 	}
 	return out, nil

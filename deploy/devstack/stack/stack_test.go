@@ -16,37 +16,41 @@ import (
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
-func names(specs []platform.Spec) string {
+func names(services []Service) string {
 	var out []string
-	for _, s := range specs {
-		out = append(out, s.Name)
+	for _, s := range services {
+		out = append(out, s.Spec.Name)
 	}
 	return strings.Join(out, ",")
 }
 
+func named(name string, urls map[string]string) Service {
+	return Service{Spec: platform.Spec{Name: name}, URLs: urls}
+}
+
 func TestPlan(t *testing.T) {
-	specs := []platform.Spec{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	abc := []Service{named("a", nil), named("b", map[string]string{"A_URL": "a"}), named("c", nil)}
 	cases := []struct {
-		name    string
-		specs   []platform.Spec
-		links   []Link
-		only    []string
-		want    string // started names, or the error's text
-		wantErr bool
+		name     string
+		services []Service
+		only     []string
+		want     string // started names, or the error's text
+		wantErr  bool
 	}{
-		{name: "all in order", specs: specs, links: []Link{{From: "b", Var: "A_URL", To: "a"}}, want: "a,b,c"},
-		{name: "only keeps the stack's order", specs: specs, only: []string{"c", "a"}, want: "a,c"},
-		{name: "unknown service in only", specs: specs, only: []string{"d"}, want: `no service "d"`, wantErr: true},
-		{name: "duplicate name", specs: []platform.Spec{{Name: "a"}, {Name: "a"}}, want: "a listed twice", wantErr: true},
-		{name: "nameless service", specs: []platform.Spec{{}}, want: "has no name", wantErr: true},
-		{name: "link to a later service", specs: specs, links: []Link{{From: "a", Var: "B_URL", To: "b"}}, want: "a must start after b", wantErr: true},
-		{name: "link to itself", specs: specs, links: []Link{{From: "a", Var: "A_URL", To: "a"}}, want: "a must start after a", wantErr: true},
-		{name: "link to a service not in the stack", specs: specs, links: []Link{{From: "a", Var: "X_URL", To: "x"}}, want: "not in the stack", wantErr: true},
-		{name: "link without a variable", specs: specs, links: []Link{{From: "b", To: "a"}}, want: "has no variable", wantErr: true},
+		{name: "all in order", services: abc, want: "a,b,c"},
+		{name: "only keeps the stack's order", services: abc, only: []string{"c", "a"}, want: "a,c"},
+		{name: "only a caller without its callee", services: abc, only: []string{"b"}, want: "b"},
+		{name: "unknown service in only", services: abc, only: []string{"d"}, want: `no service "d"`, wantErr: true},
+		{name: "duplicate name", services: []Service{named("a", nil), named("a", nil)}, want: "a listed twice", wantErr: true},
+		{name: "nameless service", services: []Service{{}}, want: "has no name", wantErr: true},
+		{name: "calls a later service", services: []Service{named("a", map[string]string{"B_URL": "b"}), named("b", nil)}, want: "a must start after b", wantErr: true},
+		{name: "calls itself", services: []Service{named("a", map[string]string{"A_URL": "a"})}, want: "a must start after a", wantErr: true},
+		{name: "calls a service not in the stack", services: []Service{named("a", map[string]string{"X_URL": "x"})}, want: "not in the stack", wantErr: true},
+		{name: "URL in no variable", services: []Service{named("a", nil), named("b", map[string]string{"": "a"})}, want: "in no variable", wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := plan(tc.specs, tc.links, tc.only)
+			got, err := plan(tc.services, tc.only)
 			switch {
 			case tc.wantErr && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("err %v, want one saying %q", err, tc.want)
@@ -59,14 +63,15 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// The real stack's list and wiring pass the same checks Start makes.
-func TestServicesAndLinksAreConsistent(t *testing.T) {
-	specs, err := plan(Services(), Links(), nil)
+// The real stack passes the checks Start makes, and accounts' sync barrier
+// has a replica to wait for.
+func TestServicesAreConsistent(t *testing.T) {
+	services, err := plan(Services(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	replicas := 0
-	for _, s := range specs {
+	for _, s := range services {
 		if s.CatalogReplica {
 			replicas++
 		}
@@ -86,11 +91,10 @@ type reads struct {
 	seen map[string]map[string]string
 }
 
-func (r *reads) spec(name string, replica bool, keys ...string) platform.Spec {
-	return platform.Spec{
-		Name:           name,
-		CatalogReplica: replica,
-		Migrations:     migrations(),
+func (r *reads) service(name string, replica bool, urls map[string]string, keys ...string) Service {
+	return Service{CatalogReplica: replica, URLs: urls, Spec: platform.Spec{
+		Name:       name,
+		Migrations: migrations(),
 		Wire: func(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 			got := map[string]string{"schema": p.Config.Schema}
 			for _, k := range keys {
@@ -103,7 +107,7 @@ func (r *reads) spec(name string, replica bool, keys ...string) platform.Spec {
 				_, _ = w.Write([]byte(name))
 			})}}, nil
 		},
-	}
+	}}
 }
 
 // Each service gets its own port and schema, the derived catalog consumers
@@ -117,17 +121,13 @@ func TestStartDerivesTheWiring(t *testing.T) {
 		"SHARED":            "yes",
 		"C_USES_A":          "http://elsewhere.example", // a not-started target is left to Env
 	})
-	links := []Link{
-		{From: "b", Var: "A_URL", To: "a"},
-		{From: "c", Var: "A_URL", To: "a"},
-		{From: "c", Var: "B_URL", To: "b"},
-		{From: "c", Var: "C_USES_A", To: "a"},
-	}
 	keys := []string{"HTTP_ADDR", "CATALOG_CONSUMERS", "SHARED", "A_URL", "B_URL", "C_USES_A"}
+	bURLs := map[string]string{"A_URL": "a"}
+	cURLs := map[string]string{"A_URL": "a", "B_URL": "b", "C_USES_A": "a"}
 	t.Run("all", func(t *testing.T) {
 		r := &reads{seen: map[string]map[string]string{}}
-		specs := []platform.Spec{r.spec("a", true, keys...), r.spec("b", false, keys...), r.spec("c", true, keys...)}
-		s, err := start(context.Background(), specs, links, Options{Env: func(k string) string { return env[k] }})
+		services := []Service{r.service("a", true, nil, keys...), r.service("b", false, bURLs, keys...), r.service("c", true, cURLs, keys...)}
+		s, err := start(context.Background(), services, Options{Env: func(k string) string { return env[k] }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,8 +172,8 @@ func TestStartDerivesTheWiring(t *testing.T) {
 	})
 	t.Run("only c", func(t *testing.T) {
 		r := &reads{seen: map[string]map[string]string{}}
-		specs := []platform.Spec{r.spec("a", true, keys...), r.spec("b", false, keys...), r.spec("c", false, keys...)}
-		s, err := start(context.Background(), specs, links, Options{Env: func(k string) string { return env[k] }, Only: []string{"c"}})
+		services := []Service{r.service("a", true, nil, keys...), r.service("b", false, bURLs, keys...), r.service("c", false, cURLs, keys...)}
+		s, err := start(context.Background(), services, Options{Env: func(k string) string { return env[k] }, Only: []string{"c"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,13 +188,13 @@ func TestStartDerivesTheWiring(t *testing.T) {
 	})
 	t.Run("a failed start stops the services already started", func(t *testing.T) {
 		r := &reads{seen: map[string]map[string]string{}}
-		bad := platform.Spec{Name: "bad", Migrations: migrations(), Wire: func(context.Context, *platform.Platform) ([]platform.Route, error) {
+		bad := Service{Spec: platform.Spec{Name: "bad", Migrations: migrations(), Wire: func(context.Context, *platform.Platform) ([]platform.Route, error) {
 			return nil, errors.New("no wiring")
-		}}
-		specs := []platform.Spec{r.spec("a", true), bad}
+		}}}
+		services := []Service{r.service("a", true, nil), bad}
 		var logs bytes.Buffer // a's, which logs "stopped" when it has
 		verbose := platformtest.With(env, map[string]string{"LOG_LEVEL": "info"})
-		_, err := start(context.Background(), specs, nil, Options{
+		_, err := start(context.Background(), services, Options{
 			Env: func(k string) string { return verbose[k] },
 			Logs: func(service string) io.Writer {
 				if service == "a" {

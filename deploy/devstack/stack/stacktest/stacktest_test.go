@@ -15,8 +15,8 @@ func TestStartRunsTheStack(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t, map[string]string{"ADMIN_RATE_LIMIT": "7"})
 	var want []string
-	for _, spec := range stack.Services() {
-		want = append(want, spec.Name)
+	for _, svc := range stack.Services() {
+		want = append(want, svc.Spec.Name)
 	}
 	if got := strings.Join(s.Names(), ","); got != strings.Join(want, ",") {
 		t.Fatalf("started %s, want %s", got, strings.Join(want, ","))
