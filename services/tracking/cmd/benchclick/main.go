@@ -197,9 +197,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 
 	// The gateway of `make run`, with the same routing table and the
 	// services' handlers in process.
-	gwAddr, stopGW, err := serveHTTP(gateway.New(map[string]http.Handler{
-		"accounts": st.Accounts.Handler(), "tracking": st.Tracking.Handler(),
-	}), logger)
+	gwAddr, stopGW, err := serveHTTP(gateway.New(st.Services.Handlers()), logger)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}

@@ -20,16 +20,19 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	svcstack "github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
-// stack is accounts and tracking running in this process on one fresh
-// database and an in-process broker, as the cross-service tests run them.
+// stack is the services of the stack (accounts and tracking) running in
+// this process on one fresh database and an in-process broker, started as
+// `make run` and the cross-service tests start them.
 type stack struct {
 	DSN        string
 	AdminToken string
+	Services   *svcstack.Stack
 	Accounts   *platform.Instance
 	Tracking   *platform.Instance
 	closers    []func()
@@ -45,8 +48,8 @@ func (s *stack) Close() {
 }
 
 // startStack creates a uniquely named database on the server of adminDSN,
-// starts a kfake broker and both services with pools of dbMaxConns. Logs
-// go to logs.
+// starts a kfake broker and the services with pools of dbMaxConns. Logs go
+// to logs.
 func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel string, dbMaxConns int) (_ *stack, err error) {
 	s := &stack{AdminToken: randomHex(16)}
 	defer func() {
@@ -70,13 +73,11 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 	seed := make([]byte, ed25519.SeedSize)
 	_, _ = rand.Read(seed) // crypto/rand.Read never fails on supported platforms
 	env := map[string]string{
-		"HTTP_ADDR":           "127.0.0.1:0",
 		"DATABASE_URL":        dsn,
 		"KAFKA_BROKERS":       strings.Join(broker.ListenAddrs(), ","),
 		"ADMIN_TOKEN":         s.AdminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(seed),
 		"SESSION_PUBLIC_KEY":  base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)),
-		"CATALOG_CONSUMERS":   "tracking",
 		"TRUSTED_PROXIES":     "127.0.0.1/32,::1/128",
 		"LOG_LEVEL":           logLevel,
 		"DB_MAX_CONNS":        strconv.Itoa(dbMaxConns),
@@ -92,18 +93,13 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 		// Tuning knobs of the services (CLICK_WRITERS, ...) pass through.
 		return os.Getenv(k)
 	}
-	for _, spec := range []platform.Spec{accounts.Spec(), tracking.Spec()} {
-		inst, err := platform.Start(ctx, spec, getenv, logs)
-		if err != nil {
-			return nil, fmt.Errorf("start %s: %w", spec.Name, err)
-		}
-		s.closers = append(s.closers, func() { _ = inst.Stop() })
-		if spec.Name == accounts.Name {
-			s.Accounts = inst
-		} else {
-			s.Tracking = inst
-		}
+	services, err := svcstack.Start(ctx, svcstack.Options{Env: getenv, Logs: func(string) io.Writer { return logs }})
+	if err != nil {
+		return nil, err
 	}
+	s.closers = append(s.closers, func() { _ = services.Close() })
+	s.Services = services
+	s.Accounts, s.Tracking = services.Instance(accounts.Name), services.Instance(tracking.Name)
 	return s, nil
 }
 
