@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/svc-dev/svc/cli v0.0.0
+	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
@@ -88,6 +89,7 @@ require (
 replace (
 	github.com/svc-dev/svc/api => ../../api
 	github.com/svc-dev/svc/cli => ../
+	github.com/svc-dev/svc/deploy/devstack => ../../deploy/devstack
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
 	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind

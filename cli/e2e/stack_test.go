@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/cli/app"
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/auth/oidctest"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
@@ -36,27 +37,26 @@ type stack struct {
 	oidc     *oidctest.Provider
 }
 
-// startStack starts tracking first (it creates every topic it consumes and
-// produces) and then accounts, pointed at tracking and at the provider.
-// withTracking false starts accounts alone.
+// startStack starts the stack's services (tracking first: it creates every
+// topic it consumes and produces; then accounts, pointed at tracking and at
+// the provider). withTracking false starts accounts alone.
 func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) *stack {
 	t.Helper()
 	s := &stack{t: t, oidc: oidctest.Start(t)}
-	env := platformtest.With(platformtest.Env(t), map[string]string{
+	env := platformtest.With(map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, ed25519.SeedSize)),
 		// The in-process clients all come from 127.0.0.1; the spec's 60 a
 		// minute per token or IP would throttle a test that runs many
 		// commands. The rate-limit test sets its own.
 		"CLI_RATE_LIMIT": "100000",
-	})
-	extra := platformtest.With(s.oidc.Env(), accountsEnv)
-	if withTracking {
-		s.tracking = "http://" + platformtest.Start(t, tracking.Spec(), env).Addr()
-		extra["TRACKING_URL"] = s.tracking
-		extra["CATALOG_CONSUMERS"] = "tracking"
+	}, platformtest.With(s.oidc.Env(), accountsEnv))
+	var only []string
+	if !withTracking {
+		only = []string{accounts.Name}
 	}
-	s.accounts = "http://" + platformtest.Start(t, accounts.Spec(), platformtest.With(env, extra)).Addr()
+	st := stacktest.Start(t, env, only...)
+	s.accounts, s.tracking = st.URL(accounts.Name), st.URL(tracking.Name)
 	return s
 }
 
