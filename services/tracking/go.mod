@@ -57,6 +57,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/segmentio/kafka-go v0.4.51 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
@@ -85,6 +86,7 @@ require (
 
 replace (
 	github.com/svc-dev/svc/api => ../../api
+	github.com/svc-dev/svc/deploy/devstack => ../../deploy/devstack
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
 	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind

@@ -24,8 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/platform"
-	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
@@ -315,24 +315,20 @@ type stack struct {
 	accounts, tracking *platform.Instance
 }
 
-// startStack runs accounts and tracking in-process on a fresh database and
+// startStack runs the stack's services in-process on a fresh database and
 // an embedded broker, as deploy/devstack does.
 func startStack(t *testing.T) stack {
 	t.Helper()
 	seed := bytes.Repeat([]byte{7}, ed25519.SeedSize)
 	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
-	env := platformtest.With(platformtest.Env(t), map[string]string{
+	st := stacktest.Start(t, map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(seed),
 		"SESSION_PUBLIC_KEY":  base64.StdEncoding.EncodeToString(pub),
-		"CATALOG_CONSUMERS":   "tracking",
 		// Tracking serves the processor webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorSecret,
 	})
-	// Accounts first, as the stack always started: this test gives it no
-	// TRACKING_URL, so it needs nothing from tracking.
-	acc := platformtest.Start(t, accounts.Spec(), env)
-	return stack{accounts: acc, tracking: platformtest.Start(t, tracking.Spec(), env)}
+	return stack{accounts: st.Instance(accounts.Name), tracking: st.Instance(tracking.Name)}
 }
 
 // adminClient is the part of the accounts admin API the test needs. It

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
@@ -23,8 +24,8 @@ import (
 
 const adminToken = "tracking-test-admin"
 
-// stack is accounts + tracking in-process on a fresh database and an
-// embedded broker: the real services, routes and event flow.
+// stack is the stack's services (accounts + tracking) in-process on a fresh
+// database and an embedded broker: the real services, routes and event flow.
 type stack struct {
 	t        *testing.T
 	accounts string
@@ -33,19 +34,18 @@ type stack struct {
 	seq      int64
 }
 
+// startStack starts the stack with trackingEnv on top (variables only
+// tracking reads: rate limits, GEOIP_DB, PROCESSOR_WEBHOOK_SECRET).
 func startStack(t *testing.T, trackingEnv map[string]string) *stack {
 	t.Helper()
-	env := platformtest.With(platformtest.Env(t), map[string]string{
+	st := stacktest.Start(t, platformtest.With(map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, ed25519.SeedSize)),
-		"CATALOG_CONSUMERS":   "tracking",
 		// Keep published outbox rows so tests can read the events each
 		// request wrote (deleting on publish is tested in libs/outbox).
 		"OUTBOX_DELETE_SENT": "false",
-	})
-	acc := platformtest.Start(t, accounts.Spec(), env)
-	trk := platformtest.Start(t, tracking.Spec(), platformtest.With(env, trackingEnv))
-	return &stack{t: t, accounts: "http://" + acc.Addr(), tracking: "http://" + trk.Addr(), pool: trk.Platform().Pool}
+	}, trackingEnv))
+	return &stack{t: t, accounts: st.URL(accounts.Name), tracking: st.URL(tracking.Name), pool: st.Instance(tracking.Name).Platform().Pool}
 }
 
 // admin calls the accounts admin API and returns data.
