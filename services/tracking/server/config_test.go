@@ -1,0 +1,105 @@
+package server
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/libs/obs"
+)
+
+// readmeConfig parses the README's configuration table: variable → default
+// ("" for unset).
+func readmeConfig(t *testing.T) (names []string, defaults map[string]string) {
+	t.Helper()
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README has no ## Configuration section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("^\\| `([A-Z0-9_]+)` \\| ([^|]*) \\|")
+	defaults = map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		def := strings.TrimSpace(m[2])
+		if def == "unset" {
+			def = ""
+		}
+		names = append(names, m[1])
+		defaults[m[1]] = strings.Trim(def, "`")
+	}
+	return names, defaults
+}
+
+func TestREADMEConfigTableIsConfig(t *testing.T) {
+	names, defaults := readmeConfig(t)
+	if want := envNames(); !slices.Equal(names, want) {
+		t.Fatalf("README configuration table lists\n%v\nConfig reads (in field order)\n%v", names, want)
+	}
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		name := f.Tag.Get("env")
+		if got, want := defaults[name], f.Tag.Get("default"); got != want {
+			t.Errorf("README default of %s is %q, Config's is %q", name, got, want)
+		}
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	env := func(m map[string]string) *obs.Env { return obs.NewEnv(func(k string) string { return m[k] }) }
+	t.Run("defaults", func(t *testing.T) {
+		cfg, err := LoadConfig(env(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Config{
+			APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ClickRateLimit: 60, LeadRateLimit: 30, VisitRateLimit: 120,
+			ConfigRateLimit: 60, SaleRateLimit: 120, ClickWriters: 2, ClickGroupMax: 64,
+		}
+		if cfg != want {
+			t.Fatalf("got %+v, want %+v", cfg, want)
+		}
+	})
+	t.Run("every variable is read", func(t *testing.T) {
+		cfg, err := LoadConfig(env(map[string]string{
+			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
+			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4", "TRACK_SALE_RATE_LIMIT": "5",
+			"PROCESSOR_WEBHOOK_SECRET": "whsec", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7",
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Config{
+			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
+			VisitRateLimit: 3, ConfigRateLimit: 4, SaleRateLimit: 5, ProcessorWebhookSecret: "whsec", ClickWriters: 6, ClickGroupMax: 7,
+		}
+		if cfg != want {
+			t.Fatalf("got %+v, want %+v", cfg, want)
+		}
+	})
+	t.Run("every problem reported", func(t *testing.T) {
+		_, err := LoadConfig(env(map[string]string{"TRACK_CLICK_RATE_LIMIT": "0", "CLICK_WRITERS": "-1", "API_KEY_DOCS_URL": "docs"}))
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, name := range []string{"TRACK_CLICK_RATE_LIMIT", "CLICK_WRITERS", "API_KEY_DOCS_URL"} {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("error %q does not name %s", err, name)
+			}
+		}
+	})
+	t.Run("unparsable number", func(t *testing.T) {
+		if _, err := LoadConfig(env(map[string]string{"CLICK_GROUP_MAX": "many"})); err == nil || !strings.Contains(err.Error(), "CLICK_GROUP_MAX") {
+			t.Fatalf("err %v", err)
+		}
+	})
+}
