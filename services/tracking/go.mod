@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0
+	github.com/svc-dev/svc/libs/errkind v0.0.0
 	github.com/svc-dev/svc/libs/outbox v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
@@ -18,7 +19,6 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
