@@ -6,7 +6,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
@@ -68,7 +67,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		ClickWriters: cfg.ClickWriters, ClickGroup: cfg.ClickGroupMax,
 	})
 	p.AddRunner(store.Run)
-	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enricher{enr}, Now: p.Now})
+	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enr.Ingest(), Now: p.Now})
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +99,4 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
 		},
 	}), nil
-}
-
-// enricher adapts the enrich package to the domain's interface.
-type enricher struct{ e *enrich.Enricher }
-
-func (a enricher) Enrich(ip netip.Addr, ua string) ingest.Enrichment {
-	i := a.e.Enrich(ip, ua)
-	return ingest.Enrichment{Country: i.Country, Region: i.Region, City: i.City, DeviceType: i.DeviceType, OS: i.OS, Browser: i.Browser}
 }
