@@ -8,16 +8,17 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
-// Error kinds. The HTTP layer maps them to statuses in one table.
-var (
-	ErrInvalid      = errors.New("invalid")
-	ErrNotFound     = errors.New("not found")
-	ErrConflict     = errors.New("conflict")
-	ErrUnavailable  = errors.New("unavailable")
-	ErrUnauthorized = errors.New("unauthorized")
-)
+// Errors wrap the kinds of libs/errkind (the service's one error encoder
+// maps kinds to statuses).
+
+// ErrSyncTimeout is the sync barrier's wait running out before every
+// consumer applied the sequence: a real timeout (504 GatewayTimeoutError),
+// so it wraps no kind (not errkind.Unavailable: nothing is down).
+var ErrSyncTimeout = errors.New("timed out")
 
 // FieldError is a validation failure that names the offending field. Its
 // message is the one the client sees.
@@ -27,7 +28,7 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Message }
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+func (e *FieldError) Unwrap() error { return errkind.Invalid }
 
 func invalid(field, msg string) error { return &FieldError{Field: field, Message: msg} }
 
@@ -35,13 +36,13 @@ func invalid(field, msg string) error { return &FieldError{Field: field, Message
 type NotFoundError struct{ What string }
 
 func (e *NotFoundError) Error() string { return e.What + " not found" }
-func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+func (e *NotFoundError) Unwrap() error { return errkind.NotFound }
 
 // ConflictError explains which uniqueness rule a write broke.
 type ConflictError struct{ Message string }
 
 func (e *ConflictError) Error() string { return e.Message }
-func (e *ConflictError) Unwrap() error { return ErrConflict }
+func (e *ConflictError) Unwrap() error { return errkind.Conflict }
 
 // KeyExistsError is a program API key whose hash is already stored: an
 // imported key sent twice, or a key already issued here. It names the stored
@@ -52,7 +53,7 @@ type KeyExistsError struct {
 }
 
 func (e *KeyExistsError) Error() string { return "this API key already exists" }
-func (e *KeyExistsError) Unwrap() error { return ErrConflict }
+func (e *KeyExistsError) Unwrap() error { return errkind.Conflict }
 
 // Commission types, lead auth policies and payment tracking modes of the spec.
 const (

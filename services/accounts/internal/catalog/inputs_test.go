@@ -3,6 +3,8 @@ package catalog
 import (
 	"errors"
 	"testing"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
 func sp(s string) *string { return &s }
@@ -70,7 +72,7 @@ func TestProgramInputValidation(t *testing.T) {
 			if fe.Field != tc.field || fe.Message != tc.msg {
 				t.Fatalf("got field %q message %q, want %q %q", fe.Field, fe.Message, tc.field, tc.msg)
 			}
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, errkind.Invalid) {
 				t.Fatal("field errors must be of kind ErrInvalid")
 			}
 		})
@@ -120,7 +122,7 @@ func TestLinkInputValidation(t *testing.T) {
 	id := int64(3)
 	for _, code := range []string{"", "has space", "ünï", string(make([]byte, 65))} {
 		in := LinkInput{PartnerID: &id, Code: &code}
-		if _, err := in.validate(1); !errors.Is(err, ErrInvalid) {
+		if _, err := in.validate(1); !errors.Is(err, errkind.Invalid) {
 			t.Errorf("code %q: got %v, want invalid", code, err)
 		}
 	}

@@ -34,7 +34,7 @@ type Service interface {
 	SetLinkActive(ctx context.Context, linkID int64, active bool) (Link, Seq, error)
 	IssueSession(ctx context.Context, userID int64) (Session, error)
 	// WaitForSync returns nil once every consumer has applied the catalog up
-	// to seq, and ErrUnavailable when timeout passes first.
+	// to seq, and ErrSyncTimeout when timeout passes first.
 	WaitForSync(ctx context.Context, seq Seq, timeout time.Duration) error
 }
 
@@ -305,7 +305,7 @@ func (s *service) WaitForSync(ctx context.Context, seq Seq, timeout time.Duratio
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("catalog sequence %d not applied by every consumer within %s: %w", seq, timeout, ErrUnavailable)
+			return fmt.Errorf("catalog sequence %d not applied by every consumer within %s: %w", seq, timeout, ErrSyncTimeout)
 		case <-t.C:
 		}
 	}

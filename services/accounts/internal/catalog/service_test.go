@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
 )
 
 // keyStore records the keys stored; every other Store method is unused here
@@ -98,7 +100,7 @@ func TestImportKey(t *testing.T) {
 			k, seq, err := svc.ImportKey(context.Background(), 7, tt.plain, tt.test)
 			if tt.wantMsg != "" {
 				var fe *FieldError
-				if !errors.As(err, &fe) || fe.Field != "key" || fe.Message != tt.wantMsg || !errors.Is(err, ErrInvalid) {
+				if !errors.As(err, &fe) || fe.Field != "key" || fe.Message != tt.wantMsg || !errors.Is(err, errkind.Invalid) {
 					t.Fatalf("err = %v, want field key %q", err, tt.wantMsg)
 				}
 				if len(st.created) != 0 {

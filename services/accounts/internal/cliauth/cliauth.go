@@ -9,23 +9,14 @@ package cliauth
 
 import (
 	"context"
-	"errors"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
-// Error kinds. The transport maps them to statuses in one table.
-var (
-	ErrInvalid         = errors.New("invalid")
-	ErrUnauthenticated = errors.New("unauthenticated")
-	ErrForbidden       = errors.New("forbidden")
-	ErrNotFound        = errors.New("not found")
-	ErrUnavailable     = errors.New("unavailable")
-)
-
 // Error is a refusal whose Message (and Code, when set) the client sees as
-// the contract writes them.
+// the contract writes them. Kind is one of libs/errkind's kinds.
 type Error struct {
 	Kind    error
 	Message string
@@ -37,32 +28,32 @@ func (e *Error) Unwrap() error { return e.Kind }
 
 // Refusals of the sign-in routes, with the contract's messages.
 var (
-	ErrMissingCallbackFields = &Error{Kind: ErrInvalid, Message: "Missing required fields: state, id_token"}
-	ErrSessionNotFoundOrUsed = &Error{Kind: ErrNotFound, Message: "Session not found or already used"}
-	ErrSessionExpired        = &Error{Kind: ErrInvalid, Message: "Session expired"}
-	ErrAccountBlocked        = &Error{Kind: ErrForbidden, Message: "Your account has been suspended.", Code: "ACCOUNT_BLOCKED"}
-	ErrEmailNotVerified      = &Error{Kind: ErrForbidden, Message: "Your email address is not verified with your sign-in provider. Verify it there, then try again.", Code: "PROVIDER_EMAIL_NOT_VERIFIED"}
-	ErrMissingState          = &Error{Kind: ErrInvalid, Message: "Missing state parameter"}
-	ErrSessionNotFound       = &Error{Kind: ErrNotFound, Message: "Session not found"}
-	ErrSessionConsumed       = &Error{Kind: ErrInvalid, Message: "Session already consumed"}
+	ErrMissingCallbackFields = &Error{Kind: errkind.Invalid, Message: "Missing required fields: state, id_token"}
+	ErrSessionNotFoundOrUsed = &Error{Kind: errkind.NotFound, Message: "Session not found or already used"}
+	ErrSessionExpired        = &Error{Kind: errkind.Invalid, Message: "Session expired"}
+	ErrAccountBlocked        = &Error{Kind: errkind.Forbidden, Message: "Your account has been suspended.", Code: "ACCOUNT_BLOCKED"}
+	ErrEmailNotVerified      = &Error{Kind: errkind.Forbidden, Message: "Your email address is not verified with your sign-in provider. Verify it there, then try again.", Code: "PROVIDER_EMAIL_NOT_VERIFIED"}
+	ErrMissingState          = &Error{Kind: errkind.Invalid, Message: "Missing state parameter"}
+	ErrSessionNotFound       = &Error{Kind: errkind.NotFound, Message: "Session not found"}
+	ErrSessionConsumed       = &Error{Kind: errkind.Invalid, Message: "Session already consumed"}
 	// ErrInvalidIDToken covers every id_token the provider's keys, issuer,
 	// audience, expiry or the session's nonce refuse, and one without an
 	// email: the cure is the same, sign in again.
-	ErrInvalidIDToken = &Error{Kind: ErrUnauthenticated, Message: "Invalid id_token"}
+	ErrInvalidIDToken = &Error{Kind: errkind.Unauthenticated, Message: "Invalid id_token"}
 	// ErrNotConfigured answers the sign-in routes of a server started
 	// without an OpenID provider.
-	ErrNotConfigured = &Error{Kind: ErrUnavailable, Message: "Command-line sign-in is not configured on this server"}
+	ErrNotConfigured = &Error{Kind: errkind.Unavailable, Message: "Command-line sign-in is not configured on this server"}
 )
 
 // Refusals of the login-token routes. The transport words the 401s per
 // route (the contract's init and programs messages differ).
 var (
 	// ErrTokenInvalid: no login token has this value, or it expired.
-	ErrTokenInvalid = &Error{Kind: ErrUnauthenticated, Message: "Invalid or expired token"}
+	ErrTokenInvalid = &Error{Kind: errkind.Unauthenticated, Message: "Invalid or expired token"}
 	// ErrUserNotFound: the token's user no longer exists.
-	ErrUserNotFound       = &Error{Kind: ErrUnauthenticated, Message: "User not found"}
-	ErrNoAdvertiser       = &Error{Kind: ErrForbidden, Message: "No advertiser found for this account. Run \"svc login\" to sign in with the account of your advertiser."}
-	ErrAdvertiserMismatch = &Error{Kind: ErrForbidden, Message: "advertiser_id does not match the authenticated account"}
+	ErrUserNotFound       = &Error{Kind: errkind.Unauthenticated, Message: "User not found"}
+	ErrNoAdvertiser       = &Error{Kind: errkind.Forbidden, Message: "No advertiser found for this account. Run \"svc login\" to sign in with the account of your advertiser."}
+	ErrAdvertiserMismatch = &Error{Kind: errkind.Forbidden, Message: "advertiser_id does not match the authenticated account"}
 )
 
 // Session statuses answered by Poll.
@@ -119,8 +110,8 @@ type Identity struct {
 
 // IDTokenVerifier checks an id_token as OpenID Connect requires (signature
 // against the provider's keys, issuer, audience, expiry). A token it
-// refuses is an error matching ErrUnauthenticated; a failure to reach the
-// provider's keys matches ErrUnavailable.
+// refuses is an error matching errkind.Unauthenticated; a failure to reach the
+// provider's keys matches errkind.Unavailable.
 type IDTokenVerifier interface {
 	Verify(ctx context.Context, rawIDToken string) (Identity, error)
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
@@ -150,7 +151,7 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 	}
 	id, err := s.cfg.Verifier.Verify(ctx, idToken)
 	if err != nil {
-		if errors.Is(err, ErrUnavailable) {
+		if errors.Is(err, errkind.Unavailable) {
 			return SignedIn{}, fmt.Errorf("verify id_token: %w", err)
 		}
 		return SignedIn{}, &refusal{public: ErrInvalidIDToken, reason: err}
@@ -192,7 +193,7 @@ func (s *service) userFor(ctx context.Context, email, name string) (catalog.User
 	if err == nil {
 		return u, nil
 	}
-	if !errors.Is(err, catalog.ErrNotFound) {
+	if !errors.Is(err, errkind.NotFound) {
 		return catalog.User{}, fmt.Errorf("find user by email: %w", err)
 	}
 	in := catalog.UserInput{Email: &email}
@@ -206,14 +207,14 @@ func (s *service) userFor(ctx context.Context, email, name string) (catalog.User
 	switch {
 	case err == nil:
 		return u, nil
-	case errors.Is(err, catalog.ErrConflict):
+	case errors.Is(err, errkind.Conflict):
 		// A concurrent sign-in created it first.
 		u, err = s.cfg.Store.UserByEmail(ctx, email)
 		if err != nil {
 			return catalog.User{}, fmt.Errorf("find user by email after conflict: %w", err)
 		}
 		return u, nil
-	case errors.Is(err, catalog.ErrInvalid):
+	case errors.Is(err, errkind.Invalid):
 		// The provider's address is not one the catalog accepts.
 		return catalog.User{}, &refusal{public: ErrInvalidIDToken, reason: fmt.Errorf("email claim refused: %w", err)}
 	}
@@ -277,7 +278,7 @@ func (s *service) Authenticate(ctx context.Context, token string) (catalog.User,
 	}
 	u, err := s.cfg.Store.UserByToken(ctx, HashSecret(token), s.cfg.Now())
 	if err != nil {
-		if errors.Is(err, ErrUnauthenticated) {
+		if errors.Is(err, errkind.Unauthenticated) {
 			return catalog.User{}, err
 		}
 		return catalog.User{}, fmt.Errorf("look up login token: %w", err)
@@ -319,7 +320,7 @@ func (s *service) Init(ctx context.Context, user catalog.User, in InitInput) (In
 	// the program's catalog event.
 	prog, seq, err := s.cfg.Catalog.CreateProgram(ctx, pin)
 	if err != nil {
-		if errors.Is(err, catalog.ErrInvalid) {
+		if errors.Is(err, errkind.Invalid) {
 			return Initialized{}, err
 		}
 		return Initialized{}, fmt.Errorf("create program: %w", err)

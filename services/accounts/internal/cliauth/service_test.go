@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
@@ -123,7 +124,7 @@ type fakeVerifier struct{}
 func (fakeVerifier) Verify(_ context.Context, raw string) (Identity, error) {
 	parts := strings.Split(raw, ":")
 	if len(parts) != 3 || parts[0] != "ok" {
-		return Identity{}, ErrUnauthenticated
+		return Identity{}, errkind.Unauthenticated
 	}
 	return Identity{Email: parts[1], EmailVerified: true, Nonce: parts[2]}, nil
 }

@@ -12,16 +12,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
-// Error kinds. The transport maps them to statuses in one table; anything
-// else is an infrastructure failure (500).
-var (
-	ErrInvalid = errors.New("invalid")
-	// ErrRateLimited: a limit counted inside the endpoint was reached.
-	ErrRateLimited = errors.New("rate limited")
-)
+// ErrRateLimited is a limit counted inside the endpoint being reached (the
+// chain cap, or tracking's own limits): a 429 with Retry-After, which no
+// libs/errkind kind means, so it is its own case of the service's error
+// encoder. Refusals otherwise wrap errkind's kinds; anything else is an
+// infrastructure failure (500).
+var ErrRateLimited = errors.New("rate limited")
 
 // EventType is what POST test-event sends.
 type EventType string
@@ -39,7 +39,7 @@ type InvalidEventTypeError struct{ Value string }
 func (e *InvalidEventTypeError) Error() string {
 	return "Invalid event_type: " + e.Value + ". Valid: click, lead, sale"
 }
-func (e *InvalidEventTypeError) Unwrap() error { return ErrInvalid }
+func (e *InvalidEventTypeError) Unwrap() error { return errkind.Invalid }
 
 // ParseEventType accepts exactly the contract's three values.
 func ParseEventType(v string) (EventType, error) {

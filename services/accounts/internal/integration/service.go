@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
@@ -211,7 +212,7 @@ func (s *service) ensureFixtures(ctx context.Context, programID int64) (fixtures
 		active := true
 		_, _, err := s.cfg.Catalog.CreateLink(ctx, programID, catalog.LinkInput{PartnerID: &partnerID, Code: &code, Active: &active})
 		switch {
-		case errors.Is(err, catalog.ErrConflict):
+		case errors.Is(err, errkind.Conflict):
 			// Created meanwhile by a concurrent call: use that one.
 			if link, found, err = s.cfg.Store.FindLink(ctx, programID, code); err != nil || !found {
 				return fixtures{}, fmt.Errorf("find test link after conflict (found %t): %w", found, err)
@@ -265,7 +266,7 @@ func (s *service) enrol(ctx context.Context, programID, partnerID int64) error {
 	}
 	approved := true
 	_, _, err = s.cfg.Catalog.AddPartnerToProgram(ctx, programID, catalog.PartnerProgramInput{PartnerID: &partnerID, Approved: &approved})
-	if err != nil && !errors.Is(err, catalog.ErrConflict) {
+	if err != nil && !errors.Is(err, errkind.Conflict) {
 		return fmt.Errorf("enrol test partner %d: %w", partnerID, err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 )
@@ -232,7 +233,7 @@ func TestParseEventTypeAcceptsExactlyClickLeadSale(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, integration.ErrInvalid) {
+			if err == nil || err.Error() != tc.wantErr || !errors.Is(err, errkind.Invalid) {
 				t.Fatalf("ParseEventType(%q) error = %v, want %q (kind invalid)", tc.in, err, tc.wantErr)
 			}
 		})
@@ -288,7 +289,7 @@ func TestStatusSteps(t *testing.T) {
 func TestStatusOfAMissingProgramIsAFailureNotANotFound(t *testing.T) {
 	h := newHarness(t, 10)
 	_, err := h.svc.Status(context.Background(), 99)
-	if err == nil || errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited) {
+	if err == nil || errors.Is(err, errkind.Invalid) || errors.Is(err, integration.ErrRateLimited) {
 		t.Fatalf("err = %v, want an infrastructure failure", err)
 	}
 }
@@ -424,7 +425,7 @@ func TestTestSaleWaitsForReplicasAndSendsTheFixedTestAmount(t *testing.T) {
 
 func TestTestSaleIsNotSentBeforeTheReplicaHasTheKey(t *testing.T) {
 	h := newHarness(t, 10)
-	h.cat.syncErr = fmt.Errorf("late: %w", catalog.ErrUnavailable)
+	h.cat.syncErr = fmt.Errorf("late: %w", catalog.ErrSyncTimeout)
 	if _, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventSale); err == nil {
 		t.Fatal("no error")
 	}
@@ -527,7 +528,7 @@ func TestFailuresAreNotBusinessErrors(t *testing.T) {
 			_, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventClick)
 			return err
 		}},
-		{"replica never catches up", func(h *harness) { h.cat.syncErr = fmt.Errorf("late: %w", catalog.ErrUnavailable) }, func(h *harness) error {
+		{"replica never catches up", func(h *harness) { h.cat.syncErr = fmt.Errorf("late: %w", catalog.ErrSyncTimeout) }, func(h *harness) error {
 			_, err := h.svc.SendTestEvent(context.Background(), caller(7), integration.EventLead)
 			return err
 		}},
@@ -548,7 +549,7 @@ func TestFailuresAreNotBusinessErrors(t *testing.T) {
 			h := newHarness(t, 10)
 			tc.set(h)
 			err := tc.run(h)
-			if err == nil || errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited) {
+			if err == nil || errors.Is(err, errkind.Invalid) || errors.Is(err, integration.ErrRateLimited) {
 				t.Fatalf("err = %v, want a failure of no business kind", err)
 			}
 		})

@@ -11,16 +11,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 )
 
-// Error kinds; the transport maps them to statuses. Validation failures are
-// catalog.ErrInvalid (a *catalog.FieldError), from the catalog itself.
-var (
-	ErrForbidden = errors.New("forbidden")
-)
-
-// Error is a refusal whose message the client sees.
+// Error is a refusal whose message the client sees; Kind is one of
+// libs/errkind's kinds. Validation failures are *catalog.FieldError
+// (errkind.Invalid), from the catalog itself.
 type Error struct {
 	Kind    error
 	Message string
@@ -32,10 +29,10 @@ func (e *Error) Unwrap() error { return e.Kind }
 // ErrNoAccess answers a caller who is not an active member of the program,
 // and a program that does not exist: the two look the same from outside,
 // so program ids cannot be probed.
-var ErrNoAccess = &Error{Kind: ErrForbidden, Message: "You do not have access to this program"}
+var ErrNoAccess = &Error{Kind: errkind.Forbidden, Message: "You do not have access to this program"}
 
 // ErrBlocked answers a suspended account whose session is still valid.
-var ErrBlocked = &Error{Kind: ErrForbidden, Message: "Your account has been suspended."}
+var ErrBlocked = &Error{Kind: errkind.Forbidden, Message: "Your account has been suspended."}
 
 // Fields are the settings' names, in the order they are shown.
 var Fields = []string{"lead_auth_policy", "attribution_window_days", "payment_tracking_mode", "allowed_origins"}
@@ -119,7 +116,7 @@ func (s *service) Get(ctx context.Context, userID, programID int64) (Settings, e
 		return Settings{}, err
 	}
 	p, err := s.catalog.GetProgram(ctx, programID)
-	if errors.Is(err, catalog.ErrNotFound) {
+	if errors.Is(err, errkind.NotFound) {
 		return Settings{}, ErrNoAccess
 	}
 	if err != nil {
@@ -148,9 +145,9 @@ func (s *service) Update(ctx context.Context, userID, programID int64, in Input)
 	switch {
 	case err == nil:
 		return fromProgram(p), seq, nil
-	case errors.Is(err, catalog.ErrInvalid):
+	case errors.Is(err, errkind.Invalid):
 		return Settings{}, 0, err
-	case errors.Is(err, catalog.ErrNotFound):
+	case errors.Is(err, errkind.NotFound):
 		return Settings{}, 0, ErrNoAccess
 	}
 	return Settings{}, 0, fmt.Errorf("update program %d settings: %w", programID, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/obs"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
@@ -81,9 +82,7 @@ func (r Response) Failed() error { return r.Err }
 // business splits domain errors (answered to the client) from
 // infrastructure failures (endpoint errors, answered 500).
 func business(err error) bool {
-	return errors.Is(err, catalog.ErrInvalid) || errors.Is(err, catalog.ErrNotFound) ||
-		errors.Is(err, catalog.ErrConflict) || errors.Is(err, catalog.ErrUnavailable) ||
-		errors.Is(err, catalog.ErrUnauthorized)
+	return errkind.Of(err) != errkind.Internal || errors.Is(err, catalog.ErrSyncTimeout)
 }
 
 func respond(data any, seq catalog.Seq, err error) (any, error) {

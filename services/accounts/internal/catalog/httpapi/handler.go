@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,8 +14,8 @@ import (
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 )
 
 // HeaderCatalogSeq names the catalog sequence a write was published under;
@@ -35,11 +34,12 @@ type Config struct {
 // Routes lists every admin route. The caller mounts them (with metrics per
 // route name) on its mux.
 func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
+	enc := httperr.Route{FieldDetails: true, Logger: cfg.Logger, FailureLog: "admin request failed"}
 	opts := []kithttp.ServerOption{
-		kithttp.ServerErrorEncoder(encodeError(cfg.Logger)),
+		kithttp.ServerErrorEncoder(enc.Failure),
 	}
-	created := encodeResponse(http.StatusCreated, cfg.Logger)
-	ok := encodeResponse(http.StatusOK, cfg.Logger)
+	created := encodeResponse(http.StatusCreated, enc)
+	ok := encodeResponse(http.StatusOK, enc)
 	h := func(e func(ctx context.Context, req any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc) http.Handler {
 		h := adminOnly(cfg.AdminToken, kithttp.NewServer(e, dec, enc, opts...))
 		if cfg.Limit != nil {
@@ -90,66 +90,16 @@ func adminOnly(token string, next http.Handler) http.Handler {
 	})
 }
 
-func encodeResponse(status int, logger *slog.Logger) kithttp.EncodeResponseFunc {
+func encodeResponse(status int, enc httperr.Route) kithttp.EncodeResponseFunc {
 	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
 		r := resp.(endpoints.Response)
 		if r.Err != nil {
-			encodeError(logger)(ctx, r.Err, w)
+			enc.Refusal(ctx, r.Err, w)
 			return nil
 		}
 		if r.Seq > 0 {
 			w.Header().Set(HeaderCatalogSeq, strconv.FormatInt(int64(r.Seq), 10))
 		}
 		return httpkit.WriteJSON(w, status, map[string]any{"data": r.Data})
-	}
-}
-
-// statusOf is the service's one table from error kind to status.
-func statusOf(err error) int {
-	var de *httpkit.DecodeError
-	switch {
-	case errors.As(err, &de):
-		return de.Status
-	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, httpkit.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, catalog.ErrUnauthorized):
-		return http.StatusUnauthorized
-	case errors.Is(err, catalog.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, catalog.ErrConflict):
-		return http.StatusConflict
-	case errors.Is(err, catalog.ErrUnavailable):
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusInternalServerError
-}
-
-func encodeError(logger *slog.Logger) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		status := statusOf(err)
-		var details []httpkit.EnvelopeOption
-		message := err.Error()
-		var fe *catalog.FieldError
-		var hfe *httpkit.FieldError
-		var de *httpkit.DecodeError
-		var ke *catalog.KeyExistsError
-		switch {
-		case errors.As(err, &fe):
-			details = append(details, httpkit.WithDetail("field", fe.Field))
-		case errors.As(err, &hfe):
-			details = append(details, httpkit.WithDetail("field", hfe.Field))
-		case errors.As(err, &de):
-			message = de.Message
-		case errors.As(err, &ke):
-			// Admin-only routes: naming the stored key lets a client that
-			// imports a fixed key recognise its own.
-			details = append(details, httpkit.WithDetail("key_id", ke.KeyID), httpkit.WithDetail("program_id", ke.ProgramID))
-		}
-		if status >= 500 && status != http.StatusGatewayTimeout {
-			// Internals are logged, never sent.
-			logger.ErrorContext(ctx, "admin request failed", "err", err)
-			message = "Internal server error"
-		}
-		_ = httpkit.WritePlatformError(w, status, message, details...)
 	}
 }

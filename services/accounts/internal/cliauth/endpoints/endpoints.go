@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	catalogendpoints "github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
@@ -63,7 +64,7 @@ func (r response) Headers() http.Header {
 // anything else is an infrastructure failure and an endpoint error.
 func public(err error) bool {
 	var ce *cliauth.Error
-	return errors.As(err, &ce) || errors.Is(err, catalog.ErrInvalid)
+	return errors.As(err, &ce) || errors.Is(err, errkind.Invalid)
 }
 
 func answer(data any, status int, seq catalog.Seq, err error) (any, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 )
 
 // Config carries what the transport needs besides the endpoints.
@@ -62,6 +63,17 @@ type route struct {
 	auth *authMessages
 }
 
+// errors is the route's data for the service's one error encoder: the
+// contract's 500 message with the request id; on the callback, why an
+// id_token was refused is logged for the operator, never sent.
+func (rt route) errors(logger *slog.Logger) httperr.Route {
+	e := httperr.Route{Fail: rt.fail, RequestID: true, Logger: logger}
+	if rt.name == "cli_auth_callback" {
+		e.UnauthenticatedLog = "id_token refused"
+	}
+	return e
+}
+
 // Routes lists every CLI route of this group.
 func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	logger := cfg.Logger
@@ -73,8 +85,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		limit = func(h http.Handler) http.Handler { return h }
 	}
 	server := func(rt route, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) http.Handler {
-		enc := encodeError(rt, logger)
-		h := http.Handler(kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc), httpkit.ServerOptions(enc, logger)...))
+		enc := rt.errors(logger)
+		h := http.Handler(kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...))
 		if rt.auth != nil {
 			h = requireLogin(cfg.Service, logger, rt, enc, h)
 		}
@@ -103,7 +115,7 @@ type userKey struct{}
 
 // requireLogin resolves the Bearer login token before the body is read, so
 // an unauthenticated caller learns nothing about validation.
-func requireLogin(svc cliauth.Service, logger *slog.Logger, rt route, enc kithttp.ErrorEncoder, next http.Handler) http.Handler {
+func requireLogin(svc cliauth.Service, logger *slog.Logger, rt route, enc httperr.Route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
 		if res != apikey.ParseOK {
@@ -119,10 +131,10 @@ func requireLogin(svc cliauth.Service, logger *slog.Logger, rt route, enc kithtt
 		case errors.Is(err, cliauth.ErrTokenInvalid):
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, rt.auth.invalid)
 		default:
-			if _, public := statusOf(err); !public {
+			if httperr.Status(err) >= http.StatusInternalServerError {
 				logger.ErrorContext(r.Context(), "cli login token lookup failed", "route", rt.name, "err", err)
 			}
-			enc(r.Context(), err, w)
+			enc.Failure(r.Context(), err, w)
 		}
 	})
 }
@@ -133,68 +145,4 @@ func userFrom(ctx context.Context) (catalog.User, error) {
 		return catalog.User{}, errors.New("cliauth/httpapi: no authenticated user in context")
 	}
 	return u, nil
-}
-
-// statusOf is the group's one table from refusal kind to status.
-func statusOf(err error) (int, bool) {
-	var de *httpkit.DecodeError
-	var ce *cliauth.Error
-	switch {
-	case errors.As(err, &de):
-		return de.Status, true
-	case errors.Is(err, catalog.ErrInvalid), errors.Is(err, httpkit.ErrInvalid):
-		return http.StatusBadRequest, true
-	case errors.As(err, &ce):
-		switch {
-		case errors.Is(ce, cliauth.ErrInvalid):
-			return http.StatusBadRequest, true
-		case errors.Is(ce, cliauth.ErrUnauthenticated):
-			return http.StatusUnauthorized, true
-		case errors.Is(ce, cliauth.ErrForbidden):
-			return http.StatusForbidden, true
-		case errors.Is(ce, cliauth.ErrNotFound):
-			return http.StatusNotFound, true
-		case errors.Is(ce, cliauth.ErrUnavailable):
-			return http.StatusServiceUnavailable, true
-		}
-	}
-	return http.StatusInternalServerError, false
-}
-
-// encodeError writes refusals in the platform envelope with the contract's
-// message (and details.code for the login refusals), and every other
-// failure as the route's 500 with the request id in message and details.
-func encodeError(rt route, logger *slog.Logger) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		status, ok := statusOf(err)
-		if !ok {
-			// Logged by go-kit's error handler (endpoint errors) or by
-			// requireLogin; the client gets the request id to quote.
-			_ = httpkit.WriteServerErrorWithRequestID(ctx, w, rt.fail)
-			return
-		}
-		var (
-			message = err.Error()
-			opts    []httpkit.EnvelopeOption
-			de      *httpkit.DecodeError
-			fe      *catalog.FieldError
-			ce      *cliauth.Error
-		)
-		switch {
-		case errors.As(err, &de):
-			message = de.Message
-		case errors.As(err, &fe):
-			message = fe.Message
-		case errors.As(err, &ce):
-			message = ce.Message
-			if ce.Code != "" {
-				opts = append(opts, httpkit.WithDetail("code", ce.Code))
-			}
-		}
-		if status == http.StatusUnauthorized && rt.name == "cli_auth_callback" {
-			// Why an id_token was refused is for the operator, not the client.
-			logger.InfoContext(ctx, "id_token refused", "err", err)
-		}
-		_ = httpkit.WritePlatformError(w, status, message, opts...)
-	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/svc-dev/svc/libs/errkind"
 
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 )
@@ -135,11 +136,11 @@ func (b *emailVerified) UnmarshalJSON(data []byte) error {
 
 // ErrUnreachable is a failure to fetch the provider's keys: not the token's
 // fault, so the callback answers 500 rather than refusing the token.
-var ErrUnreachable = fmt.Errorf("oidc: provider keys unreachable: %w", cliauth.ErrUnavailable)
+var ErrUnreachable = fmt.Errorf("oidc: provider keys unreachable: %w", errkind.Unavailable)
 
 // Verify checks the token and returns who it names. A refused token gives
-// an error matching cliauth.ErrUnauthenticated; unreachable keys one
-// matching cliauth.ErrUnavailable.
+// an error matching errkind.Unauthenticated; unreachable keys one
+// matching errkind.Unavailable.
 func (v *Verifier) Verify(ctx context.Context, raw string) (cliauth.Identity, error) {
 	var fetch atomic.Bool
 	tok, err := v.v.Verify(context.WithValue(ctx, fetchFailedKey{}, &fetch), raw)
@@ -147,7 +148,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (cliauth.Identity, er
 		if fetch.Load() {
 			return cliauth.Identity{}, fmt.Errorf("%w: %v", ErrUnreachable, err)
 		}
-		return cliauth.Identity{}, fmt.Errorf("%w: %v", cliauth.ErrUnauthenticated, err)
+		return cliauth.Identity{}, fmt.Errorf("%w: %v", errkind.Unauthenticated, err)
 	}
 	var c struct {
 		Email         string        `json:"email"`
@@ -155,7 +156,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (cliauth.Identity, er
 		Name          string        `json:"name"`
 	}
 	if err := tok.Claims(&c); err != nil {
-		return cliauth.Identity{}, fmt.Errorf("%w: claims: %v", cliauth.ErrUnauthenticated, err)
+		return cliauth.Identity{}, fmt.Errorf("%w: claims: %v", errkind.Unauthenticated, err)
 	}
 	return cliauth.Identity{
 		Subject: tok.Subject, Email: c.Email, EmailVerified: bool(c.EmailVerified), Name: c.Name, Nonce: tok.Nonce,

@@ -14,9 +14,9 @@ import (
 	"testing"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/svc-dev/svc/libs/errkind"
 
 	"github.com/svc-dev/svc/libs/auth/oidctest"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
 )
 
@@ -88,13 +88,13 @@ func TestVerifyIdentityAndErrorKinds(t *testing.T) {
 	})
 	t.Run("email_verified that is not a boolean", func(t *testing.T) {
 		tok := p.IDToken(t, oidctest.Claims{Email: "a@b.example", Extra: map[string]any{"email_verified": "yes"}})
-		if _, err := v.Verify(ctx, tok); !errors.Is(err, cliauth.ErrUnauthenticated) {
+		if _, err := v.Verify(ctx, tok); !errors.Is(err, errkind.Unauthenticated) {
 			t.Fatalf("%v", err)
 		}
 	})
 	t.Run("refused token is unauthenticated", func(t *testing.T) {
 		tok := p.IDToken(t, oidctest.Claims{Email: "a@b.example", Audience: []string{"x"}})
-		if _, err := v.Verify(ctx, tok); !errors.Is(err, cliauth.ErrUnauthenticated) || errors.Is(err, cliauth.ErrUnavailable) {
+		if _, err := v.Verify(ctx, tok); !errors.Is(err, errkind.Unauthenticated) || errors.Is(err, errkind.Unavailable) {
 			t.Fatalf("%v", err)
 		}
 	})
@@ -105,7 +105,7 @@ func TestVerifyIdentityAndErrorKinds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := v.Verify(ctx, p.IDToken(t, oidctest.Claims{Email: "a@b.example"})); !errors.Is(err, cliauth.ErrUnavailable) {
+		if _, err := v.Verify(ctx, p.IDToken(t, oidctest.Claims{Email: "a@b.example"})); !errors.Is(err, errkind.Unavailable) {
 			t.Fatalf("%v", err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/svc-dev/svc/libs/errkind"
 
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
@@ -146,7 +147,7 @@ func (s *Store) UserByToken(ctx context.Context, tokenHash []byte, now time.Time
 		return catalog.User{}, cliauth.ErrUserNotFound
 	}
 	u, err := s.UserByID(ctx, *userID)
-	if errors.Is(err, catalog.ErrNotFound) {
+	if errors.Is(err, errkind.NotFound) {
 		return catalog.User{}, cliauth.ErrUserNotFound
 	}
 	return u, err

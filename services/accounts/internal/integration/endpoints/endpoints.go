@@ -79,7 +79,7 @@ func (r TestEventResponse) Failed() error { return r.Err }
 
 // business tells the errors answered to the client from failures.
 func business(err error) bool {
-	return errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited)
+	return errors.As(err, new(*integration.InvalidEventTypeError)) || errors.Is(err, integration.ErrRateLimited)
 }
 
 func makeStatus(svc integration.Service) endpoint.Endpoint {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/libs/ratelimit"
+	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 	"github.com/svc-dev/svc/services/accounts/internal/integration/endpoints"
 )
@@ -54,7 +54,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	opts := httpkit.ServerOptions(encodeError, cfg.Logger)
+	opts := httpkit.ServerOptions(errs.Failure, cfg.Logger)
 	status := kithttp.NewServer(set.Status, decodeStatus, encodeStatus, opts...)
 	testEvent := kithttp.NewServer(set.TestEvent, decodeTestEvent, encodeTestEvent, opts...)
 
@@ -168,7 +168,7 @@ func statusAnswer(st integration.Status) statusBody {
 func encodeStatus(ctx context.Context, w http.ResponseWriter, response any) error {
 	r := response.(endpoints.StatusResponse)
 	if r.Err != nil {
-		encodeError(ctx, r.Err, w)
+		errs.Refusal(ctx, r.Err, w)
 		return nil
 	}
 	return httpkit.WriteJSON(w, http.StatusOK, statusAnswer(r.Status))
@@ -211,7 +211,7 @@ func chainSteps(steps []integration.ChainStep) []chainStep {
 func encodeTestEvent(ctx context.Context, w http.ResponseWriter, response any) error {
 	r := response.(endpoints.TestEventResponse)
 	if r.Err != nil {
-		encodeError(ctx, r.Err, w)
+		errs.Refusal(ctx, r.Err, w)
 		return nil
 	}
 	if r.Chain != nil {
@@ -222,20 +222,6 @@ func encodeTestEvent(ctx context.Context, w http.ResponseWriter, response any) e
 	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"data": eventData{
 		EventType: string(r.EventType), EventID: r.Event.EventID, ProgramID: r.ProgramID, TestMode: true, Message: r.Event.Message,
 	}})
-}
-
-// statusOf is the group's one table from error kind to status.
-func statusOf(err error) int {
-	var de *httpkit.DecodeError
-	switch {
-	case errors.As(err, &de):
-		return de.Status
-	case errors.Is(err, integration.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, integration.ErrRateLimited):
-		return http.StatusTooManyRequests
-	}
-	return http.StatusInternalServerError
 }
 
 // failedMessage names the operation of a 500.
@@ -252,51 +238,7 @@ func failedMessage(err error) string {
 	return MsgTestEventFailed
 }
 
-// encodeError writes every error of the group. 5xx bodies never carry the
+// errs is the group's data for the service's one error encoder: the 500
+// names the operation and quotes the request id; 5xx bodies never carry the
 // cause (the go-kit error handler logs it with the request id).
-func encodeError(ctx context.Context, err error, w http.ResponseWriter) {
-	switch status := statusOf(err); status {
-	case http.StatusTooManyRequests:
-		secs := ratelimit.RetryAfterSeconds(retryAfter(err))
-		w.Header().Set(ratelimit.HeaderRetryAfter, strconv.Itoa(secs))
-		_ = httpkit.WriteTypedError(w, status, ratelimit.CodeRateLimited, limitMessage(err),
-			map[string]any{"retry_after_seconds": secs}, httpkit.WithStatusField())
-	case http.StatusInternalServerError:
-		_ = httpkit.WriteServerErrorWithRequestID(ctx, w, failedMessage(err))
-	default:
-		var de *httpkit.DecodeError
-		var inv *integration.InvalidEventTypeError
-		msg := err.Error()
-		switch {
-		case errors.As(err, &de):
-			msg = de.Message
-		case errors.As(err, &inv):
-			msg = inv.Error()
-		}
-		_ = httpkit.WritePlatformError(w, status, msg)
-	}
-}
-
-func retryAfter(err error) time.Duration {
-	var chain *integration.ChainLimitError
-	var up *integration.UpstreamLimitError
-	switch {
-	case errors.As(err, &chain):
-		return chain.RetryAfter
-	case errors.As(err, &up):
-		return up.RetryAfter
-	}
-	return time.Second
-}
-
-func limitMessage(err error) string {
-	var chain *integration.ChainLimitError
-	var up *integration.UpstreamLimitError
-	switch {
-	case errors.As(err, &chain):
-		return chain.Error()
-	case errors.As(err, &up) && up.Message != "":
-		return up.Message
-	}
-	return ratelimit.RefusalMessage(ratelimit.RetryAfterSeconds(retryAfter(err)))
-}
+var errs = httperr.Route{FailFor: failedMessage, RequestID: true}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 	"github.com/svc-dev/svc/services/accounts/internal/integration/trackingclient"
 )
@@ -155,7 +156,7 @@ func TestTrackingRefusals(t *testing.T) {
 				if tc.errStatus != 0 && (!errors.As(err, &se) || se.Status != tc.errStatus) {
 					t.Fatalf("err %v, want status %d", err, tc.errStatus)
 				}
-				if !tc.limited && (errors.Is(err, integration.ErrInvalid) || errors.Is(err, integration.ErrRateLimited)) {
+				if !tc.limited && (errors.Is(err, errkind.Invalid) || errors.Is(err, integration.ErrRateLimited)) {
 					t.Fatalf("tracking refusal %v leaked as a business kind", err)
 				}
 			})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-kit/kit/endpoint"
 
+	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
@@ -70,7 +71,7 @@ func View(s settings.Settings) map[string]any {
 
 func public(err error) bool {
 	var se *settings.Error
-	return errors.As(err, &se) || errors.Is(err, catalog.ErrInvalid) || errors.Is(err, httpkit.ErrInvalid) ||
+	return errors.As(err, &se) || errors.Is(err, errkind.Invalid) ||
 		errors.As(err, new(*httpkit.DecodeError))
 }
 

@@ -16,8 +16,7 @@ import (
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/settings"
+	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 	"github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
 )
 
@@ -49,8 +48,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		limit = func(h http.Handler) http.Handler { return h }
 	}
 	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
-		enc := encodeError(fail)
-		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc), httpkit.ServerOptions(enc, logger)...)
+		enc := httperr.Route{Fail: fail}
+		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
 		return limit(requireSession(cfg.Sessions, srv))
 	}
 	return []httpkit.Route{
@@ -87,29 +86,4 @@ func requireSession(v *session.Verifier, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
 	})
-}
-
-// encodeError writes the platform envelope: 400 validation, 403 no access,
-// 400/413 body problems, and a 500 whose internals stay in the logs.
-func encodeError(fail string) kithttp.ErrorEncoder {
-	return func(ctx context.Context, err error, w http.ResponseWriter) {
-		var (
-			se  *settings.Error
-			fe  *catalog.FieldError
-			de  *httpkit.DecodeError
-			hfe *httpkit.FieldError
-		)
-		switch {
-		case errors.As(err, &de):
-			_ = httpkit.WritePlatformError(w, de.Status, de.Message)
-		case errors.As(err, &fe):
-			_ = httpkit.WritePlatformError(w, http.StatusBadRequest, fe.Message)
-		case errors.As(err, &hfe):
-			_ = httpkit.WritePlatformError(w, http.StatusBadRequest, hfe.Error())
-		case errors.As(err, &se) && errors.Is(se, settings.ErrForbidden):
-			_ = httpkit.WritePlatformError(w, http.StatusForbidden, se.Message)
-		default:
-			_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, fail)
-		}
-	}
 }
