@@ -24,7 +24,8 @@ import (
 // events that keeps the test events the status reports.
 // An unset TRACKING_URL leaves test events answering 500 (and saying why in
 // the log).
-func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, cliLimit func(http.Handler) http.Handler) ([]platform.Route, error) {
+func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trace obs.EndpointMiddleware,
+	cliLimit func(http.Handler) http.Handler) ([]platform.Route, error) {
 	var tracker integration.Tracker = trackingclient.Unconfigured{}
 	if cfg.TrackingURL == "" {
 		p.Logger.Warn("TRACKING_URL is not set: POST /api/v1/cli/test-event cannot reach tracking and answers 500")
@@ -55,8 +56,7 @@ func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, cliL
 	if err := p.Consume(eventsv1.TopicTracking, consumer.Group, consumer.Handler(pgstore.RecordTestEvent), platform.SkipEvents(consumer.Skip)); err != nil {
 		return nil, err
 	}
-	tracer := p.Tracer.Tracer("svc/accounts")
-	set := endpoints.New(svc, obs.Tracing(tracer))
+	set := endpoints.New(svc, trace)
 	return httpapi.Routes(set, httpapi.Config{
 		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL},
 		Limit:  cliLimit,

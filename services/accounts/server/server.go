@@ -66,8 +66,9 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	tracer := p.Tracer.Tracer("svc/accounts")
-	set := endpoints.New(svc, obs.Tracing(tracer))
+	// One tracer for the service; every feature's endpoints use it.
+	trace := obs.Tracing(p.Tracer.Tracer("svc/accounts"))
+	set := endpoints.New(svc, trace)
 	if err := p.Consume(catalogsync.TopicApplied, Name+".catalog-acks", recordAck); err != nil {
 		return nil, err
 	}
@@ -96,7 +97,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	cliLimit := ratelimit.Middleware(cliLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc))
 
 	// CLI status and test events (program API key): see integration.go.
-	integrationRoutes, err := wireIntegration(p, cfg, svc, cliLimit)
+	integrationRoutes, err := wireIntegration(p, cfg, svc, trace, cliLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 
 	// CLI sign-in, init, programs and stripe-connect, and the program
 	// settings routes: see cliauth.go.
-	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, cliLimit, refusals)
+	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, trace, cliLimit, refusals)
 	if err != nil {
 		return nil, err
 	}

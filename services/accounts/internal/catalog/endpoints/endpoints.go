@@ -66,18 +66,40 @@ func New(svc catalog.Service, mw ...obs.EndpointMiddleware) Set {
 	}
 }
 
-// Response is what every admin operation answers: for a write, the new or
-// changed entity's id (when it has one), any extra fields for the body and
-// the catalog sequence of its event; for a read, the object or list read and
-// no sequence (reads publish nothing).
-type Response struct {
-	Data any
-	Seq  catalog.Seq
-	Err  error
+// Response is what every admin operation answers: Data under "data" (for
+// a write, the new or changed entity's id and any extra fields, with the
+// catalog sequence of its event; for a read, the object or list read and no
+// sequence: reads publish nothing), or a business error.
+//
+// JSON field order: every data struct lists its fields in the order of
+// their JSON names, so the bodies are byte for byte those of the maps they
+// replaced.
+type Response[T any] struct {
+	Data T           `json:"data"`
+	Seq  catalog.Seq `json:"-"`
+	Err  error       `json:"-"`
 }
 
 // Failed implements go-kit's endpoint.Failer.
-func (r Response) Failed() error { return r.Err }
+func (r Response[T]) Failed() error { return r.Err }
+
+// CatalogSeq is the sequence of the write's catalog event (0 for reads).
+func (r Response[T]) CatalogSeq() catalog.Seq { return r.Seq }
+
+var (
+	_ endpoint.Failer = Response[IDData]{}
+	_ endpoint.Failer = Response[ProgramView]{}
+	_ endpoint.Failer = Response[UserView]{}
+	_ endpoint.Failer = Response[[]PartnerView]{}
+	_ endpoint.Failer = Response[[]LinkView]{}
+	_ endpoint.Failer = Response[[]KeyView]{}
+	_ endpoint.Failer = Response[MemberData]{}
+	_ endpoint.Failer = Response[IssuedKeyData]{}
+	_ endpoint.Failer = Response[RotationData]{}
+	_ endpoint.Failer = Response[LinkActiveData]{}
+	_ endpoint.Failer = Response[SessionData]{}
+	_ endpoint.Failer = Response[SyncData]{}
+)
 
 // business splits domain errors (answered to the client) from
 // infrastructure failures (endpoint errors, answered 500).
@@ -85,17 +107,22 @@ func business(err error) bool {
 	return errkind.Of(err) != errkind.Internal || errors.Is(err, catalog.ErrSyncTimeout)
 }
 
-func respond(data any, seq catalog.Seq, err error) (any, error) {
+func respond[T any](data T, seq catalog.Seq, err error) (any, error) {
 	if err != nil {
 		if business(err) {
-			return Response{Err: err}, nil
+			return Response[T]{Err: err}, nil
 		}
 		return nil, err
 	}
-	return Response{Data: data, Seq: seq}, nil
+	return Response[T]{Data: data, Seq: seq}, nil
 }
 
-func idData(id int64) map[string]any { return map[string]any{"id": id} }
+// IDData answers a write with the entity's id.
+type IDData struct {
+	ID int64 `json:"id"`
+}
+
+func idData(id int64) IDData { return IDData{ID: id} }
 
 func makeCreateAdvertiser(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
@@ -138,47 +165,71 @@ type GetProgramRequest struct{ ID int64 }
 func makeGetProgram(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		p, err := svc.GetProgram(ctx, req.(GetProgramRequest).ID)
-		return respond(ProgramView(p), 0, err)
+		return respond(NewProgramView(p), 0, err)
 	}
 }
 
 // ProgramView is a program as the admin API shows it.
-func ProgramView(p catalog.Program) map[string]any {
-	var connectedAt any
-	if p.Processor.ConnectedAt != nil {
-		connectedAt = p.Processor.ConnectedAt.UTC().Format(time.RFC3339)
-	}
-	var cookie any
-	if p.CookieDuration != nil {
-		cookie = *p.CookieDuration
-	}
+type ProgramView struct {
+	AdvertiserID          int64         `json:"advertiser_id"`
+	AllowedOrigins        []string      `json:"allowed_origins"`
+	AttributionWindowDays int           `json:"attribution_window_days"`
+	CommissionRate        float64       `json:"commission_rate"`
+	CommissionType        string        `json:"commission_type"`
+	CookieDuration        *int          `json:"cookie_duration"`
+	CreatedAt             string        `json:"created_at"`
+	Domain                string        `json:"domain"`
+	DurationMonths        int           `json:"duration_months"`
+	HoldDays              int           `json:"hold_days"`
+	ID                    int64         `json:"id"`
+	LeadAuthPolicy        string        `json:"lead_auth_policy"`
+	Name                  string        `json:"name"`
+	PaymentTrackingMode   string        `json:"payment_tracking_mode"`
+	ProcessorConnection   ProcessorView `json:"processor_connection"`
+	UpdatedAt             string        `json:"updated_at"`
+}
+
+// ProcessorView is a program's payment-processor connection.
+type ProcessorView struct {
+	AccountID        string  `json:"account_id"`
+	ChargesEnabled   bool    `json:"charges_enabled"`
+	ConnectedAt      *string `json:"connected_at"`
+	DetailsSubmitted bool    `json:"details_submitted"`
+	PayoutsEnabled   bool    `json:"payouts_enabled"`
+	Status           string  `json:"status"`
+}
+
+// NewProgramView renders p.
+func NewProgramView(p catalog.Program) ProgramView {
 	rate, _ := strconv.ParseFloat(p.CommissionRate, 64)
-	return map[string]any{
-		"id":                      p.ID,
-		"advertiser_id":           p.AdvertiserID,
-		"name":                    p.Name,
-		"domain":                  p.Domain,
-		"commission_type":         p.CommissionType,
-		"commission_rate":         rate,
-		"duration_months":         p.DurationMonths,
-		"cookie_duration":         cookie,
-		"attribution_window_days": p.AttributionWindowDays,
-		"hold_days":               p.HoldDays,
-		"lead_auth_policy":        p.LeadAuthPolicy,
-		"payment_tracking_mode":   p.PaymentTrackingMode,
-		"processor_connection": map[string]any{
-			"status":            p.Processor.Status,
-			"account_id":        p.Processor.AccountID,
-			"charges_enabled":   p.Processor.ChargesEnabled,
-			"payouts_enabled":   p.Processor.PayoutsEnabled,
-			"details_submitted": p.Processor.DetailsSubmitted,
-			"connected_at":      connectedAt,
+	return ProgramView{
+		AdvertiserID:          p.AdvertiserID,
+		AllowedOrigins:        p.AllowedOrigins,
+		AttributionWindowDays: p.AttributionWindowDays,
+		CommissionRate:        rate,
+		CommissionType:        p.CommissionType,
+		CookieDuration:        p.CookieDuration,
+		CreatedAt:             rfc3339(p.CreatedAt),
+		Domain:                p.Domain,
+		DurationMonths:        p.DurationMonths,
+		HoldDays:              p.HoldDays,
+		ID:                    p.ID,
+		LeadAuthPolicy:        p.LeadAuthPolicy,
+		Name:                  p.Name,
+		PaymentTrackingMode:   p.PaymentTrackingMode,
+		ProcessorConnection: ProcessorView{
+			AccountID:        p.Processor.AccountID,
+			ChargesEnabled:   p.Processor.ChargesEnabled,
+			ConnectedAt:      timeOrNil(p.Processor.ConnectedAt),
+			DetailsSubmitted: p.Processor.DetailsSubmitted,
+			PayoutsEnabled:   p.Processor.PayoutsEnabled,
+			Status:           p.Processor.Status,
 		},
-		"allowed_origins": p.AllowedOrigins,
-		"created_at":      p.CreatedAt.UTC().Format(time.RFC3339),
-		"updated_at":      p.UpdatedAt.UTC().Format(time.RFC3339),
+		UpdatedAt: rfc3339(p.UpdatedAt),
 	}
 }
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // FindUserRequest looks a user up by email (nil when not sent).
 type FindUserRequest struct{ Email *string }
@@ -186,25 +237,29 @@ type FindUserRequest struct{ Email *string }
 func makeFindUser(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		u, err := svc.FindUserByEmail(ctx, req.(FindUserRequest).Email)
-		return respond(UserView(u), 0, err)
+		return respond(NewUserView(u), 0, err)
 	}
 }
 
 // UserView is a user as the admin API shows it; advertiser_id is null for a
 // user without an advertiser.
-func UserView(u catalog.User) map[string]any {
-	var adv any
+type UserView struct {
+	AdvertiserID *int64 `json:"advertiser_id"`
+	Blocked      bool   `json:"blocked"`
+	CreatedAt    string `json:"created_at"`
+	Email        string `json:"email"`
+	ID           int64  `json:"id"`
+	Name         string `json:"name"`
+}
+
+// NewUserView renders u.
+func NewUserView(u catalog.User) UserView {
+	v := UserView{Blocked: u.Blocked, CreatedAt: rfc3339(u.CreatedAt), Email: u.Email, ID: u.ID, Name: u.Name}
 	if u.AdvertiserID != 0 {
-		adv = u.AdvertiserID
+		adv := u.AdvertiserID
+		v.AdvertiserID = &adv
 	}
-	return map[string]any{
-		"id":            u.ID,
-		"email":         u.Email,
-		"name":          u.Name,
-		"advertiser_id": adv,
-		"blocked":       u.Blocked,
-		"created_at":    u.CreatedAt.UTC().Format(time.RFC3339),
-	}
+	return v
 }
 
 // ListProgramsRequest lists an advertiser's programs (nil when not sent).
@@ -213,7 +268,7 @@ type ListProgramsRequest struct{ AdvertiserID *int64 }
 func makeListPrograms(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		ps, err := svc.ListPrograms(ctx, req.(ListProgramsRequest).AdvertiserID)
-		return respond(views(ps, ProgramView), 0, err)
+		return respond(views(ps, NewProgramView), 0, err)
 	}
 }
 
@@ -223,18 +278,21 @@ type FindPartnersRequest struct{ Email *string }
 func makeFindPartners(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		ps, err := svc.FindPartnersByEmail(ctx, req.(FindPartnersRequest).Email)
-		return respond(views(ps, PartnerView), 0, err)
+		return respond(views(ps, NewPartnerView), 0, err)
 	}
 }
 
 // PartnerView is a partner as the admin API shows it.
-func PartnerView(p catalog.Partner) map[string]any {
-	return map[string]any{
-		"id":         p.ID,
-		"name":       p.Name,
-		"email":      p.Email,
-		"created_at": p.CreatedAt.UTC().Format(time.RFC3339),
-	}
+type PartnerView struct {
+	CreatedAt string `json:"created_at"`
+	Email     string `json:"email"`
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+}
+
+// NewPartnerView renders p.
+func NewPartnerView(p catalog.Partner) PartnerView {
+	return PartnerView{CreatedAt: rfc3339(p.CreatedAt), Email: p.Email, ID: p.ID, Name: p.Name}
 }
 
 // ListLinksRequest lists a program's links, or the one with Code.
@@ -247,20 +305,23 @@ func makeListLinks(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(ListLinksRequest)
 		ls, err := svc.ListLinks(ctx, r.ProgramID, r.Code)
-		return respond(views(ls, LinkView), 0, err)
+		return respond(views(ls, NewLinkView), 0, err)
 	}
 }
 
 // LinkView is a referral link as the admin API shows it.
-func LinkView(l catalog.Link) map[string]any {
-	return map[string]any{
-		"id":         l.ID,
-		"program_id": l.ProgramID,
-		"partner_id": l.PartnerID,
-		"code":       l.Code,
-		"active":     l.Active,
-		"created_at": l.CreatedAt.UTC().Format(time.RFC3339),
-	}
+type LinkView struct {
+	Active    bool   `json:"active"`
+	Code      string `json:"code"`
+	CreatedAt string `json:"created_at"`
+	ID        int64  `json:"id"`
+	PartnerID int64  `json:"partner_id"`
+	ProgramID int64  `json:"program_id"`
+}
+
+// NewLinkView renders l.
+func NewLinkView(l catalog.Link) LinkView {
+	return LinkView{Active: l.Active, Code: l.Code, CreatedAt: rfc3339(l.CreatedAt), ID: l.ID, PartnerID: l.PartnerID, ProgramID: l.ProgramID}
 }
 
 // ListKeysRequest lists a program's API keys.
@@ -269,40 +330,59 @@ type ListKeysRequest struct{ ProgramID int64 }
 func makeListKeys(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		ks, err := svc.ListKeys(ctx, req.(ListKeysRequest).ProgramID)
-		return respond(views(ks, KeyView), 0, err)
+		return respond(views(ks, NewKeyView), 0, err)
 	}
 }
 
 // KeyView is a stored API key as the admin API lists it: never the key nor
 // its hash, only the display prefix. Rotation fields are null when the key
 // is not marked.
-func KeyView(k catalog.APIKey) map[string]any {
-	return map[string]any{
-		"id":                 k.ID,
-		"program_id":         k.ProgramID,
-		"prefix":             k.Prefix,
-		"masked":             apikey.Mask(k.Prefix),
-		"test":               k.Test,
-		"created_at":         k.CreatedAt.UTC().Format(time.RFC3339),
-		"rotation_marked_at": timeOrNil(k.RotationMarkedAt),
-		"rotation_deadline":  timeOrNil(k.RotationDeadline),
+type KeyView struct {
+	CreatedAt        string  `json:"created_at"`
+	ID               int64   `json:"id"`
+	Masked           string  `json:"masked"`
+	Prefix           string  `json:"prefix"`
+	ProgramID        int64   `json:"program_id"`
+	RotationDeadline *string `json:"rotation_deadline"`
+	RotationMarkedAt *string `json:"rotation_marked_at"`
+	Test             bool    `json:"test"`
+}
+
+// NewKeyView renders k.
+func NewKeyView(k catalog.APIKey) KeyView {
+	return KeyView{
+		CreatedAt:        rfc3339(k.CreatedAt),
+		ID:               k.ID,
+		Masked:           apikey.Mask(k.Prefix),
+		Prefix:           k.Prefix,
+		ProgramID:        k.ProgramID,
+		RotationDeadline: timeOrNil(k.RotationDeadline),
+		RotationMarkedAt: timeOrNil(k.RotationMarkedAt),
+		Test:             k.Test,
 	}
 }
 
-func timeOrNil(t *time.Time) any {
+func timeOrNil(t *time.Time) *string {
 	if t == nil {
 		return nil
 	}
-	return t.UTC().Format(time.RFC3339)
+	s := rfc3339(*t)
+	return &s
 }
 
 // views renders a list, as [] rather than null when it is empty.
-func views[T any](items []T, view func(T) map[string]any) []map[string]any {
-	out := make([]map[string]any, 0, len(items))
+func views[T, V any](items []T, view func(T) V) []V {
+	out := make([]V, 0, len(items))
 	for _, it := range items {
 		out = append(out, view(it))
 	}
 	return out
+}
+
+// MemberData answers a membership write.
+type MemberData struct {
+	ProgramID int64 `json:"program_id"`
+	UserID    int64 `json:"user_id"`
 }
 
 // PutMemberRequest adds or changes a user's membership of a program.
@@ -315,8 +395,15 @@ func makePutMember(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(PutMemberRequest)
 		m, seq, err := svc.PutMember(ctx, r.ProgramID, r.Input)
-		return respond(map[string]any{"program_id": m.ProgramID, "user_id": m.UserID}, seq, err)
+		return respond(MemberData{ProgramID: m.ProgramID, UserID: m.UserID}, seq, err)
 	}
+}
+
+// IssuedKeyData answers a key issue: the only time the key is shown.
+type IssuedKeyData struct {
+	ID   int64  `json:"id"`
+	Key  string `json:"key"`
+	Test bool   `json:"test"`
 }
 
 // IssueKeyRequest issues a program API key: a new one, or Key when set (an
@@ -341,8 +428,14 @@ func makeIssueKey(svc catalog.Service) endpoint.Endpoint {
 		} else {
 			k, seq, err = svc.IssueKey(ctx, r.ProgramID, r.Test != nil && *r.Test)
 		}
-		return respond(map[string]any{"id": k.ID, "key": k.Plain, "test": k.Test}, seq, err)
+		return respond(IssuedKeyData{ID: k.ID, Key: k.Plain, Test: k.Test}, seq, err)
 	}
+}
+
+// RotationData answers a rotation mark.
+type RotationData struct {
+	ID               int64   `json:"id"`
+	RotationDeadline *string `json:"rotation_deadline,omitempty"`
 }
 
 // RotateKeyRequest marks a key for rotation by Deadline.
@@ -355,11 +448,7 @@ func makeRotateKey(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(RotateKeyRequest)
 		k, seq, err := svc.RotateKey(ctx, r.KeyID, r.Deadline)
-		data := idData(k.ID)
-		if k.RotationDeadline != nil {
-			data["rotation_deadline"] = k.RotationDeadline.UTC().Format(time.RFC3339)
-		}
-		return respond(data, seq, err)
+		return respond(RotationData{ID: k.ID, RotationDeadline: timeOrNil(k.RotationDeadline)}, seq, err)
 	}
 }
 
@@ -398,6 +487,12 @@ func makeCreateLink(svc catalog.Service) endpoint.Endpoint {
 	}
 }
 
+// LinkActiveData answers a link switched on or off.
+type LinkActiveData struct {
+	Active bool  `json:"active"`
+	ID     int64 `json:"id"`
+}
+
 // SetLinkActiveRequest turns a link on or off.
 type SetLinkActiveRequest struct {
 	LinkID int64
@@ -408,8 +503,14 @@ func makeSetLinkActive(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(SetLinkActiveRequest)
 		l, seq, err := svc.SetLinkActive(ctx, r.LinkID, r.Active)
-		return respond(map[string]any{"id": l.ID, "active": l.Active}, seq, err)
+		return respond(LinkActiveData{Active: l.Active, ID: l.ID}, seq, err)
 	}
+}
+
+// SessionData answers a dashboard session issued.
+type SessionData struct {
+	ExpiresAt string `json:"expires_at"`
+	Token     string `json:"token"`
 }
 
 // IssueSessionRequest asks for a dashboard session token for a user.
@@ -418,8 +519,13 @@ type IssueSessionRequest struct{ UserID int64 }
 func makeIssueSession(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		s, err := svc.IssueSession(ctx, req.(IssueSessionRequest).UserID)
-		return respond(map[string]any{"token": s.Token, "expires_at": s.ExpiresAt.UTC().Format(time.RFC3339)}, 0, err)
+		return respond(SessionData{ExpiresAt: rfc3339(s.ExpiresAt), Token: s.Token}, 0, err)
 	}
+}
+
+// SyncData answers the sync barrier.
+type SyncData struct {
+	Seq int64 `json:"seq"`
 }
 
 // WaitForSyncRequest waits until every consumer applied the catalog to Seq.
@@ -432,6 +538,6 @@ func makeWaitForSync(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(WaitForSyncRequest)
 		err := svc.WaitForSync(ctx, r.Seq, r.Timeout)
-		return respond(map[string]any{"seq": int64(r.Seq)}, 0, err)
+		return respond(SyncData{Seq: int64(r.Seq)}, 0, err)
 	}
 }

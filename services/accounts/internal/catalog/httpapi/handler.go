@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
@@ -90,16 +92,22 @@ func adminOnly(token string, next http.Handler) http.Handler {
 	})
 }
 
+// answer is every admin endpoint's response (an endpoints.Response[T]).
+type answer interface {
+	endpoint.Failer
+	CatalogSeq() catalog.Seq
+}
+
 func encodeResponse(status int, enc httperr.Route) kithttp.EncodeResponseFunc {
 	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
-		r := resp.(endpoints.Response)
-		if r.Err != nil {
-			enc.Refusal(ctx, r.Err, w)
+		r := resp.(answer)
+		if err := r.Failed(); err != nil {
+			enc.Refusal(ctx, err, w)
 			return nil
 		}
-		if r.Seq > 0 {
-			w.Header().Set(HeaderCatalogSeq, strconv.FormatInt(int64(r.Seq), 10))
+		if seq := r.CatalogSeq(); seq > 0 {
+			w.Header().Set(HeaderCatalogSeq, strconv.FormatInt(int64(seq), 10))
 		}
-		return httpkit.WriteJSON(w, status, map[string]any{"data": r.Data})
+		return httpkit.WriteJSON(w, status, r)
 	}
 }

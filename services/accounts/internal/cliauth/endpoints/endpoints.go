@@ -39,26 +39,36 @@ func New(svc cliauth.Service, mw ...obs.EndpointMiddleware) Set {
 	}
 }
 
-// response is every route's answer: Data under "data", or a refusal.
-type response struct {
-	Data   any   `json:"data"`
+// Response is every route's answer: Data under "data", or a refusal. Data
+// structs list their fields in the order of their JSON names (the bodies
+// are byte for byte those of the maps they replaced).
+type Response[T any] struct {
+	Data   T     `json:"data"`
 	Err    error `json:"-"`
 	status int
 	seq    catalog.Seq
 }
 
-func (r response) Failed() error   { return r.Err }
-func (r response) StatusCode() int { return r.status }
+func (r Response[T]) Failed() error   { return r.Err }
+func (r Response[T]) StatusCode() int { return r.status }
 
 // Headers names the catalog sequence of a write, as the admin API does, so
 // a script can wait on the sync barrier before using what it made.
-func (r response) Headers() http.Header {
+func (r Response[T]) Headers() http.Header {
 	h := http.Header{}
 	if r.seq > 0 {
 		h.Set("X-Catalog-Seq", strconv.FormatInt(int64(r.seq), 10))
 	}
 	return h
 }
+
+var (
+	_ endpoint.Failer = Response[StartData]{}
+	_ endpoint.Failer = Response[CallbackData]{}
+	_ endpoint.Failer = Response[PollData]{}
+	_ endpoint.Failer = Response[InitData]{}
+	_ endpoint.Failer = Response[[]catalogendpoints.ProgramView]{}
+)
 
 // public reports whether err is a refusal the client is told about;
 // anything else is an infrastructure failure and an endpoint error.
@@ -67,14 +77,14 @@ func public(err error) bool {
 	return errors.As(err, &ce) || errors.Is(err, errkind.Invalid)
 }
 
-func answer(data any, status int, seq catalog.Seq, err error) (any, error) {
+func answer[T any](data T, status int, seq catalog.Seq, err error) (any, error) {
 	if err != nil {
 		if public(err) {
-			return response{Err: err}, nil
+			return Response[T]{Err: err}, nil
 		}
 		return nil, err
 	}
-	return response{Data: data, status: status, seq: seq}, nil
+	return Response[T]{Data: data, status: status, seq: seq}, nil
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -82,71 +92,120 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func makeStart(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, _ any) (any, error) {
 		s, err := svc.Start(ctx)
-		return answer(map[string]any{"state": s.State, "url": s.URL, "expires_at": rfc3339(s.ExpiresAt)}, http.StatusCreated, 0, err)
+		return answer(StartData{ExpiresAt: rfc3339(s.ExpiresAt), State: s.State, URL: s.URL}, http.StatusCreated, 0, err)
 	}
 }
+
+// StartData answers auth/start.
+type StartData struct {
+	ExpiresAt string `json:"expires_at"`
+	State     string `json:"state"`
+	URL       string `json:"url"`
+}
+
+// CallbackRequest is a sign-in callback's {state, id_token}.
 
 type CallbackRequest struct {
 	State   string
 	IDToken string
 }
 
+// CallbackData answers a completed sign-in.
+type CallbackData struct {
+	Message string       `json:"message"`
+	Status  string       `json:"status"`
+	User    CallbackUser `json:"user"`
+}
+
+// CallbackUser names the signed-in user.
+type CallbackUser struct {
+	Email string `json:"email"`
+	ID    int64  `json:"id"`
+}
+
 func makeCallback(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(CallbackRequest)
 		s, err := svc.Callback(ctx, r.State, r.IDToken)
-		return answer(map[string]any{
-			"status":  "signed_in",
-			"message": "You are signed in. Return to your terminal to continue.",
-			"user":    map[string]any{"id": s.User.ID, "email": s.User.Email},
+		return answer(CallbackData{
+			Message: "You are signed in. Return to your terminal to continue.",
+			Status:  "signed_in",
+			User:    CallbackUser{Email: s.User.Email, ID: s.User.ID},
 		}, http.StatusOK, 0, err)
 	}
 }
 
+// PollRequest asks for the state of the sign-in session with State.
 type PollRequest struct{ State string }
+
+// PollData answers a poll: the status, and once complete the login token,
+// its expiry and the user.
+type PollData struct {
+	ExpiresAt string    `json:"expires_at,omitempty"`
+	Status    string    `json:"status"`
+	Token     string    `json:"token,omitempty"`
+	User      *UserData `json:"user,omitempty"`
+}
+
+// UserData is the signed-in user as the poll shows it; advertiser_id is
+// null for a user without an advertiser.
+type UserData struct {
+	AdvertiserID *int64 `json:"advertiser_id"`
+	Email        string `json:"email"`
+	ID           int64  `json:"id"`
+}
 
 func makePoll(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		p, err := svc.Poll(ctx, req.(PollRequest).State)
-		data := map[string]any{"status": p.Status}
+		data := PollData{Status: p.Status}
 		if p.Status == cliauth.StatusComplete {
-			data["token"] = p.Token
-			data["expires_at"] = rfc3339(p.TokenExpiresAt)
-			data["user"] = userView(p.User)
+			data.Token = p.Token
+			data.ExpiresAt = rfc3339(p.TokenExpiresAt)
+			data.User = userData(p.User)
 		}
 		return answer(data, http.StatusOK, 0, err)
 	}
 }
 
-func userView(u catalog.User) map[string]any {
-	var adv any
+func userData(u catalog.User) *UserData {
+	d := &UserData{Email: u.Email, ID: u.ID}
 	if u.AdvertiserID != 0 {
-		adv = u.AdvertiserID
+		adv := u.AdvertiserID
+		d.AdvertiserID = &adv
 	}
-	return map[string]any{"id": u.ID, "email": u.Email, "advertiser_id": adv}
+	return d
 }
 
+// InitRequest creates a program for the signed-in User.
 type InitRequest struct {
 	User  catalog.User
 	Input cliauth.InitInput
+}
+
+// InitData answers init: the program and its first live key.
+type InitData struct {
+	APIKey  string                       `json:"api_key"`
+	Program catalogendpoints.ProgramView `json:"program"`
 }
 
 func makeInit(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(InitRequest)
 		out, err := svc.Init(ctx, r.User, r.Input)
-		return answer(map[string]any{"program": catalogendpoints.ProgramView(out.Program), "api_key": out.APIKey}, http.StatusCreated, out.Seq, err)
+		return answer(InitData{APIKey: out.APIKey, Program: catalogendpoints.NewProgramView(out.Program)}, http.StatusCreated, out.Seq, err)
 	}
 }
 
+// ProgramsRequest lists the signed-in User's advertiser's programs.
 type ProgramsRequest struct{ User catalog.User }
 
 func makePrograms(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		ps, err := svc.Programs(ctx, req.(ProgramsRequest).User)
-		views := make([]map[string]any, 0, len(ps))
+		views := make([]catalogendpoints.ProgramView, 0, len(ps))
 		for _, p := range ps {
-			views = append(views, catalogendpoints.ProgramView(p))
+			views = append(views, catalogendpoints.NewProgramView(p))
 		}
 		return answer(views, http.StatusOK, 0, err)
 	}

@@ -58,6 +58,11 @@ type StatusResponse struct {
 
 func (r StatusResponse) Failed() error { return r.Err }
 
+var (
+	_ endpoint.Failer = StatusResponse{}
+	_ endpoint.Failer = TestEventResponse{}
+)
+
 // TestEventRequest is a decoded test-event body: Chain, or one EventType
 // (as the client sent it, rendered as text; validated by the endpoint).
 type TestEventRequest struct {

@@ -42,11 +42,15 @@ type Request struct {
 	BodyErr error
 }
 
+// Response is both routes' answer: the settings under "data", or a
+// refusal.
 type Response struct {
-	Data any   `json:"data"`
+	Data View  `json:"data"`
 	Err  error `json:"-"`
 	seq  catalog.Seq
 }
+
+var _ endpoint.Failer = Response{}
 
 func (r Response) Failed() error { return r.Err }
 
@@ -58,14 +62,24 @@ func (r Response) Headers() http.Header {
 	return h
 }
 
-// View is the settings as answered.
-func View(s settings.Settings) map[string]any {
-	return map[string]any{
-		"program_id":              s.ProgramID,
-		"lead_auth_policy":        s.LeadAuthPolicy,
-		"attribution_window_days": s.AttributionWindowDays,
-		"payment_tracking_mode":   s.PaymentTrackingMode,
-		"allowed_origins":         s.AllowedOrigins,
+// View is the settings as answered (fields in the order of their JSON
+// names, as the map it replaced wrote them).
+type View struct {
+	AllowedOrigins        []string `json:"allowed_origins"`
+	AttributionWindowDays int      `json:"attribution_window_days"`
+	LeadAuthPolicy        string   `json:"lead_auth_policy"`
+	PaymentTrackingMode   string   `json:"payment_tracking_mode"`
+	ProgramID             int64    `json:"program_id"`
+}
+
+// NewView renders s.
+func NewView(s settings.Settings) View {
+	return View{
+		AllowedOrigins:        s.AllowedOrigins,
+		AttributionWindowDays: s.AttributionWindowDays,
+		LeadAuthPolicy:        s.LeadAuthPolicy,
+		PaymentTrackingMode:   s.PaymentTrackingMode,
+		ProgramID:             s.ProgramID,
 	}
 }
 
@@ -75,21 +89,21 @@ func public(err error) bool {
 		errors.As(err, new(*httpkit.DecodeError))
 }
 
-func answer(data func() any, seq catalog.Seq, err error) (any, error) {
+func answer(s settings.Settings, seq catalog.Seq, err error) (any, error) {
 	if err != nil {
 		if public(err) {
 			return Response{Err: err}, nil
 		}
 		return nil, err
 	}
-	return Response{Data: data(), seq: seq}, nil
+	return Response{Data: NewView(s), seq: seq}, nil
 }
 
 func makeGet(svc settings.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		r := req.(Request)
 		s, err := svc.Get(ctx, r.UserID, r.ProgramID)
-		return answer(func() any { return View(s) }, 0, err)
+		return answer(s, 0, err)
 	}
 }
 
@@ -98,12 +112,12 @@ func makeUpdate(svc settings.Service) endpoint.Endpoint {
 		r := req.(Request)
 		if r.BodyErr != nil {
 			// Access first: the same check Get makes.
-			if _, err := svc.Get(ctx, r.UserID, r.ProgramID); err != nil {
-				return answer(nil, 0, err)
+			if s, err := svc.Get(ctx, r.UserID, r.ProgramID); err != nil {
+				return answer(s, 0, err)
 			}
 			return Response{Err: r.BodyErr}, nil
 		}
 		s, seq, err := svc.Update(ctx, r.UserID, r.ProgramID, r.Input)
-		return answer(func() any { return View(s) }, seq, err)
+		return answer(s, seq, err)
 	}
 }
