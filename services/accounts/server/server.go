@@ -8,9 +8,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/catalogsync"
@@ -19,6 +16,7 @@ import (
 	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	catalogconsumer "github.com/svc-dev/svc/services/accounts/internal/catalog/consumer"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog/httpapi"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog/pgstore"
@@ -69,7 +67,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	// One tracer for the service; every feature's endpoints use it.
 	trace := obs.Tracing(p.Tracer.Tracer("svc/accounts"))
 	set := endpoints.New(svc, trace)
-	if err := p.Consume(catalogsync.TopicApplied, Name+".catalog-acks", recordAck); err != nil {
+	if err := p.Consume(catalogsync.TopicApplied, catalogconsumer.Group, catalogconsumer.Handler(pgstore.RecordAck)); err != nil {
 		return nil, err
 	}
 	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.AdminRateLimit, Now: p.Now})
@@ -112,14 +110,4 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	routes = append(routes, cliAuthRoutes...)
 
 	return routes, nil
-}
-
-// recordAck applies a consumer's catalog.applied acknowledgement.
-func recordAck(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
-	var ack eventsv1.CatalogApplied
-	if err := proto.Unmarshal(env.GetPayload(), &ack); err != nil {
-		return fmt.Errorf("decode catalog ack %s: %w", env.GetId(), err)
-	}
-	_, err := pgstore.RecordAck(ctx, tx, ack.GetService(), ack.GetEpoch(), ack.GetSeq())
-	return err
 }
