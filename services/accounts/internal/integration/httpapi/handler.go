@@ -215,13 +215,18 @@ func encodeTestEvent(ctx context.Context, w http.ResponseWriter, response any) e
 		return nil
 	}
 	if r.Chain != nil {
-		return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"data": chainData{
+		return httpkit.WriteJSON(w, http.StatusOK, dataBody[chainData]{Data: chainData{
 			Type: "chain", ProgramID: r.ProgramID, TestMode: true, Chain: chainSteps(r.Chain),
 		}})
 	}
-	return httpkit.WriteJSON(w, http.StatusOK, map[string]any{"data": eventData{
+	return httpkit.WriteJSON(w, http.StatusOK, dataBody[eventData]{Data: eventData{
 		EventType: string(r.EventType), EventID: r.Event.EventID, ProgramID: r.ProgramID, TestMode: true, Message: r.Event.Message,
 	}})
+}
+
+// dataBody is an answer's envelope: {"data": ...}.
+type dataBody[T any] struct {
+	Data T `json:"data"`
 }
 
 // failedMessage names the operation of a 500.
