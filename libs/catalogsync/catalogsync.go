@@ -24,13 +24,6 @@ import (
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
-// TopicApplied is eventsv1.TopicCatalogApplied under a second name.
-//
-// Deprecated: use eventsv1.TopicCatalogApplied, the topic's one name (topic
-// names are part of the contract in proto/). This alias goes once accounts'
-// wiring no longer uses it.
-const TopicApplied = eventsv1.TopicCatalogApplied
-
 // VersionTable is the goose version table of the progress tables, in the
 // service's schema beside the service's own (goose_db_version) and the
 // outbox's.

@@ -51,11 +51,6 @@ type Spec struct {
 	// (catalogsync.Migrate for a catalog replica), in order, after the
 	// service's migrations and the outbox's, at start and by `migrate`.
 	ExtraMigrations []MigrateFunc
-	// CatalogReplica ran catalogsync's migrations.
-	//
-	// Deprecated: list catalogsync.Migrate in ExtraMigrations. Still
-	// honoured until every Spec has moved (see compat.go).
-	CatalogReplica bool
 	// Topics this service produces to or consumes from; created at start
 	// before any consumer joins its group (each with a ".dlq" beside it).
 	Topics []string
@@ -256,7 +251,7 @@ func migrate(ctx context.Context, spec Spec, cfg Config, logger *slog.Logger) er
 	if err := outbox.Migrate(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
 		return fmt.Errorf("outbox migrations: %w", err)
 	}
-	for _, m := range spec.extraMigrations() {
+	for _, m := range spec.ExtraMigrations {
 		if err := m(ctx, cfg.DatabaseURL, cfg.Schema, logger); err != nil {
 			return fmt.Errorf("extra migrations: %w", err)
 		}

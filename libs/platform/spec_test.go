@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
@@ -145,13 +146,13 @@ func TestAFailedExtraMigrationStopsTheStart(t *testing.T) {
 	}
 }
 
-// The deprecated CatalogReplica still brings catalogsync's tables until
-// every Spec lists them in ExtraMigrations.
-func TestDeprecatedCatalogReplicaStillMigratesTheProgressTables(t *testing.T) {
+// A catalog replica lists catalogsync's migrations; the platform runs them
+// without knowing what they are.
+func TestExtraMigrationsOfACatalogReplica(t *testing.T) {
 	t.Parallel()
 	env := platformtest.Env(t)
 	s := spec()
-	s.CatalogReplica = true
+	s.ExtraMigrations = []platform.MigrateFunc{catalogsync.Migrate}
 	platformtest.Start(t, s, env)
 	if !tableExists(t, env["DATABASE_URL"], "catalog_progress") {
 		t.Fatal("catalog_progress is missing")

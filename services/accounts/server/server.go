@@ -7,10 +7,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
-	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
@@ -34,8 +34,18 @@ func Spec() platform.Spec {
 	return platform.Spec{
 		Name:       Name,
 		Migrations: migrations.FS,
-		Topics:     []string{eventsv1.TopicCatalog, catalogsync.TopicApplied, eventsv1.TopicTracking},
-		Wire:       wire,
+		Topics:     []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
+		TopicConfigs: map[string]map[string]string{
+			// Nothing replays the catalog: a replica that starts later (a new
+			// service, or a group whose offsets expired) builds its copy from
+			// this topic alone, so nothing may age out of it. Not compaction:
+			// the key is the program id, not the entity, so compacting would
+			// drop every upsert of a program but its last.
+			eventsv1.TopicCatalog: {"retention.ms": "-1"},
+		},
+		// GET /admin/v1/catalog/sync may wait up to 60s (the sync barrier).
+		HTTPWriteTimeout: 70 * time.Second,
+		Wire:             wire,
 	}
 }
 
@@ -67,7 +77,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	// One tracer for the service; every feature's endpoints use it.
 	trace := obs.Tracing(p.Tracer.Tracer("svc/accounts"))
 	set := endpoints.New(svc, trace)
-	if err := p.Consume(catalogsync.TopicApplied, catalogconsumer.Group, catalogconsumer.Handler(pgstore.RecordAck)); err != nil {
+	if err := p.Consume(eventsv1.TopicCatalogApplied, catalogconsumer.Group, catalogconsumer.Handler(pgstore.RecordAck)); err != nil {
 		return nil, err
 	}
 	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.AdminRateLimit, Now: p.Now})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
@@ -29,9 +30,11 @@ const Name = "tracking"
 // Spec describes tracking to the platform.
 func Spec() platform.Spec {
 	return platform.Spec{
-		Name:           Name,
-		Migrations:     migrations.FS,
-		CatalogReplica: true,
+		Name:       Name,
+		Migrations: migrations.FS,
+		// Tracking keeps a replica of the catalog: the barrier's progress
+		// tables live in its schema.
+		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
 		// Clicks are enqueued without NOTIFY (it serialises commits on a hot
 		// path); the relay polls instead.
 		RelayPollInterval: 50 * time.Millisecond,
