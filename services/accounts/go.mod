@@ -8,8 +8,8 @@ require (
 	github.com/go-kit/kit v0.13.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/svc-dev/svc/api v0.0.0
+	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
-	github.com/svc-dev/svc/libs/catalogsync v0.0.0
 	github.com/svc-dev/svc/libs/errkind v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
 	github.com/svc-dev/svc/libs/obs v0.0.0
@@ -26,6 +26,7 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/mileusna/useragent v1.3.5 // indirect
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
+	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
@@ -83,6 +84,7 @@ require (
 
 replace (
 	github.com/svc-dev/svc/api => ../../api
+	github.com/svc-dev/svc/deploy/devstack => ../../deploy/devstack
 	github.com/svc-dev/svc/libs/auth => ../../libs/auth
 	github.com/svc-dev/svc/libs/catalogsync => ../../libs/catalogsync
 	github.com/svc-dev/svc/libs/errkind => ../../libs/errkind

@@ -422,7 +422,7 @@ func (in ProgramInput) ranges() []numRange {
 // wholeNumber reads a raw JSON number that is a whole value within int64
 // (12 and 12.0 are; 12.5, "12" and true are not).
 func wholeNumber(raw string) (int64, bool) {
-	r, ok := jsonNumber(raw)
+	r, ok := JSONNumber(raw)
 	if !ok || !r.IsInt() || !r.Num().IsInt64() {
 		return 0, false
 	}
@@ -435,8 +435,8 @@ func mustWhole(raw string) int {
 	return int(v)
 }
 
-// jsonNumber parses raw JSON number syntax only: no quotes, no NaN, no hex.
-func jsonNumber(raw string) (*big.Rat, bool) {
+// JSONNumber parses raw JSON number syntax only: no quotes, no NaN, no hex.
+func JSONNumber(raw string) (*big.Rat, bool) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" || !jsonNumberRe.MatchString(raw) {
 		return nil, false
@@ -461,7 +461,7 @@ func isPercent(t string) bool {
 // parseRate accepts a positive decimal with at most four decimal places (the
 // column's scale) and returns it in canonical form.
 func parseRate(s string) (string, error) {
-	r, ok := jsonNumber(s)
+	r, ok := JSONNumber(s)
 	if !ok || r.Sign() <= 0 {
 		return "", invalid("commission_rate", MsgCommissionRate)
 	}

@@ -8,9 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -289,8 +287,6 @@ func (s *service) Authenticate(ctx context.Context, token string) (catalog.User,
 	return u, nil
 }
 
-var jsonNumberRe = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]{1,3})?$`)
-
 // sameAdvertiser reports whether a raw advertiser_id names the account's
 // advertiser: a whole JSON number (12, 12.0) or a string of its digits.
 func sameAdvertiser(raw string, advertiserID int64) bool {
@@ -299,10 +295,7 @@ func sameAdvertiser(raw string, advertiserID int64) bool {
 	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
 		return raw[1:len(raw)-1] == want
 	}
-	if !jsonNumberRe.MatchString(raw) {
-		return false
-	}
-	r, ok := new(big.Rat).SetString(raw)
+	r, ok := catalog.JSONNumber(raw)
 	return ok && r.IsInt() && r.Num().String() == want
 }
 

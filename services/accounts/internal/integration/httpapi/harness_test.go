@@ -16,7 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/svc-dev/svc/libs/platform/platformtest"
+	devstack "github.com/svc-dev/svc/deploy/devstack/stack"
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -36,27 +37,31 @@ type stack struct {
 	noTracking bool
 }
 
-// startStack starts tracking first (accounts needs its address), then
-// accounts with accountsEnv on top. withTracking false starts accounts alone
-// with TRACKING_URL pointing at nothing that answers.
+// startStack starts the stack's services as `make run` does (tracking
+// first: accounts needs its address), with accountsEnv on top.
+// withTracking false starts accounts alone with TRACKING_URL pointing at
+// nothing that answers.
 func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) *stack {
 	t.Helper()
-	env := platformtest.With(platformtest.Env(t), map[string]string{
+	env := map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, ed25519.SeedSize)),
-	})
+	}
+	for k, v := range accountsEnv {
+		env[k] = v
+	}
 	s := &stack{t: t, noTracking: !withTracking}
-	acc := map[string]string{}
+	var st *devstack.Stack
 	if withTracking {
-		trk := platformtest.Start(t, tracking.Spec(), env)
+		st = stacktest.Start(t, env)
+		trk := st.Instance(tracking.Name)
 		s.tracking, s.trkPool = "http://"+trk.Addr(), trk.Platform().Pool
-		acc["CATALOG_CONSUMERS"] = "tracking"
-		acc["TRACKING_URL"] = s.tracking
 	} else {
 		// A port nothing listens on: every call to tracking fails.
-		acc["TRACKING_URL"] = "http://127.0.0.1:1"
+		env["TRACKING_URL"] = "http://127.0.0.1:1"
+		st = stacktest.Start(t, env, accounts.Name)
 	}
-	a := platformtest.Start(t, accounts.Spec(), platformtest.With(platformtest.With(env, acc), accountsEnv))
+	a := st.Instance(accounts.Name)
 	s.accounts, s.accPool = "http://"+a.Addr(), a.Platform().Pool
 	return s
 }
