@@ -4,7 +4,8 @@
 #   charts/lint.sh        build dependencies, then for each chart: helm lint
 #                         --strict and helm template with each ci/*.yaml,
 #                         the output checked by deploy/manifestcheck; then
-#                         prove both /admin guards fire. (make helm-lint)
+#                         prove both /admin guards and the CATALOG_CONSUMERS
+#                         check fire. (make helm-lint)
 #   charts/lint.sh deps   only build the file:// dependencies, bottom-up
 #                         (skaffold runs this before deploying).
 #
@@ -67,6 +68,10 @@ build_deps() {
   for chart in $(ordered_charts); do
     if grep -q '^dependencies:' "$charts_dir/$chart/Chart.yaml"; then
       log "helm dependency build $chart"
+      # Chart.lock is build output (.gitignore): a lock left from before a
+      # dependency was added (commissions) would make the build refuse to
+      # run; without one, `helm dependency build` resolves Chart.yaml afresh.
+      rm -f "$charts_dir/$chart/Chart.lock"
       "$HELM" dependency build "$charts_dir/$chart" >/dev/null
     fi
   done
@@ -141,6 +146,17 @@ if "$check" <"$tmp/admin.yaml" >/dev/null 2>"$tmp/err"; then
 fi
 grep -q 'routes /admin/v1/' "$tmp/err" || { cat "$tmp/err" >&2; die "manifestcheck failed for another reason"; }
 
+# accounts' CATALOG_CONSUMERS must name exactly the enabled catalog
+# replicas: a disabled one left in the list (the barrier would wait for it)
+# and an enabled one left out must both fail the render.
+for args in commissions.enabled=false accounts.env.CATALOG_CONSUMERS=tracking; do
+  log "expect the umbrella to refuse CATALOG_CONSUMERS not matching the enabled replicas ($args)"
+  if "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" --set "$args" >/dev/null 2>"$tmp/err"; then
+    die "rendered with $args: the CATALOG_CONSUMERS check in charts/svc is broken"
+  fi
+  grep -q 'CATALOG_CONSUMERS lists' "$tmp/err" || { cat "$tmp/err" >&2; die "$args failed for another reason"; }
+done
+
 # The Ingress must route exactly like the local gateway
 # (deploy/devstack/gateway, owned by the dev stack): same public prefixes, same
 # owners. Rendered with every service enabled so all routes appear.
@@ -161,11 +177,16 @@ else
 fi
 
 # The admin calls the umbrella's NOTES tell people to try must be routes of
-# accounts (services/accounts/internal/httpapi), method included. helm
+# accounts (services/accounts/internal/*/httpapi), method included. helm
 # template leaves NOTES.txt out, so a copy of the chart renders it as an
 # ordinary template.
-handler_go="$root_dir/services/accounts/internal/httpapi/handler.go"
-if [[ -f "$handler_go" ]]; then
+# Route tables: {Pattern: "GET /admin/v1/...", ...} in each feature's
+# httpapi package (before: {"GET /admin/v1/...", ...} in one handler.go).
+shopt -s nullglob
+handler_files=("$root_dir"/services/accounts/internal/*/httpapi/handler.go)
+shopt -u nullglob
+handler_go="services/accounts/internal/*/httpapi/handler.go"
+if [[ ${#handler_files[@]} -gt 0 ]]; then
   log "check the admin calls in the umbrella's NOTES.txt are routes of accounts"
   cp -R "$charts_dir/svc" "$tmp/notes-chart"
   { echo 'notes: |'; sed 's/^/  /' "$charts_dir/svc/templates/NOTES.txt"; } >"$tmp/notes-chart/templates/notes-check.yaml"
@@ -173,7 +194,7 @@ if [[ -f "$handler_go" ]]; then
       --show-only templates/notes-check.yaml >"$tmp/notes.txt" || die "the umbrella's NOTES.txt does not render"
   grep -qE 'port-forward svc/[a-z0-9-]+ ' "$tmp/notes.txt" || die "NOTES.txt no longer shows the kubectl port-forward to accounts"
   # "GET /admin/v1/programs/{id}" -> "^GET /admin/v1/programs/[^/]+$"
-  sed -nE 's#.*\{"([A-Z]+ /admin/v1/[^"]*)".*#\1#p' "$handler_go" \
+  sed -nE 's#.*\{(Pattern:[[:space:]]*)?"([A-Z]+ /admin/v1/[^"]*)".*#\2#p' "${handler_files[@]}" \
     | sed -E 's#\{[^}]*\}#[^/]+#g; s#^#^#; s#$#$#' | sort -u >"$tmp/admin.routes"
   [[ -s "$tmp/admin.routes" ]] || die "no /admin/v1 route parsed from $handler_go (format changed?)"
   url_re='https?://[^/[:space:]]+(/admin/v1/[^[:space:]?"'"'"']*)'
@@ -194,7 +215,7 @@ if [[ -f "$handler_go" ]]; then
   done < <(sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' "$tmp/notes.txt" | grep -E '(^|[[:space:]])curl[[:space:]]')
   [[ $calls -gt 0 ]] || die "NOTES.txt names no /admin/v1 call to try"
 else
-  log "no services/accounts/internal/httpapi: NOTES.txt admin calls not checked"
+  log "no $handler_go: NOTES.txt admin calls not checked"
 fi
 
 log "all charts ok"

@@ -9,6 +9,10 @@ service is one short values.yaml.
 # app.kubernetes.io/name label. Required.
 serviceName: ""
 nameOverride: ""
+# true for services consuming accounts.catalog.v1 and acknowledging on
+# catalog.applied.v1 (tracking, commissions). Renders nothing: the umbrella
+# checks that accounts' CATALOG_CONSUMERS lists exactly the enabled ones.
+catalogReplica: false
 fullnameOverride: ""
 
 image:

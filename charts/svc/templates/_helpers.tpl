@@ -41,3 +41,36 @@ app.kubernetes.io/part-of: svc
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 {{- end -}}
+
+{{/*
+svc.assertCatalogConsumers: fails the render when accounts'
+CATALOG_CONSUMERS differs from the enabled catalog replicas (the enabled
+services whose chart sets catalogReplica: true: tracking, commissions).
+A listed service that is not running never acknowledges on
+catalog.applied.v1, so accounts' sync barrier would answer 504; an enabled
+replica left out would be skipped by the barrier. Subcharts cannot see each
+other's values, so the list cannot be derived inside accounts' chart; the
+umbrella, which sees all of them, checks it instead.
+*/}}
+{{- define "svc.assertCatalogConsumers" -}}
+{{- $accounts := .Values.accounts | default dict -}}
+{{- if and (kindIs "map" $accounts) $accounts.enabled -}}
+{{- $listed := list -}}
+{{- range splitList "," (toString (dig "env" "CATALOG_CONSUMERS" "" $accounts)) -}}
+{{- if trim . -}}
+{{- $listed = append $listed (trim .) -}}
+{{- end -}}
+{{- end -}}
+{{- $replicas := list -}}
+{{- range $name, $v := .Values -}}
+{{- if and (kindIs "map" $v) $v.enabled $v.catalogReplica -}}
+{{- $replicas = append $replicas $name -}}
+{{- end -}}
+{{- end -}}
+{{- $listed = $listed | uniq | sortAlpha -}}
+{{- $replicas = $replicas | sortAlpha -}}
+{{- if ne (join "," $listed) (join "," $replicas) -}}
+{{- fail (printf "accounts.env.CATALOG_CONSUMERS lists %q but the enabled catalog replicas are %q: list exactly the enabled services consuming accounts.catalog.v1 (a listed service that is not running never acknowledges, and accounts' sync barrier answers 504)" (join "," $listed) (join "," $replicas)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
