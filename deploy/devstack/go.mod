@@ -9,6 +9,7 @@ require (
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
+	github.com/svc-dev/svc/services/commissions v0.0.0
 	github.com/svc-dev/svc/services/tracking v0.0.0
 )
 
@@ -93,5 +94,6 @@ replace (
 	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../proto
 	github.com/svc-dev/svc/services/accounts => ../../services/accounts
+	github.com/svc-dev/svc/services/commissions => ../../services/commissions
 	github.com/svc-dev/svc/services/tracking => ../../services/tracking
 )

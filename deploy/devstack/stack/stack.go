@@ -19,6 +19,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
+	commissions "github.com/svc-dev/svc/services/commissions/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
@@ -42,6 +43,7 @@ type Service struct {
 func Services() []Service {
 	return []Service{
 		{Spec: tracking.Spec(), CatalogReplica: true},
+		{Spec: commissions.Spec(), CatalogReplica: true},
 		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name}},
 	}
 }

@@ -1,0 +1,20 @@
+// Command commissions runs the commissions service: `commissions serve`
+// (default) or `commissions migrate`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/services/commissions/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := platform.Run(ctx, server.Spec(), os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	os.Exit(code)
+}

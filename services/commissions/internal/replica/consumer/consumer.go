@@ -1,0 +1,90 @@
+// Package consumer is the Kafka transport of commissions' catalog replica:
+// it applies accounts catalog events (topic accounts.catalog.v1) to
+// commissions' own copy of the programs and program API keys, inside the
+// inbox transaction the platform opens for each event, and advances the
+// catalog watermark the sync barrier waits on.
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svc-dev/svc/libs/catalogsync"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// Group is the consumer group (and inbox name) of the replica consumer of
+// service; keep it stable, renaming it re-applies every event in Kafka.
+func Group(service string) string { return service + ".catalog" }
+
+// Applier applies one catalog event inside the inbox transaction.
+type Applier struct {
+	// Service is the name catalog progress is acknowledged under (the
+	// platform's service name).
+	Service string
+	Now     func() time.Time
+}
+
+// Apply is an inbox handler: it upserts the entities commissions keeps and,
+// for every catalog event (kept or not), advances the catalog watermark.
+func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	if err := a.upsert(ctx, tx, env); err != nil {
+		return err
+	}
+	return catalogsync.Applied(ctx, tx, a.Service, env.GetEpoch(), env.GetSeq(), a.Now())
+}
+
+func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	seq := env.GetSeq()
+	switch env.GetType() {
+	case eventsv1.TypeProgramUpserted:
+		var p eventsv1.Program
+		if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
+			return fmt.Errorf("decode program event %s: %w", env.GetId(), err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO programs (id, advertiser_id, commission_type, commission_rate,
+				duration_months, hold_days, catalog_seq, updated_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
+			ON CONFLICT (id) DO UPDATE SET advertiser_id = EXCLUDED.advertiser_id,
+				commission_type = EXCLUDED.commission_type, commission_rate = EXCLUDED.commission_rate,
+				duration_months = EXCLUDED.duration_months, hold_days = EXCLUDED.hold_days,
+				catalog_seq = EXCLUDED.catalog_seq, updated_at = EXCLUDED.updated_at
+			WHERE programs.catalog_seq < EXCLUDED.catalog_seq`,
+			p.GetId(), p.GetAdvertiserId(), p.GetCommissionType(), p.GetCommissionRate(),
+			p.GetDurationMonths(), p.GetHoldDays(), seq, p.GetUpdatedAt().AsTime())
+		if err != nil {
+			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
+		}
+	case eventsv1.TypeAPIKeyUpserted:
+		var k eventsv1.ApiKey
+		if err := proto.Unmarshal(env.GetPayload(), &k); err != nil {
+			return fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, program_id, key_hash, test, rotation_marked_at, rotation_deadline, revoked, catalog_seq)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
+			ON CONFLICT (id) DO UPDATE SET rotation_marked_at = EXCLUDED.rotation_marked_at,
+				rotation_deadline = EXCLUDED.rotation_deadline, revoked = EXCLUDED.revoked, catalog_seq = EXCLUDED.catalog_seq
+			WHERE api_keys.catalog_seq < EXCLUDED.catalog_seq`,
+			k.GetId(), k.GetProgramId(), k.GetKeyHash(), k.GetTest(), optTime(k.GetRotationMarkedAt()),
+			optTime(k.GetRotationDeadline()), k.GetRevoked(), seq)
+		if err != nil {
+			return fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
+		}
+	}
+	// Other catalog events are not kept here; they still advance the
+	// watermark.
+	return nil
+}
+
+func optTime(t *timestamppb.Timestamp) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.AsTime()
+	return &v
+}
