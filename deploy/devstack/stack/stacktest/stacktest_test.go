@@ -10,7 +10,8 @@ import (
 )
 
 // The real services start with the test's variables and the stack's wiring:
-// accounts knows tracking's URL and that tracking replicates the catalog.
+// accounts knows tracking's URL and that tracking and commissions replicate
+// the catalog.
 func TestStartRunsTheStack(t *testing.T) {
 	t.Parallel()
 	s := stacktest.Start(t, map[string]string{"ADMIN_RATE_LIMIT": "7"})
@@ -32,7 +33,7 @@ func TestStartRunsTheStack(t *testing.T) {
 		}
 	}
 	read := s.Instance("accounts").Platform().Env.Values()
-	if read["TRACKING_URL"] != s.URL("tracking") || read["CATALOG_CONSUMERS"] != "tracking" ||
+	if read["TRACKING_URL"] != s.URL("tracking") || read["CATALOG_CONSUMERS"] != "tracking,commissions" ||
 		read["ADMIN_TOKEN"] != stacktest.AdminToken || read["ADMIN_RATE_LIMIT"] != "7" {
 		t.Fatalf("accounts read TRACKING_URL %q (tracking is %s), CATALOG_CONSUMERS %q, ADMIN_TOKEN %q, ADMIN_RATE_LIMIT %q",
 			read["TRACKING_URL"], s.URL("tracking"), read["CATALOG_CONSUMERS"], read["ADMIN_TOKEN"], read["ADMIN_RATE_LIMIT"])
