@@ -63,6 +63,9 @@ type Options struct {
 	// Only, when set, starts just these services (names from Services),
 	// still in Services' order.
 	Only []string
+	// Platform options every service starts with (platform.WithClock: the
+	// whole stack on one injected clock).
+	Platform []platform.Option
 }
 
 // Stack is a set of started services.
@@ -125,7 +128,7 @@ func start(ctx context.Context, services []Service, opts Options) (_ *Stack, err
 		if logs == nil {
 			logs = io.Discard
 		}
-		inst, err := platform.Start(ctx, svc.Spec, getenv, logs)
+		inst, err := platform.Start(ctx, svc.Spec, getenv, logs, opts.Platform...)
 		if err != nil {
 			return nil, fmt.Errorf("start %s: %w", name, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/deploy/devstack/stack"
+	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
@@ -34,10 +35,23 @@ func Defaults() map[string]string {
 // dropped.
 func Start(t testing.TB, env map[string]string, only ...string) *stack.Stack {
 	t.Helper()
+	return StartOn(t, nil, env, only...)
+}
+
+// StartOn is Start with every service on clock (nil: the real one), so a
+// test moves time instead of moving rows: windows, holds, expiries and
+// rotation deadlines are tested on the fake clock.
+func StartOn(t testing.TB, clock *platformtest.Clock, env map[string]string, only ...string) *stack.Stack {
+	t.Helper()
 	all := platformtest.With(platformtest.With(platformtest.Env(t), Defaults()), env)
+	var opts []platform.Option
+	if clock != nil {
+		opts = append(opts, platform.WithClock(clock.Now))
+	}
 	s, err := stack.Start(context.Background(), stack.Options{
-		Env:  func(k string) string { return all[k] },
-		Only: only,
+		Env:      func(k string) string { return all[k] },
+		Only:     only,
+		Platform: opts,
 	})
 	if err != nil {
 		t.Fatalf("start the stack: %v", err)

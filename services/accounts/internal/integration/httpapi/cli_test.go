@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
 const docsURL = "https://docs.svc.dev/api-keys/rotation"
@@ -342,11 +344,15 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 	})
 
 	t.Run("chain cap: 10 per program per hour, checked after the fixtures", func(t *testing.T) {
+		// The hour is the injected clock's: the stack runs on a fake one,
+		// and the test moves it instead of moving rows.
+		clock := platformtest.NewClock(time.Now().UTC().Truncate(time.Second))
+		s := startStackOn(t, clock, true, nil)
 		prog, key := s.program(nil)
 		_, otherKey := s.program(nil)
 		// Ten runs 50 minutes ago fill the hour; the oldest leaves in 10.
 		if _, err := s.accPool.Exec(context.Background(), `INSERT INTO integration_chain_runs (program_id, started_at)
-			SELECT $1, now() - interval '50 minutes' FROM generate_series(1, 10)`, prog); err != nil {
+			SELECT $1, $2::timestamptz FROM generate_series(1, 10)`, prog, clock.Now().Add(-50*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		r := s.testEvent(key, `{"type":"chain"}`)
@@ -354,8 +360,8 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 			t.Fatalf("11th chain: %d %s", r.status, r.raw)
 		}
 		secs, err := strconv.Atoi(r.header.Get("Retry-After"))
-		if err != nil || secs < 590 || secs > 601 {
-			t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+		if err != nil || secs != 600 {
+			t.Fatalf("Retry-After %q, want exactly 600 on the fake clock", r.header.Get("Retry-After"))
 		}
 		want := fmt.Sprintf(`{"error":{"status":429,"code":"rate_limited","message":"Too many synthetic chains (max 10/program/hour).","retry_after_seconds":%d}}`, secs)
 		if r.raw != want {
@@ -378,10 +384,13 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		if r := s.testEvent(otherKey, `{"type":"chain"}`); r.status != http.StatusOK {
 			t.Fatalf("other program's chain: %d %s", r.status, r.raw)
 		}
-		// Once the runs are over an hour old, chains run again.
-		if _, err := s.accPool.Exec(context.Background(), `UPDATE integration_chain_runs SET started_at = started_at - interval '11 minutes' WHERE program_id = $1`, prog); err != nil {
-			t.Fatal(err)
+		// Once the runs are an hour old, chains run again: one second
+		// before, still refused; at the hour, accepted.
+		clock.Advance(10*time.Minute - time.Second)
+		if r := s.testEvent(key, `{"type":"chain"}`); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("chain a second before the hour: %d %s %q", r.status, r.raw, r.header.Get("Retry-After"))
 		}
+		clock.Advance(time.Second)
 		if r := s.testEvent(key, `{"type":"chain"}`); r.status != http.StatusOK {
 			t.Fatalf("chain after the hour: %d %s", r.status, r.raw)
 		}

@@ -18,6 +18,7 @@ import (
 
 	devstack "github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -43,6 +44,13 @@ type stack struct {
 // nothing that answers.
 func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) *stack {
 	t.Helper()
+	return startStackOn(t, nil, withTracking, accountsEnv)
+}
+
+// startStackOn is startStack with every service on clock (nil: the real
+// one).
+func startStackOn(t *testing.T, clock *platformtest.Clock, withTracking bool, accountsEnv map[string]string) *stack {
+	t.Helper()
 	env := map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, ed25519.SeedSize)),
@@ -53,13 +61,13 @@ func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) 
 	s := &stack{t: t, noTracking: !withTracking}
 	var st *devstack.Stack
 	if withTracking {
-		st = stacktest.Start(t, env)
+		st = stacktest.StartOn(t, clock, env)
 		trk := st.Instance(tracking.Name)
 		s.tracking, s.trkPool = "http://"+trk.Addr(), trk.Platform().Pool
 	} else {
 		// A port nothing listens on: every call to tracking fails.
 		env["TRACKING_URL"] = "http://127.0.0.1:1"
-		st = stacktest.Start(t, env, accounts.Name)
+		st = stacktest.StartOn(t, clock, env, accounts.Name)
 	}
 	a := st.Instance(accounts.Name)
 	s.accounts, s.accPool = "http://"+a.Addr(), a.Platform().Pool
