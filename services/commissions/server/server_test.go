@@ -2,12 +2,8 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/svc-dev/svc/deploy/devstack/seed"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -23,43 +20,6 @@ import (
 	"github.com/svc-dev/svc/services/commissions/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/commissions/server"
 )
-
-// admin calls the accounts admin API, returns data.id and remembers the
-// highest X-Catalog-Seq.
-type admin struct {
-	t    *testing.T
-	base string
-	seq  int64
-}
-
-func (a *admin) call(method, path, body string) map[string]any {
-	a.t.Helper()
-	req, err := http.NewRequest(method, a.base+path, strings.NewReader(body))
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+stacktest.AdminToken)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		a.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if n, err := strconv.ParseInt(resp.Header.Get("X-Catalog-Seq"), 10, 64); err == nil && n > a.seq {
-		a.seq = n
-	}
-	var out struct {
-		Data map[string]any `json:"data"`
-	}
-	_ = json.Unmarshal(raw, &out)
-	return out.Data
-}
 
 func count(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {
 	t.Helper()
@@ -92,28 +52,39 @@ func TestCommissionsKeepsACatalogReplicaBehindTheBarrier(t *testing.T) {
 		}
 	}
 
-	a := &admin{t: t, base: "http://" + st.Instance(accounts.Name).Addr()}
-	adv := a.call("POST", "/admin/v1/advertisers", `{"name":"Money Brand","email":"money@brand.example"}`)["id"]
-	prog := a.call("POST", "/admin/v1/programs", fmt.Sprintf(`{"advertiser_id":%v,"name":"P","domain":"brand.example","commission_type":"percent","commission_rate":12.5,"duration_months":6,"hold_days":14}`, adv))["id"]
-	key := a.call("POST", fmt.Sprintf("/admin/v1/programs/%v/keys", prog), `{"test":false}`)["id"]
-	a.call("PATCH", fmt.Sprintf("/admin/v1/programs/%v", prog), `{"commission_rate":15}`)
-	a.call("GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=30s", a.seq), "")
+	a := &seed.Client{BaseURL: "http://" + st.Instance(accounts.Name).Addr(), AdminToken: stacktest.AdminToken, HTTP: http.DefaultClient}
+	ctx := context.Background()
+	var adv, prog, key struct {
+		ID int64 `json:"id"`
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(a.Call(ctx, "POST", "/admin/v1/advertisers", map[string]any{"name": "Money Brand", "email": "money@brand.example"}, &adv))
+	must(a.Call(ctx, "POST", "/admin/v1/programs", map[string]any{"advertiser_id": adv.ID, "name": "P", "domain": "brand.example",
+		"commission_type": "percent", "commission_rate": 12.5, "duration_months": 6, "hold_days": 14}, &prog))
+	must(a.Call(ctx, "POST", fmt.Sprintf("/admin/v1/programs/%d/keys", prog.ID), map[string]any{"test": false}, &key))
+	must(a.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", prog.ID), map[string]any{"commission_rate": 15}, nil))
+	must(a.Sync(ctx, 30*time.Second))
 
 	pool := c.Platform().Pool
-	if n := count(t, pool, `SELECT count(*) FROM programs WHERE id = $1 AND commission_type = 'percent' AND commission_rate::numeric = 15 AND duration_months = 6 AND hold_days = 14`, prog); n != 1 {
+	if n := count(t, pool, `SELECT count(*) FROM programs WHERE id = $1 AND commission_type = 'percent' AND commission_rate::numeric = 15 AND duration_months = 6 AND hold_days = 14`, prog.ID); n != 1 {
 		var rate string
-		_ = pool.QueryRow(context.Background(), `SELECT commission_rate FROM programs WHERE id = $1`, prog).Scan(&rate)
-		t.Fatalf("program %v not in commissions' replica as last written (rate %q)", prog, rate)
+		_ = pool.QueryRow(context.Background(), `SELECT commission_rate FROM programs WHERE id = $1`, prog.ID).Scan(&rate)
+		t.Fatalf("program %d not in commissions' replica as last written (rate %q)", prog.ID, rate)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM api_keys WHERE id = $1 AND program_id = $2 AND NOT test`, key, prog); n != 1 {
-		t.Fatalf("key %v not in commissions' replica", key)
+	if n := count(t, pool, `SELECT count(*) FROM api_keys WHERE id = $1 AND program_id = $2 AND NOT test`, key.ID, prog.ID); n != 1 {
+		t.Fatalf("key %d not in commissions' replica", key.ID)
 	}
-	if n := count(t, pool, `SELECT watermark FROM catalog_progress ORDER BY updated_at DESC LIMIT 1`); int64(n) != a.seq {
-		t.Fatalf("watermark %d, want %d", n, a.seq)
+	if n := count(t, pool, `SELECT watermark FROM catalog_progress ORDER BY updated_at DESC LIMIT 1`); int64(n) != a.Seq() {
+		t.Fatalf("watermark %d, want %d", n, a.Seq())
 	}
 	// An older snapshot (a redelivery, or another partition's late event)
 	// never overwrites a newer one.
-	stale, err := proto.Marshal(&eventsv1.Program{Id: int64(prog.(float64)), CommissionType: "fixed", CommissionRate: "1", UpdatedAt: timestamppb.Now()})
+	stale, err := proto.Marshal(&eventsv1.Program{Id: prog.ID, CommissionType: "fixed", CommissionRate: "1", UpdatedAt: timestamppb.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +96,7 @@ func TestCommissionsKeepsACatalogReplicaBehindTheBarrier(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM programs WHERE id = $1 AND commission_rate::numeric = 15`, prog); n != 1 {
+	if n := count(t, pool, `SELECT count(*) FROM programs WHERE id = $1 AND commission_rate::numeric = 15`, prog.ID); n != 1 {
 		t.Fatal("an older catalog event overwrote the program")
 	}
 }
