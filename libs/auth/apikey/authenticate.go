@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+
+// DefaultDocsURL is the key rotation documentation every service that
+// authenticates program keys points integrators at unless API_KEY_DOCS_URL
+// says otherwise.
+const DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
+
 // Outcome is the result of authenticating a request.
 type Outcome int
 
@@ -61,7 +67,8 @@ type Authenticator struct {
 	Store Store
 	// Now is the clock that decides rotation; time.Now when nil.
 	Now func() time.Time
-	// DocsURL is the key rotation documentation, sent in docs_url and the
+	// DocsURL is the key rotation documentation (API_KEY_DOCS_URL, by
+	// default DefaultDocsURL), sent in docs_url and the
 	// Link header.
 	DocsURL string
 }

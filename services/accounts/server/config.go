@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
@@ -65,9 +66,6 @@ const (
 	DefaultCLIRateLimit      = 60
 	DefaultSettingsRateLimit = 30
 	DefaultTrackingTimeout   = 10 * time.Second
-	// DefaultDocsURL is where key-rotation answers send integrators (the
-	// same default as tracking's API_KEY_DOCS_URL).
-	DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
 )
 
 // LoadConfig reads and validates accounts' configuration from env in one
@@ -98,7 +96,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		TrackingTimeout:      env.Duration("TRACKING_TIMEOUT", DefaultTrackingTimeout),
 		ChainLimitPerHour:    env.Int("CHAIN_LIMIT_PER_HOUR", integration.DefaultChainLimit),
 		TestEventSyncTimeout: env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout),
-		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", DefaultDocsURL),
+		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
 	}
 	c.OIDC.Enabled = c.OIDC.validate(env)
 	if c.ChainLimitPerHour < 1 {

@@ -83,7 +83,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		if c.SessionTTL != 12*time.Hour || c.AdminRateLimit != 1200 || c.CLIRateLimit != 60 || c.SettingsRateLimit != 30 ||
 			c.CLITokenTTL != 720*time.Hour || c.ChainLimitPerHour != 10 || c.TestEventSyncTimeout != 10*time.Second ||
-			c.TrackingTimeout != 10*time.Second || c.APIKeyDocsURL != DefaultDocsURL || c.OIDC.Enabled ||
+			c.TrackingTimeout != 10*time.Second || c.APIKeyDocsURL != "https://docs.svc.dev/api-keys/rotation" || c.OIDC.Enabled ||
 			!slices.Equal(c.OIDC.Algorithms, []string{"RS256", "ES256"}) {
 			t.Errorf("defaults: %+v", c)
 		}

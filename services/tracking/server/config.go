@@ -5,58 +5,54 @@ import (
 	"fmt"
 	"net/url"
 	"reflect"
-	"strconv"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/obs"
 )
 
 // Config is the whole of tracking's own configuration: every variable the
 // service reads besides the platform's common ones (HTTP_ADDR, DATABASE_URL,
 // KAFKA_BROKERS, LOG_LEVEL, TRUSTED_PROXIES, OTEL_*; see libs/platform). Each
-// field names its variable in its env tag and its default in its default
-// tag; LoadConfig reads them and nothing else does. The README's
+// field names its variable in its env tag; LoadConfig reads them (each with
+// its default) and nothing else does. The README's
 // configuration table is checked against these tags by a test.
 type Config struct {
 	// GeoIPDB is the path of a MaxMind .mmdb; empty: click geo fields stay
 	// empty.
-	GeoIPDB string `env:"GEOIP_DB" default:""`
+	GeoIPDB string `env:"GEOIP_DB"`
 	// APIKeyDocsURL is the docs_url of key rotation warnings.
-	APIKeyDocsURL string `env:"API_KEY_DOCS_URL" default:"https://docs.svc.dev/api-keys/rotation"`
+	APIKeyDocsURL string `env:"API_KEY_DOCS_URL"`
 	// Per-minute rate limits (the spec's Limits table): per client IP, and
 	// for the sale route per API key.
-	ClickRateLimit  int `env:"TRACK_CLICK_RATE_LIMIT" default:"60"`
-	LeadRateLimit   int `env:"TRACK_LEAD_RATE_LIMIT" default:"30"`
-	VisitRateLimit  int `env:"TRACK_VISIT_RATE_LIMIT" default:"120"`
-	ConfigRateLimit int `env:"TRACK_CONFIG_RATE_LIMIT" default:"60"`
-	SaleRateLimit   int `env:"TRACK_SALE_RATE_LIMIT" default:"120"`
+	ClickRateLimit  int `env:"TRACK_CLICK_RATE_LIMIT"`
+	LeadRateLimit   int `env:"TRACK_LEAD_RATE_LIMIT"`
+	VisitRateLimit  int `env:"TRACK_VISIT_RATE_LIMIT"`
+	ConfigRateLimit int `env:"TRACK_CONFIG_RATE_LIMIT"`
+	SaleRateLimit   int `env:"TRACK_SALE_RATE_LIMIT"`
 	// ProcessorWebhookSecret signs payment-processor deliveries; empty: the
 	// webhook route is not served. A secret: never logged.
-	ProcessorWebhookSecret string `env:"PROCESSOR_WEBHOOK_SECRET" default:""`
+	ProcessorWebhookSecret string `env:"PROCESSOR_WEBHOOK_SECRET"`
 	// ClickWriters commit click groups in parallel; ClickGroupMax caps the
 	// clicks of one group's transaction.
-	ClickWriters  int `env:"CLICK_WRITERS" default:"2"`
-	ClickGroupMax int `env:"CLICK_GROUP_MAX" default:"64"`
+	ClickWriters  int `env:"CLICK_WRITERS"`
+	ClickGroupMax int `env:"CLICK_GROUP_MAX"`
 }
 
 // LoadConfig reads Config from env (every problem at once, with the
-// platform's) and validates it.
+// platform's) and validates it, the same way every service does: one read
+// per variable with its default, here and nowhere else.
 func LoadConfig(env *obs.Env) (Config, error) {
-	var cfg Config
-	v := reflect.ValueOf(&cfg).Elem()
-	for i, f := range reflect.VisibleFields(v.Type()) {
-		name, def := f.Tag.Get("env"), f.Tag.Get("default")
-		switch f.Type.Kind() {
-		case reflect.String:
-			v.Field(i).SetString(env.String(name, def))
-		case reflect.Int:
-			d, err := strconv.Atoi(def)
-			if err != nil {
-				return Config{}, fmt.Errorf("config: default of %s: %w", name, err)
-			}
-			v.Field(i).SetInt(int64(env.Int(name, d)))
-		default:
-			return Config{}, fmt.Errorf("config: %s has unsupported type %s", name, f.Type)
-		}
+	cfg := Config{
+		GeoIPDB:                env.String("GEOIP_DB", ""),
+		APIKeyDocsURL:          env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
+		ClickRateLimit:         env.Int("TRACK_CLICK_RATE_LIMIT", 60),
+		LeadRateLimit:          env.Int("TRACK_LEAD_RATE_LIMIT", 30),
+		VisitRateLimit:         env.Int("TRACK_VISIT_RATE_LIMIT", 120),
+		ConfigRateLimit:        env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
+		SaleRateLimit:          env.Int("TRACK_SALE_RATE_LIMIT", 120),
+		ProcessorWebhookSecret: env.String("PROCESSOR_WEBHOOK_SECRET", ""),
+		ClickWriters:           env.Int("CLICK_WRITERS", 2),
+		ClickGroupMax:          env.Int("CLICK_GROUP_MAX", 64),
 	}
 	if err := env.Err(); err != nil {
 		return Config{}, err

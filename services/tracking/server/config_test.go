@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -46,10 +47,16 @@ func TestREADMEConfigTableIsConfig(t *testing.T) {
 	if want := envNames(); !slices.Equal(names, want) {
 		t.Fatalf("README configuration table lists\n%v\nConfig reads (in field order)\n%v", names, want)
 	}
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+	// The defaults are LoadConfig's, read with nothing set.
+	cfg, err := LoadConfig(obs.NewEnv(func(string) string { return "" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := reflect.ValueOf(cfg)
+	for i, f := range reflect.VisibleFields(v.Type()) {
 		name := f.Tag.Get("env")
-		if got, want := defaults[name], f.Tag.Get("default"); got != want {
-			t.Errorf("README default of %s is %q, Config's is %q", name, got, want)
+		if got, want := defaults[name], fmt.Sprint(v.Field(i).Interface()); got != want {
+			t.Errorf("README default of %s is %q, LoadConfig's is %q", name, got, want)
 		}
 	}
 }
