@@ -8,7 +8,6 @@ import (
 	"time"
 )
 
-
 // DefaultDocsURL is the key rotation documentation every service that
 // authenticates program keys points integrators at unless API_KEY_DOCS_URL
 // says otherwise.
