@@ -1,7 +1,10 @@
 package pg
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -15,6 +18,12 @@ const (
 	CodeNotNullViolation     = "23502"
 	CodeSerializationFailure = "40001"
 	CodeDeadlockDetected     = "40P01"
+	CodeQueryCanceled        = "57014" // statement_timeout, pg_cancel_backend
+	CodeLockNotAvailable     = "55P03" // lock_timeout, NOWAIT
+	CodeReadOnlyTransaction  = "25006" // a standby, or a primary during failover
+	CodeAdminShutdown        = "57P01"
+	CodeCrashShutdown        = "57P02"
+	CodeCannotConnectNow     = "57P03"
 )
 
 // Code returns the SQLSTATE of the Postgres error wrapped in err, or "" when
@@ -55,4 +64,53 @@ func ConstraintName(err error) string {
 		return pgErr.ConstraintName
 	}
 	return ""
+}
+
+// IsConnectionError reports that the database could not be reached or the
+// connection broke: a failed connect, a network error, an unexpected EOF,
+// SQLSTATE class 08 (connection exception) or a server shutting down or
+// starting (57P01, 57P02, 57P03). Nothing about the statement is at fault;
+// the same work succeeds once the server is back. Context cancellation and
+// deadlines are not connection errors.
+func IsConnectionError(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	if code := Code(err); code != "" {
+		return len(code) == 5 && code[:2] == "08" ||
+			code == CodeAdminShutdown || code == CodeCrashShutdown || code == CodeCannotConnectNow
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	if pgconn.Timeout(err) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+// IsTransient reports failures of the moment rather than of the work: a
+// connection error (IsConnectionError), a retryable transaction conflict
+// (IsRetryable: 40001, 40P01), a statement cancelled by a timeout (57014),
+// a lock not obtained in time (55P03), a read-only transaction during a
+// failover (25006), or insufficient resources (class 53: out of
+// connections, memory or disk). Retried later, with backoff, the same work
+// can succeed; a consumer must not dead-letter an event for one of these.
+// Context cancellation is not transient: the caller is giving up.
+func IsTransient(err error) bool {
+	if IsConnectionError(err) || IsRetryable(err) {
+		return true
+	}
+	switch code := Code(err); {
+	case code == CodeQueryCanceled, code == CodeLockNotAvailable, code == CodeReadOnlyTransaction:
+		return true
+	case len(code) == 5 && code[:2] == "53":
+		return true
+	}
+	return false
 }
