@@ -169,6 +169,41 @@ func (l *Limiter) Allow(key string) Decision {
 	return d
 }
 
+// Peek reports what Allow would decide for key without counting anything
+// or creating a bucket: Allowed when the key has requests left in the
+// current window, Remaining what is left (not minus one), RetryAfter until
+// the window ends when none is. FailedAuth checks with Peek before a key
+// lookup and counts with Allow only once a lookup has failed.
+func (l *Limiter) Peek(key string) Decision {
+	now := l.now()
+	startNs := l.windowStart(now)
+	resetNs := startNs + int64(l.window)
+
+	s := &l.shards[0]
+	if l.mask != 0 {
+		s = &l.shards[maphash.String(l.seed, key)&l.mask]
+	}
+	var c int32
+	s.mu.Lock()
+	if s.start == startNs {
+		if i, ok := s.index[key]; ok {
+			c = s.slots[i].count
+		}
+	}
+	s.mu.Unlock()
+
+	d := Decision{
+		Allowed:   c < l.limit,
+		Limit:     int(l.limit),
+		Remaining: int(l.limit - c),
+		Reset:     time.Unix(0, resetNs),
+	}
+	if !d.Allowed {
+		d.RetryAfter = time.Duration(resetNs - now.UnixNano())
+	}
+	return d
+}
+
 // windowStart is the start (Unix ns) of the window holding t. Integer
 // arithmetic instead of time.Truncate: it is on every request's path.
 func (l *Limiter) windowStart(t time.Time) int64 {

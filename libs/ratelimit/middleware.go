@@ -72,23 +72,104 @@ func Middleware(l *Limiter, key KeyFunc, opts ...Option) func(http.Handler) http
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := l.Allow(key(r))
-			h := w.Header()
-			h.Set(HeaderLimit, strconv.Itoa(d.Limit))
-			h.Set(HeaderRemaining, strconv.Itoa(d.Remaining))
-			h.Set(HeaderReset, strconv.FormatInt(unixCeil(d.Reset), 10))
+			setHeaders(w.Header(), d)
 			if d.Allowed {
 				next.ServeHTTP(w, r)
 				return
 			}
-			secs := RetryAfterSeconds(d.RetryAfter)
-			h.Set(HeaderRetryAfter, strconv.Itoa(secs))
-			if cfg.onRefuse != nil {
-				cfg.onRefuse(cfg.route)
-			}
-			_ = httpkit.WriteTypedError(w, http.StatusTooManyRequests, CodeRateLimited, RefusalMessage(secs),
-				map[string]any{"retry_after_seconds": secs}, httpkit.WithStatusField())
+			cfg.refuse(w, d)
 		})
 	}
+}
+
+// FailedAuth limits failed authentications per key(r), normally ByIP: it
+// wraps a route's authentication (and everything inside it) and
+//   - before the handler runs, so before any key or token lookup, refuses
+//     with the 429 of Middleware when the key's allowance for the window
+//     is used up (l.Peek: checking creates no bucket);
+//   - counts one failure (l.Allow) for every 401 the handler answers;
+//     other answers, successful authentications included, count nothing.
+//
+// Every response carries the X-RateLimit-* headers of the failed-auth
+// bucket; a limiter inside the authentication (the per-token bucket of an
+// authenticated request) overwrites them with its own. Requests of one
+// client in flight together are checked before any of them fails, so up
+// to that many lookups can pass the allowance; the count stays exact.
+//
+// It replaces keying the route limiter by an unchecked Bearer token, where
+// every invented token got a fresh bucket: guessing was never limited and a
+// flood of tokens evicted real counters.
+func FailedAuth(l *Limiter, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
+	var cfg middlewareConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			k := key(r)
+			d := l.Peek(k)
+			setHeaders(w.Header(), d)
+			if !d.Allowed {
+				cfg.refuse(w, d)
+				return
+			}
+			next.ServeHTTP(&failureCounter{ResponseWriter: w, l: l, key: k}, r)
+		})
+	}
+}
+
+// failureCounter counts a 401 against its key when the status is written,
+// and updates the headers to what is left after it.
+type failureCounter struct {
+	http.ResponseWriter
+	l       *Limiter
+	key     string
+	written bool
+}
+
+func (f *failureCounter) WriteHeader(status int) {
+	if !f.written && status >= 200 {
+		f.written = true
+		if status == http.StatusUnauthorized {
+			setHeaders(f.Header(), f.l.Allow(f.key))
+		}
+	}
+	f.ResponseWriter.WriteHeader(status)
+}
+
+func (f *failureCounter) Write(b []byte) (int, error) {
+	f.written = true
+	return f.ResponseWriter.Write(b)
+}
+
+// Flush passes a handler's flush through (a status not written yet is 200).
+func (f *failureCounter) Flush() {
+	f.written = true
+	if fl, ok := f.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (f *failureCounter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+func setHeaders(h http.Header, d Decision) {
+	h.Set(HeaderLimit, strconv.Itoa(d.Limit))
+	h.Set(HeaderRemaining, strconv.Itoa(d.Remaining))
+	h.Set(HeaderReset, strconv.FormatInt(unixCeil(d.Reset), 10))
+}
+
+// refuse writes the 429 for a refused decision.
+func (c middlewareConfig) refuse(w http.ResponseWriter, d Decision) {
+	secs := RetryAfterSeconds(d.RetryAfter)
+	w.Header().Set(HeaderRetryAfter, strconv.Itoa(secs))
+	if c.onRefuse != nil {
+		c.onRefuse(c.route)
+	}
+	_ = httpkit.WriteTypedError(w, http.StatusTooManyRequests, CodeRateLimited, RefusalMessage(secs),
+		map[string]any{"retry_after_seconds": secs}, httpkit.WithStatusField())
 }
 
 // RetryAfterSeconds rounds a wait up to whole seconds, at least 1, so a
@@ -118,8 +199,10 @@ func unixCeil(t time.Time) int64 {
 
 // ByIP buckets by client address: the one stored by
 // (*httpkit.IPResolver).Middleware when present, else resolved with res
-// (nil res: the TCP peer). Requests whose address cannot be read share the
-// bucket "ip:unknown".
+// (nil res: the TCP peer). An IPv4 client is its address; an IPv6 client
+// is its /64 ("ip:2001:db8:1:2::/64"), the block one subscriber gets, since
+// a client can rotate addresses within it at will. Requests whose address
+// cannot be read share the bucket "ip:unknown".
 func ByIP(res *httpkit.IPResolver) KeyFunc {
 	return func(r *http.Request) string {
 		return "ip:" + clientIP(r, res)
@@ -127,10 +210,12 @@ func ByIP(res *httpkit.IPResolver) KeyFunc {
 }
 
 // BearerOrIP buckets by the Bearer token sent (API key, login or session
-// token), else by client address. Tokens are hashed (SHA-256, first 16
-// bytes) before use so the limiter never holds a secret; the "t:" and "ip:"
-// prefixes keep the two namespaces apart. The token is not validated here:
-// an invalid token gets its own bucket, which is what limits guessing.
+// token), else by client address (as ByIP). Tokens are hashed (SHA-256,
+// first 16 bytes) before use so the limiter never holds a secret; the "t:"
+// and "ip:" prefixes keep the two namespaces apart. The token is not
+// validated here, so a Middleware keyed by it belongs inside the route's
+// authentication, with FailedAuth outside: a bucket per unchecked token
+// would let every invented token start a fresh allowance.
 func BearerOrIP(res *httpkit.IPResolver) KeyFunc {
 	return func(r *http.Request) string {
 		if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
@@ -154,6 +239,11 @@ func clientIP(r *http.Request, res *httpkit.IPResolver) string {
 	}
 	if !a.IsValid() {
 		return "unknown"
+	}
+	if a = a.Unmap(); a.Is6() {
+		if p, err := a.WithZone("").Prefix(64); err == nil {
+			return p.String()
+		}
 	}
 	return a.String()
 }

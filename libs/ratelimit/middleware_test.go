@@ -198,7 +198,11 @@ func TestKeyFuncs(t *testing.T) {
 		{"ByIP untrusted peer", ratelimit.ByIP(res), "203.0.113.5:1", "1.1.1.1", "", "ip:203.0.113.5"},
 		{"ByIP behind trusted proxy", ratelimit.ByIP(res), "10.0.0.1:1", "198.51.100.7", "", "ip:198.51.100.7"},
 		{"ByIP nil resolver uses peer", ratelimit.ByIP(nil), "10.0.0.1:1", "198.51.100.7", "", "ip:10.0.0.1"},
-		{"ByIP ipv6", ratelimit.ByIP(res), "[2001:db8::1]:1", "", "", "ip:2001:db8::1"},
+		{"ByIP ipv6 is keyed by its /64", ratelimit.ByIP(res), "[2001:db8:1:2:aaaa::1]:1", "", "", "ip:2001:db8:1:2::/64"},
+		{"ByIP ipv6 zone dropped", ratelimit.ByIP(res), "[fe80::1%eth0]:1", "", "", "ip:fe80::/64"},
+		{"ByIP ipv4-mapped ipv6 is the ipv4 address", ratelimit.ByIP(res), "[::ffff:203.0.113.5]:1", "", "", "ip:203.0.113.5"},
+		{"ByIP ipv6 behind trusted proxy", ratelimit.ByIP(res), "10.0.0.1:1", "2001:db8:9::77", "", "ip:2001:db8:9::/64"},
+		{"BearerOrIP no token, ipv6 /64", ratelimit.BearerOrIP(res), "[2001:db8::1]:1", "", "", "ip:2001:db8::/64"},
 		{"ByIP unreadable address", ratelimit.ByIP(res), "garbage", "", "", "ip:unknown"},
 		{"ByIP ignores token", ratelimit.ByIP(res), "203.0.113.5:1", "", "Bearer sk_live_1", "ip:203.0.113.5"},
 		{"BearerOrIP token", ratelimit.BearerOrIP(res), "203.0.113.5:1", "", "Bearer sk_live_1", "token"},
@@ -308,5 +312,181 @@ func TestMiddlewareConcurrentRequestsAdmitExactlyTheLimit(t *testing.T) {
 	wg.Wait()
 	if codes[200] != limit || codes[429] != requests-limit || next.Calls() != limit {
 		t.Errorf("codes %v, handler calls %d; want %d allowed", codes, next.Calls(), limit)
+	}
+}
+
+// An IPv6 client rotating addresses inside its /64 shares one bucket; the
+// next /64 is another client.
+func TestIPv6ClientsShareTheirSlash64(t *testing.T) {
+	l := newLimiter(t, ratelimit.Config{Limit: 2, Now: newFakeClock(noon).Now})
+	h := ratelimit.Middleware(l, ratelimit.ByIP(nil))(&countingHandler{})
+	for i, remote := range []string{"[2001:db8:0:1::1]:1", "[2001:db8:0:1:ffff:ffff:ffff:ffff]:1", "[2001:db8:0:1::abcd]:1"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, request(remote))
+		if want := []int{200, 200, 429}[i]; rec.Code != want {
+			t.Fatalf("request %d from %s: %d, want %d", i, remote, rec.Code, want)
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, request("[2001:db8:0:2::1]:1"))
+	if rec.Code != 200 {
+		t.Fatalf("the next /64 was limited: %d", rec.Code)
+	}
+}
+
+func TestPeekNeitherCountsNorCreatesABucket(t *testing.T) {
+	clock := newFakeClock(noon.Add(50 * time.Second))
+	l := newLimiter(t, ratelimit.Config{Limit: 2, Now: clock.Now})
+	for range 5 {
+		if d := l.Peek("a"); !d.Allowed || d.Remaining != 2 || d.Limit != 2 || !d.Reset.Equal(noon.Add(time.Minute)) {
+			t.Fatalf("peek of an unknown key: %+v", d)
+		}
+	}
+	if n := l.Len(); n != 0 {
+		t.Fatalf("peek created %d buckets", n)
+	}
+	l.Allow("a")
+	if d := l.Peek("a"); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after one allow: %+v", d)
+	}
+	l.Allow("a")
+	if d := l.Peek("a"); d.Allowed || d.Remaining != 0 || d.RetryAfter != 10*time.Second {
+		t.Fatalf("after the limit: %+v", d)
+	}
+	clock.Set(noon.Add(time.Minute))
+	if d := l.Peek("a"); !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("next window: %+v", d)
+	}
+}
+
+// statusHandler answers the status its request asks for in X-Want, as an
+// authentication middleware would (401 for a bad credential).
+type statusHandler struct {
+	mu    sync.Mutex
+	calls int
+}
+
+func (h *statusHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.calls++
+	h.mu.Unlock()
+	status, _ := strconv.Atoi(r.Header.Get("X-Want"))
+	_ = httpkit.WriteJSON(w, status, map[string]int{"status": status})
+}
+
+func (h *statusHandler) Calls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls
+}
+
+func TestFailedAuthLimitsFailuresPerIPBeforeTheLookup(t *testing.T) {
+	clock := newFakeClock(noon.Add(45 * time.Second))
+	l := newLimiter(t, ratelimit.Config{Limit: 3, Now: clock.Now})
+	var refused []string
+	auth := &statusHandler{}
+	h := ratelimit.FailedAuth(l, ratelimit.ByIP(nil), ratelimit.WithRoute("failed_auth"),
+		ratelimit.WithOnRefuse(func(route string) { refused = append(refused, route) }))(auth)
+	send := func(remote string, status int) *httptest.ResponseRecorder {
+		r := request(remote)
+		r.Header.Set("X-Want", strconv.Itoa(status))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	resetUnix := strconv.FormatInt(noon.Add(time.Minute).Unix(), 10)
+	steps := []struct {
+		name      string
+		remote    string
+		status    int // what the authentication answers
+		want      int
+		remaining string
+		calls     int
+	}{
+		{"a success counts nothing", "203.0.113.5:1", 200, 200, "3", 1},
+		{"first 401 counted", "203.0.113.5:1", 401, 401, "2", 2},
+		{"a 403 after authentication counts nothing", "203.0.113.5:1", 403, 403, "2", 3},
+		{"a 500 counts nothing", "203.0.113.5:1", 500, 500, "2", 4},
+		{"second 401", "203.0.113.5:2", 401, 401, "1", 5},
+		{"third 401 uses the allowance up", "203.0.113.5:3", 401, 401, "0", 6},
+		{"then refused before the lookup", "203.0.113.5:1", 401, 429, "0", 6},
+		{"even with a credential that would work", "203.0.113.5:1", 200, 429, "0", 6},
+		{"another IP is not limited", "198.51.100.9:1", 401, 401, "2", 7},
+		{"another IP's success", "198.51.100.9:1", 200, 200, "2", 8},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			rec := send(st.remote, st.status)
+			hdr := rec.Header()
+			if rec.Code != st.want || hdr.Get("X-RateLimit-Limit") != "3" || hdr.Get("X-RateLimit-Remaining") != st.remaining || hdr.Get("X-RateLimit-Reset") != resetUnix {
+				t.Fatalf("%d %v, want %d remaining %s", rec.Code, hdr, st.want, st.remaining)
+			}
+			if got := auth.Calls(); got != st.calls {
+				t.Fatalf("authentication ran %d times, want %d", got, st.calls)
+			}
+			if st.want != 429 {
+				if hdr.Get("Retry-After") != "" {
+					t.Fatal("Retry-After on a non-429")
+				}
+				return
+			}
+			want := `{"error":{"status":429,"code":"rate_limited","message":"Too many requests. Retry after 15 seconds.","retry_after_seconds":15}}`
+			if rec.Body.String() != want || hdr.Get("Retry-After") != "15" {
+				t.Fatalf("429 %s %v", rec.Body.String(), hdr)
+			}
+		})
+	}
+	if strings.Join(refused, ",") != "failed_auth,failed_auth" {
+		t.Errorf("refusals %v", refused)
+	}
+	if n := l.Len(); n != 2 {
+		t.Errorf("%d buckets, want one per failing IP", n)
+	}
+	clock.Set(noon.Add(time.Minute))
+	if rec := send("203.0.113.5:1", 200); rec.Code != 200 {
+		t.Fatalf("next window: %d", rec.Code)
+	}
+}
+
+// A flood of invented tokens from one IP ends in 429s after the allowance
+// and creates one bucket, not one per token.
+func TestFailedAuthFloodOfTokensHoldsOneBucket(t *testing.T) {
+	l := newLimiter(t, ratelimit.Config{Limit: 30, Now: newFakeClock(noon).Now})
+	auth := &statusHandler{}
+	h := ratelimit.FailedAuth(l, ratelimit.ByIP(nil))(auth)
+	var refused int
+	for i := range 10_000 {
+		r := request("[2001:db8::1]:1")
+		r.RemoteAddr = fmt.Sprintf("[2001:db8::%x]:1", i) // rotating within one /64
+		r.Header.Set("Authorization", "Bearer guess-"+strconv.Itoa(i))
+		r.Header.Set("X-Want", "401")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code == 429 {
+			refused++
+		}
+	}
+	if auth.Calls() != 30 || refused != 10_000-30 || l.Len() != 1 {
+		t.Fatalf("lookups %d, refused %d, buckets %d", auth.Calls(), refused, l.Len())
+	}
+}
+
+// A handler that writes its body without WriteHeader (an implicit 200) or
+// flushes counts nothing, and the writer still flushes.
+func TestFailedAuthImplicitStatusAndFlush(t *testing.T) {
+	l := newLimiter(t, ratelimit.Config{Limit: 1, Now: newFakeClock(noon).Now})
+	h := ratelimit.FailedAuth(l, ratelimit.ByIP(nil))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("flush: %v", err)
+		}
+		w.WriteHeader(http.StatusUnauthorized) // superfluous: the status is sent
+	}))
+	for range 3 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, request("203.0.113.5:1"))
+		if rec.Code != 200 || !rec.Flushed {
+			t.Fatalf("%d flushed=%v", rec.Code, rec.Flushed)
+		}
 	}
 }
