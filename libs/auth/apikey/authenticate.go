@@ -70,6 +70,12 @@ type Authenticator struct {
 	// default DefaultDocsURL), sent in docs_url and the
 	// Link header.
 	DocsURL string
+	// OnLookup, when set, is called once per store lookup with its outcome
+	// (OutcomeOK, OutcomeRotating, OutcomeRetired, OutcomeInvalid or
+	// OutcomeError; never Missing or Empty, which look nothing up), e.g. to
+	// count apikey_lookups_total{outcome}. A request refused before
+	// authentication (a failed-auth limit) never calls it.
+	OnLookup func(Outcome)
 }
 
 func (a *Authenticator) now() time.Time {
@@ -99,6 +105,14 @@ func (a *Authenticator) AuthenticateHeader(ctx context.Context, header string) (
 	if len(token) > maxTokenLen {
 		return Key{}, OutcomeInvalid, nil
 	}
+	key, outcome, err := a.lookup(ctx, token)
+	if a.OnLookup != nil {
+		a.OnLookup(outcome)
+	}
+	return key, outcome, err
+}
+
+func (a *Authenticator) lookup(ctx context.Context, token string) (Key, Outcome, error) {
 	// The lookup is by hash, so response timing reveals nothing about how
 	// close a guess is to a real key; no constant-time compare is needed.
 	key, err := a.Store.LookupKeyByHash(ctx, Hash(token))

@@ -119,6 +119,22 @@ func TestAuthenticate_StoreFailureIsNotA401(t *testing.T) {
 	}
 }
 
+func TestAuthenticate_OnLookupReportsEveryStoreLookupOnly(t *testing.T) {
+	t.Parallel()
+	a, store := fixture(t, t0)
+	var got []string
+	a.OnLookup = func(o apikey.Outcome) { got = append(got, o.String()) }
+	for _, h := range []string{"", "Basic eDp5", "Bearer ", "Bearer " + strings.Repeat("a", 300),
+		"Bearer svc_live_nope", "Bearer " + revokedKey, "Bearer " + validKey, "Bearer " + rotatingKey} {
+		_, _, _ = a.AuthenticateHeader(context.Background(), h)
+	}
+	store.err = errors.New("connection refused")
+	_, _, _ = a.AuthenticateHeader(context.Background(), "Bearer "+validKey)
+	if want := "invalid,invalid,ok,rotating,error"; strings.Join(got, ",") != want {
+		t.Fatalf("lookups %v, want %s (none for missing, empty or overlong tokens)", got, want)
+	}
+}
+
 const (
 	platformMissing = `{"data":null,"error":{"status":401,"name":"UnauthorizedError","message":"Missing or malformed Authorization header. Expected: Bearer <token>","details":{},"code":"unauthorized"}}`
 	platformEmpty   = `{"data":null,"error":{"status":401,"name":"UnauthorizedError","message":"Missing API token","details":{},"code":"unauthorized"}}`
