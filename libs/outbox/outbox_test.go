@@ -487,6 +487,47 @@ func TestRelayRetriesFailedPublishes(t *testing.T) {
 	}
 }
 
+// A relay whose batches keep failing still refreshes the backlog gauges
+// (the alerts on a stuck relay read them), and once the backlog query fails
+// too the oldest row's age keeps growing from the last row it saw.
+func TestRelayRefreshesBacklogGaugesWhileBatchesFail(t *testing.T) {
+	t.Parallel()
+	const missing = "test.never.created.v1"
+	e := testenv.New(t)
+	reg := prometheus.NewRegistry()
+	clock := testenv.NewClock(time.Now())
+	w := kafkakit.NewWriter(e.Brokers)
+	w.MaxAttempts = 1
+	t.Cleanup(func() { _ = w.Close() })
+	startRelay(t, e, relayOpts{reg: reg, writer: w, now: clock.Now})
+	e.Enqueue(t, missing, testenv.Envelope("test.stuck", 1, 1))
+	e.Enqueue(t, missing, testenv.Envelope("test.stuck", 1, 2))
+
+	testenv.Eventually(t, 30*time.Second, "publish errors counted", func() bool {
+		return testenv.Metric(t, reg, "outbox_publish_errors_total") >= 1
+	})
+	clock.Advance(2 * time.Minute) // a refresh is due
+	testenv.Eventually(t, 30*time.Second, "backlog 2 and oldest row about 2m old while batches fail", func() bool {
+		return testenv.Metric(t, reg, "outbox_backlog") == 2 && testenv.Metric(t, reg, "outbox_oldest_unsent_age_seconds") >= 110
+	})
+
+	// The relay loses its table: batches and the backlog query both fail.
+	if _, err := e.Pool.Exec(testenv.Ctx(t), `ALTER TABLE outbox RENAME TO outbox_gone`); err != nil {
+		t.Fatal(err)
+	}
+	errs := testenv.Metric(t, reg, "outbox_publish_errors_total")
+	testenv.Eventually(t, 30*time.Second, "more failed batches", func() bool {
+		return testenv.Metric(t, reg, "outbox_publish_errors_total") > errs
+	})
+	clock.Advance(10 * time.Minute)
+	testenv.Eventually(t, 30*time.Second, "oldest row ages to about 12m without the query", func() bool {
+		return testenv.Metric(t, reg, "outbox_oldest_unsent_age_seconds") >= 710
+	})
+	if v := testenv.Metric(t, reg, "outbox_backlog"); v != 2 {
+		t.Fatalf("outbox_backlog = %v, want the last known 2", v)
+	}
+}
+
 func TestTraceContextFlowsFromEnqueueToHandler(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, topic)

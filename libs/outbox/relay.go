@@ -83,6 +83,10 @@ type Relay struct {
 	// anything older. Only the relay goroutine touches these.
 	cursor   int64
 	lastFull time.Time
+	// oldest is the created_at of the oldest unsent row at the last
+	// successful backlog query (zero: none), for ageing the gauge when the
+	// query fails.
+	oldest time.Time
 }
 
 const (
@@ -261,13 +265,22 @@ func (r *Relay) session(ctx context.Context) error {
 	var lastStats, lastSweep time.Time
 	for {
 		n, err := r.publishBatch(ctx)
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if _, ok := errors.AsType[*afterPublishError](err); ok {
+			return err
+		}
+		// The gauges are refreshed whatever the batch did: a relay failing
+		// every batch is exactly when the backlog and the oldest row's age
+		// must keep moving, or the alerts on them stay quiet. Under a steady
+		// trickle this point is reached once per event, so the count query
+		// is limited to one per StatsInterval.
+		if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.StatsInterval {
+			lastStats = r.refreshStats(ctx)
+		}
+		switch {
 		case err != nil:
-			if _, ok := errors.AsType[*afterPublishError](err); ok {
-				return err
-			}
 			r.m.errors.Inc()
 			r.log.WarnContext(ctx, "outbox batch failed", "err", err)
 			if !wait.Sleep(ctx, r.cfg.ErrorBackoff) {
@@ -275,18 +288,10 @@ func (r *Relay) session(ctx context.Context) error {
 			}
 			continue
 		case n == r.cfg.BatchSize:
-			// More rows are probably waiting: go on without sleeping, but keep
-			// the gauges fresh during a long drain.
-			if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.StatsInterval {
-				lastStats = r.refreshStats(ctx)
-			}
+			// More rows are probably waiting: go on without sleeping.
 			continue
 		}
-		// Caught up. Under a steady trickle this point is reached once per
-		// event, so the count query is limited to one per StatsInterval.
-		if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.StatsInterval {
-			lastStats = r.refreshStats(ctx)
-		}
+		// Caught up.
 		if now := r.cfg.Now(); now.Sub(lastSweep) >= r.cfg.SweepInterval {
 			lastSweep = now
 			r.sweep(ctx, now.Add(-r.cfg.Retention))
@@ -455,7 +460,10 @@ const (
 	HeaderEventType = "event_type"
 )
 
-// refreshStats updates the backlog gauges; failures only cost freshness.
+// refreshStats updates the backlog gauges. When the query fails (the
+// database is unreachable, so nothing is being published either) the
+// backlog keeps its last value and the oldest row's age keeps growing from
+// the last oldest row seen: a relay cut off from Postgres still looks stuck.
 func (r *Relay) refreshStats(ctx context.Context) time.Time {
 	now := r.cfg.Now()
 	var (
@@ -467,11 +475,16 @@ func (r *Relay) refreshStats(ctx context.Context) time.Time {
 		if ctx.Err() == nil {
 			r.log.WarnContext(ctx, "outbox backlog query failed", "err", err)
 		}
+		if !r.oldest.IsZero() {
+			r.m.oldestAge.Set(max(now.Sub(r.oldest).Seconds(), 0))
+		}
 		return now
 	}
 	r.m.backlog.Set(float64(n))
 	age := 0.0
+	r.oldest = time.Time{}
 	if oldest != nil {
+		r.oldest = *oldest
 		age = max(now.Sub(*oldest).Seconds(), 0)
 	}
 	r.m.oldestAge.Set(age)
