@@ -10,12 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -61,10 +59,22 @@ type ConsumerConfig struct {
 	// message is dead-lettered (default 5).
 	MaxAttempts int
 	// Backoff is the pause after the first failure, doubled after each
-	// further one up to MaxBackoff (defaults 100 ms and 10 s). Transient
-	// database failures are retried at MaxBackoff without limit.
+	// further one up to MaxBackoff (defaults 100 ms and 10 s).
 	Backoff    time.Duration
 	MaxBackoff time.Duration
+	// TransientRetryFor is how long one event is retried, with the same
+	// backoff and without counting attempts, while it fails on a transient
+	// database error (pg.IsTransient: a statement or lock timeout, a
+	// read-only transaction during a failover, too many connections, a
+	// serialization failure; default 5 minutes). An event still failing so
+	// after that is dead-lettered. A lost connection (pg.IsConnectionError)
+	// is retried without limit: the database, not the event, is down, and
+	// dead-lettering would fail as well.
+	TransientRetryFor time.Duration
+	// FetchMaxBackoff caps the pause between failed fetches or offset
+	// commits (the broker unreachable, a rebalance); the pause starts at
+	// Backoff and doubles (default 5 s). Such failures never stop Run.
+	FetchMaxBackoff time.Duration
 	// DeadLetter, when set, receives dead-lettered messages on topic
 	// "<topic>.dlq" (create it with kafkakit.EnsureTopics); it must not have
 	// a fixed Topic. Dead letters are always recorded in the dead_letters
@@ -82,6 +92,17 @@ const (
 	OutcomeDeadLettered = "dead_lettered"
 	OutcomeSkipped      = "skipped"
 )
+
+// Defaults of ConsumerConfig.
+const (
+	DefaultTransientRetryFor = 5 * time.Minute
+	DefaultFetchMaxBackoff   = 5 * time.Second
+)
+
+// kafkaErrorLogEvery bounds how often a consumer logs failed fetches or
+// commits while the broker is away: the first failure at once, then one
+// line per period with the count of those not logged.
+const kafkaErrorLogEvery = 30 * time.Second
 
 // DeadLetterSuffix is appended to a topic to name its dead-letter topic.
 const DeadLetterSuffix = ".dlq"
@@ -105,6 +126,8 @@ type consumerMetrics struct {
 	lag          *prometheus.GaugeVec
 	deadLettered *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
+	fetchErrors  *prometheus.CounterVec
+	commitErrors *prometheus.CounterVec
 }
 
 // NewConsumer validates cfg and registers the consumer metrics. The caller
@@ -135,6 +158,12 @@ func NewConsumer(pool *pgxpool.Pool, reader *kafka.Reader, cfg ConsumerConfig) (
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.TransientRetryFor <= 0 {
+		cfg.TransientRetryFor = DefaultTransientRetryFor
+	}
+	if cfg.FetchMaxBackoff <= 0 {
+		cfg.FetchMaxBackoff = DefaultFetchMaxBackoff
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -184,6 +213,12 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 			Name: "consumer_apply_duration_seconds", Help: "Duration of one successful apply transaction.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"consumer"}), &err),
+		fetchErrors: metrics.RegisterInto(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inbox_fetch_errors_total", Help: "Failed Kafka fetches (broker unreachable, group errors); the consumer backs off and fetches again.",
+		}, []string{"consumer"}), &err),
+		commitErrors: metrics.RegisterInto(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inbox_commit_errors_total", Help: "Failed Kafka offset commits; the messages are redelivered and absorbed by the inbox.",
+		}, []string{"consumer"}), &err),
 	}
 	if err != nil {
 		return m, fmt.Errorf("inbox consumer: register metrics: %w", err)
@@ -192,7 +227,10 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 }
 
 // Run fetches, applies and commits messages until ctx is cancelled, then
-// returns nil. Per message: decode the Envelope (undecodable: dead-letter at
+// returns nil; it returns nothing else. A failed fetch or offset commit (the
+// broker away, a rebalance) is counted (inbox_fetch_errors_total,
+// inbox_commit_errors_total), logged at most every 30 s, and followed by a
+// pause that doubles from Backoff up to FetchMaxBackoff; then Run goes on. Per message: decode the Envelope (undecodable: dead-letter at
 // once), start a consumer span from the trace headers, then in one
 // transaction insert the inbox row and, if it is new, call Handler; commit;
 // only then commit the Kafka offset. A handler that keeps failing is retried
@@ -200,6 +238,21 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 // committed so the partition moves on.
 func (c *Consumer) Run(ctx context.Context) error {
 	var lastLag time.Time
+	fetchLog, commitLog := &everyLog{every: kafkaErrorLogEvery}, &everyLog{every: kafkaErrorLogEvery}
+	backoff := c.cfg.Backoff
+	pause := func() bool {
+		ok := wait.Sleep(ctx, backoff)
+		backoff = min(backoff*2, c.cfg.FetchMaxBackoff)
+		return ok
+	}
+	commitFailed := func(what string, n int, err error) {
+		c.m.commitErrors.WithLabelValues(c.cfg.Name).Inc()
+		if skipped, ok := commitLog.allow(time.Now()); ok {
+			// A rebalance can invalidate the commit, or the broker is away;
+			// the messages are then redelivered and deduplicated by the inbox.
+			c.log.WarnContext(ctx, what, "messages", n, "not_logged", skipped, "err", err)
+		}
+	}
 	// Offsets of skipped events wait here and are committed with the next
 	// applied event, or every skipCommitEvery of them.
 	var skipped []kafka.Message
@@ -209,7 +262,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		if err := c.reader.CommitMessages(commitCtx, skipped...); err != nil {
-			c.log.WarnContext(ctx, "commit skipped offsets failed", "messages", len(skipped), "err", err)
+			commitFailed("commit skipped offsets failed", len(skipped), err)
 		}
 		cancel()
 		skipped = skipped[:0]
@@ -221,8 +274,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("inbox consumer %s: fetch: %w", c.cfg.Name, err)
+			// kafka-go gives up a group join after MaxAttempts and returns
+			// the dial error here; its reader keeps trying behind it, so
+			// fetching again is the whole cure.
+			c.m.fetchErrors.WithLabelValues(c.cfg.Name).Inc()
+			if skipped, ok := fetchLog.allow(time.Now()); ok {
+				c.log.WarnContext(ctx, "fetch failed, retrying", "not_logged", skipped, "backoff", backoff, "err", err)
+			}
+			if !pause() {
+				return nil
+			}
+			continue
 		}
+		backoff = c.cfg.Backoff
 		env, decodeErr := decode(msg)
 		if decodeErr == nil && c.cfg.Skip != nil && c.cfg.Skip(env) {
 			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeSkipped).Inc()
@@ -244,9 +308,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		err = c.reader.CommitMessages(commitCtx, msg)
 		cancel()
 		if err != nil {
-			// A rebalance can invalidate the commit; the message is then
-			// redelivered to its new owner and deduplicated by the inbox.
-			c.log.WarnContext(ctx, "commit offset failed", "topic", msg.Topic, "partition", msg.Partition, "offset", msg.Offset, "err", err)
+			commitFailed("commit offset failed", 1, err)
+			if !pause() {
+				return nil
+			}
 		}
 		// Stats snapshots and resets the reader's counters: once a second
 		// is plenty for a gauge.
@@ -298,6 +363,7 @@ func (c *Consumer) handle(ctx context.Context, msg kafka.Message, env *eventsv1.
 		"partition", msg.Partition, "offset", msg.Offset)
 
 	backoff := c.cfg.Backoff
+	var transientSince time.Time
 	for attempt := 1; ; {
 		start := time.Now()
 		applied, err := c.apply(ctx, env)
@@ -315,14 +381,28 @@ func (c *Consumer) handle(ctx context.Context, msg kafka.Message, env *eventsv1.
 			return ctx.Err()
 		}
 		c.m.errors.WithLabelValues(c.cfg.Name).Inc()
-		if transient(err) {
+		if pg.IsTransient(err) {
 			// The database, not the event, is at fault: dead-lettering would
-			// discard good events during an outage. Wait it out.
-			log.WarnContext(ctx, "apply failed on a transient error, retrying", "err", err)
-			if !wait.Sleep(ctx, c.cfg.MaxBackoff) {
-				return ctx.Err()
+			// discard good events during an outage or a failover. Wait it
+			// out, for ever while the connection is lost, otherwise for
+			// TransientRetryFor.
+			now := time.Now()
+			if transientSince.IsZero() {
+				transientSince = now
 			}
-			continue
+			if pg.IsConnectionError(err) || now.Sub(transientSince) < c.cfg.TransientRetryFor {
+				log.WarnContext(ctx, "apply failed on a transient error, retrying",
+					"retrying_for", now.Sub(transientSince).Round(time.Millisecond), "backoff", backoff, "err", err)
+				if !wait.Sleep(ctx, backoff) {
+					return ctx.Err()
+				}
+				backoff = min(backoff*2, c.cfg.MaxBackoff)
+				continue
+			}
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "dead-lettered")
+			return c.deadLetter(ctx, msg, env,
+				fmt.Errorf("transient error for %s: %w", now.Sub(transientSince).Round(time.Second), err), attempt)
 		}
 		if attempt >= c.cfg.MaxAttempts {
 			span.RecordError(err)
@@ -423,23 +503,21 @@ func (c *Consumer) recordDeadLetter(ctx context.Context, msg kafka.Message, env 
 	return nil
 }
 
-// transient reports failures of the database connection rather than of the
-// event: connection loss, server shutdown, timeouts, serialization failures
-// and deadlocks.
-func transient(err error) bool {
-	if pg.IsRetryable(err) || pgconn.Timeout(err) {
-		return true
+// everyLog lets a repeated warning through at most once per period and
+// counts the ones held back. One goroutine uses it.
+type everyLog struct {
+	every      time.Duration
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether to log now and how many were held back since the
+// last line.
+func (l *everyLog) allow(now time.Time) (suppressed int, ok bool) {
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return 0, false
 	}
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return true
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	code := pg.Code(err)
-	// Class 08: connection exception; 57P01-57P03: admin/crash shutdown,
-	// cannot connect now.
-	return len(code) == 5 && (code[:2] == "08" || code == "57P01" || code == "57P02" || code == "57P03")
+	suppressed, l.suppressed, l.last = l.suppressed, 0, now
+	return suppressed, true
 }
