@@ -29,6 +29,10 @@ type Config struct {
 	VisitRateLimit  int `env:"TRACK_VISIT_RATE_LIMIT"`
 	ConfigRateLimit int `env:"TRACK_CONFIG_RATE_LIMIT"`
 	SaleRateLimit   int `env:"TRACK_SALE_RATE_LIMIT"`
+	// FailedAuthRateLimit is how many failed authentications (401s) a
+	// client IP (IPv6: its /64) may cause a minute on the routes that check
+	// a Bearer key; past it, 429 before any key lookup.
+	FailedAuthRateLimit int `env:"FAILED_AUTH_RATE_LIMIT"`
 	// ProcessorWebhookSecret signs payment-processor deliveries; empty: the
 	// webhook route is not served. A secret: never logged.
 	ProcessorWebhookSecret string `env:"PROCESSOR_WEBHOOK_SECRET"`
@@ -50,6 +54,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		VisitRateLimit:         env.Int("TRACK_VISIT_RATE_LIMIT", 120),
 		ConfigRateLimit:        env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
 		SaleRateLimit:          env.Int("TRACK_SALE_RATE_LIMIT", 120),
+		FailedAuthRateLimit:    env.Int("FAILED_AUTH_RATE_LIMIT", 30),
 		ProcessorWebhookSecret: env.String("PROCESSOR_WEBHOOK_SECRET", ""),
 		ClickWriters:           env.Int("CLICK_WRITERS", 2),
 		ClickGroupMax:          env.Int("CLICK_GROUP_MAX", 64),
@@ -68,7 +73,7 @@ func (c Config) validate() error {
 	}{
 		{"TRACK_CLICK_RATE_LIMIT", c.ClickRateLimit}, {"TRACK_LEAD_RATE_LIMIT", c.LeadRateLimit},
 		{"TRACK_VISIT_RATE_LIMIT", c.VisitRateLimit}, {"TRACK_CONFIG_RATE_LIMIT", c.ConfigRateLimit},
-		{"TRACK_SALE_RATE_LIMIT", c.SaleRateLimit}, {"CLICK_WRITERS", c.ClickWriters}, {"CLICK_GROUP_MAX", c.ClickGroupMax},
+		{"TRACK_SALE_RATE_LIMIT", c.SaleRateLimit}, {"FAILED_AUTH_RATE_LIMIT", c.FailedAuthRateLimit}, {"CLICK_WRITERS", c.ClickWriters}, {"CLICK_GROUP_MAX", c.ClickGroupMax},
 	} {
 		if x.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d is not a positive number", x.name, x.v))

@@ -38,7 +38,14 @@ type stack struct {
 // tracking reads: rate limits, GEOIP_DB, PROCESSOR_WEBHOOK_SECRET).
 func startStack(t *testing.T, trackingEnv map[string]string) *stack {
 	t.Helper()
-	st := stacktest.Start(t, platformtest.With(map[string]string{
+	return startStackOn(t, nil, trackingEnv)
+}
+
+// startStackOn is startStack with every service on clock (nil: the real
+// one).
+func startStackOn(t *testing.T, clock *platformtest.Clock, trackingEnv map[string]string) *stack {
+	t.Helper()
+	st := stacktest.StartOn(t, clock, platformtest.With(map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, ed25519.SeedSize)),
 		// Keep published outbox rows so tests can read the events each

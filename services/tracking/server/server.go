@@ -81,7 +81,12 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	limiters, err := httpapi.NewLimiters(httpapi.Limits{
 		Click: cfg.ClickRateLimit, Lead: cfg.LeadRateLimit, Visit: cfg.VisitRateLimit, Config: cfg.ConfigRateLimit, Sale: cfg.SaleRateLimit,
+		FailedAuth: cfg.FailedAuthRateLimit,
 	}, p.Now)
+	if err != nil {
+		return nil, err
+	}
+	lookups, err := apikey.NewLookupCounter(p.Registry)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +96,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	return httpapi.Routes(set, httpapi.Config{
 		Logger:   p.Logger,
 		Now:      p.Now,
-		Keys:     &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL},
+		Keys:     &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
 		IPs:      p.IPs,
 		Limiters: limiters,
 		OnLimit:  refusals.Inc,

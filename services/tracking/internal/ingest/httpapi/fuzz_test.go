@@ -207,7 +207,7 @@ func newHandler(t testing.TB, store *memStore) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30, Sale: 1 << 30}
+	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30, Sale: 1 << 30, FailedAuth: 1 << 30}
 	limiters, err := httpapi.NewLimiters(limits, fuzzNow)
 	if err != nil {
 		t.Fatal(err)
