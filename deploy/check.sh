@@ -8,6 +8,9 @@
 #     PromQL (Grafana variables substituted, checked through promtool as
 #     recording rules).
 # Needs promtool (Debian: apt-get install prometheus) and jq.
+# Whether the alerts and panels select the metrics the services really
+# export, with their real types and labels, is checked against running
+# services by a Go test: (cd deploy/devstack && go test -run 'Alerts|CheckExpr' .).
 set -euo pipefail
 
 deploy_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,8 +35,8 @@ jq -e . "$dashboard" >/dev/null || die "dashboard is not valid JSON"
 dups="$(jq -r '[.panels[].id] | group_by(.) | map(select(length > 1) | .[0]) | .[]' "$dashboard")"
 [[ -z "$dups" ]] || die "duplicate panel ids: $dups"
 for metric in http_requests_total http_request_duration_seconds_bucket outbox_backlog \
-  outbox_relay_lag_seconds consumer_lag consumer_apply_errors_total \
-  consumer_dead_lettered_total rate_limit_refusals_total; do
+  outbox_oldest_unsent_age_seconds outbox_relay_lag_seconds_bucket outbox_publish_errors_total \
+  consumer_lag consumer_apply_errors_total consumer_dead_lettered_total rate_limit_refusals_total; do
   jq -e --arg m "$metric" '[.panels[].targets[]?.expr | select(contains($m))] | length > 0' "$dashboard" >/dev/null \
     || die "no panel queries $metric"
 done
