@@ -63,6 +63,9 @@ func TestNewReaderDefaults(t *testing.T) {
 	if !c.WatchPartitionChanges {
 		t.Error("WatchPartitionChanges = false")
 	}
+	if c.SessionTimeout != 10*time.Second || c.RebalanceTimeout != 10*time.Second {
+		t.Errorf("SessionTimeout, RebalanceTimeout = %v, %v; want 10s each (a restarted broker's group waits that long for the old sessions)", c.SessionTimeout, c.RebalanceTimeout)
+	}
 }
 
 func TestHeaderCarrier(t *testing.T) {
