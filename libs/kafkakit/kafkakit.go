@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -148,8 +149,14 @@ type TopicSpec struct {
 	Name string
 	// Partitions; 0 means the broker's default.
 	Partitions int
-	// ReplicationFactor; 0 means the broker's default.
+	// ReplicationFactor; 0 means the broker's default. Only a new topic
+	// gets it: CheckTopics reports an existing topic with another.
 	ReplicationFactor int
+	// MinInsyncReplicas is the topic's min.insync.replicas (0: the broker's
+	// default): with RequireAll, how many replicas must have a write before
+	// it is acknowledged. Only a new topic gets it: CheckTopics reports an
+	// existing topic with another value instead of changing it.
+	MinInsyncReplicas int
 	// Configs are topic-level settings such as "retention.ms". They are the
 	// desired state: a topic that already exists gets those that differ
 	// (settings not named here are left alone).
@@ -191,6 +198,9 @@ func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) err
 		for k, v := range t.Configs {
 			tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: k, ConfigValue: v})
 		}
+		if t.MinInsyncReplicas > 0 {
+			tc.ConfigEntries = append(tc.ConfigEntries, kafka.ConfigEntry{ConfigName: minISR, ConfigValue: strconv.Itoa(t.MinInsyncReplicas)})
+		}
 		req.Topics = append(req.Topics, tc)
 		names = append(names, t.Name)
 		byName[t.Name] = t
@@ -219,6 +229,75 @@ func EnsureTopics(ctx context.Context, brokers []string, topics []TopicSpec) err
 		}
 	}
 	return nil
+}
+
+const minISR = "min.insync.replicas"
+
+// Mismatch is a durability setting of an existing topic that differs from
+// its TopicSpec.
+type Mismatch struct {
+	Topic   string
+	Setting string // "replication.factor" or "min.insync.replicas"
+	Want    string
+	Have    string
+}
+
+func (m Mismatch) String() string {
+	return fmt.Sprintf("topic %s: %s is %s, want %s", m.Topic, m.Setting, m.Have, m.Want)
+}
+
+// CheckTopics compares the replication factor and min.insync.replicas of
+// existing topics with their specs (where the spec sets them) and returns
+// the differences. It changes nothing: moving replicas is a reassignment an
+// operator plans, and lowering min.insync.replicas silently would weaken
+// every acknowledged write, so a mismatch is for a person to see (the
+// platform logs it and exports kafka_topic_config_mismatch). A topic that
+// does not exist is an error.
+func CheckTopics(ctx context.Context, brokers []string, topics []TopicSpec) ([]Mismatch, error) {
+	tr := &kafka.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafka.Client{Addr: kafka.TCP(brokers...), Transport: tr}
+	names := make([]string, 0, len(topics))
+	for _, t := range topics {
+		names = append(names, t.Name)
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	md, err := client.Metadata(ctx, &kafka.MetadataRequest{Topics: names})
+	if err != nil {
+		return nil, fmt.Errorf("check topics %v: %w", names, err)
+	}
+	byName := make(map[string]kafka.Topic, len(md.Topics))
+	for _, t := range md.Topics {
+		byName[t.Name] = t
+	}
+	var out []Mismatch
+	for _, t := range topics {
+		mt, ok := byName[t.Name]
+		if !ok || mt.Error != nil || len(mt.Partitions) == 0 {
+			return nil, fmt.Errorf("check topic %s: not found", t.Name)
+		}
+		if t.ReplicationFactor > 0 {
+			rf := len(mt.Partitions[0].Replicas)
+			for _, p := range mt.Partitions[1:] {
+				rf = min(rf, len(p.Replicas))
+			}
+			if rf != t.ReplicationFactor {
+				out = append(out, Mismatch{Topic: t.Name, Setting: "replication.factor", Want: strconv.Itoa(t.ReplicationFactor), Have: strconv.Itoa(rf)})
+			}
+		}
+		if t.MinInsyncReplicas > 0 {
+			have, err := describeTopicConfigs(ctx, client, t.Name, []string{minISR})
+			if err != nil {
+				return nil, err
+			}
+			if want := strconv.Itoa(t.MinInsyncReplicas); have[minISR] != want {
+				out = append(out, Mismatch{Topic: t.Name, Setting: minISR, Want: want, Have: have[minISR]})
+			}
+		}
+	}
+	return out, nil
 }
 
 // alignConfigs sets the configs of an existing topic that differ from t's.
