@@ -124,3 +124,39 @@ func TestFetchErrorsDoNotStopRun(t *testing.T) {
 		t.Fatalf("Run returned %v on cancellation, want nil", err)
 	}
 }
+
+// NewConsumerOpening builds the reader (which joins the group) only when
+// Run starts, and closes it when Run returns.
+func TestConsumerOpeningBuildsItsReaderWhenRunStarts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, topic)
+	var opened atomic.Int64
+	var reader *kafka.Reader
+	c, err := inbox.NewConsumerOpening(f.e.Pool, func() *kafka.Reader {
+		opened.Add(1)
+		reader = kafkakit.NewReader(f.e.Brokers, "opening", topic)
+		return reader
+	}, inbox.ConsumerConfig{Name: "opening", Registerer: f.reg, Handler: f.h.handle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := opened.Load(); n != 0 {
+		t.Fatalf("reader built %d times before Run", n)
+	}
+	if _, err := inbox.NewConsumerOpening(f.e.Pool, nil, inbox.ConsumerConfig{Name: "x", Handler: f.h.handle}); err == nil {
+		t.Fatal("nil open accepted")
+	}
+	env := testenv.Envelope("test.effect", 1, 1)
+	f.produce(t, message(t, env))
+	stop, _ := testenv.Go(t, c.Run)
+	testenv.Eventually(t, 30*time.Second, "event applied", func() bool { return f.handled(t, "opening") == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := opened.Load(); n != 1 {
+		t.Fatalf("reader built %d times, want 1", n)
+	}
+	if _, err := reader.FetchMessage(testenv.Ctx(t)); err == nil {
+		t.Fatal("reader still open after Run returned")
+	}
+}

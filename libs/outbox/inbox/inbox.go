@@ -111,6 +111,7 @@ const DeadLetterSuffix = ".dlq"
 type Consumer struct {
 	pool   *pgxpool.Pool
 	reader *kafka.Reader
+	open   func() *kafka.Reader // builds reader when Run starts (NewConsumerOpening)
 	cfg    ConsumerConfig
 	log    *slog.Logger
 	tracer trace.Tracer
@@ -133,7 +134,28 @@ type consumerMetrics struct {
 // NewConsumer validates cfg and registers the consumer metrics. The caller
 // owns reader (and closes it after Run returns).
 func NewConsumer(pool *pgxpool.Pool, reader *kafka.Reader, cfg ConsumerConfig) (*Consumer, error) {
-	if pool == nil || reader == nil {
+	if reader == nil {
+		return nil, errors.New("inbox consumer: pool and reader are required")
+	}
+	return newConsumer(pool, reader, nil, cfg)
+}
+
+// NewConsumerOpening is NewConsumer for a reader built only when Run
+// starts, by open, and closed by Run when it returns. A kafka-go group
+// reader joins its group as soon as it is built, and a group that joined
+// before its topic existed can keep an empty assignment for ever; a
+// service that creates its topics in the background (the broker was away
+// at start) builds the consumer at once, so its configuration is checked
+// then, and runs it once the topics exist.
+func NewConsumerOpening(pool *pgxpool.Pool, open func() *kafka.Reader, cfg ConsumerConfig) (*Consumer, error) {
+	if open == nil {
+		return nil, errors.New("inbox consumer: pool and reader are required")
+	}
+	return newConsumer(pool, nil, open, cfg)
+}
+
+func newConsumer(pool *pgxpool.Pool, reader *kafka.Reader, open func() *kafka.Reader, cfg ConsumerConfig) (*Consumer, error) {
+	if pool == nil {
 		return nil, errors.New("inbox consumer: pool and reader are required")
 	}
 	if cfg.Name == "" || cfg.Handler == nil {
@@ -184,6 +206,7 @@ func NewConsumer(pool *pgxpool.Pool, reader *kafka.Reader, cfg ConsumerConfig) (
 	return &Consumer{
 		pool:   pool,
 		reader: reader,
+		open:   open,
 		cfg:    cfg,
 		log:    logger.With("component", "inbox_consumer", "consumer", cfg.Name),
 		tracer: tp.Tracer("github.com/svc-dev/svc/libs/outbox/inbox"),
@@ -237,6 +260,14 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 // with backoff MaxAttempts times, then dead-lettered, and the offset is
 // committed so the partition moves on.
 func (c *Consumer) Run(ctx context.Context) error {
+	if c.open != nil {
+		c.reader = c.open()
+		defer func() {
+			if err := c.reader.Close(); err != nil {
+				c.log.WarnContext(ctx, "close reader", "err", err)
+			}
+		}()
+	}
 	var lastLag time.Time
 	fetchLog, commitLog := &everyLog{every: kafkaErrorLogEvery}, &everyLog{every: kafkaErrorLogEvery}
 	backoff := c.cfg.Backoff
