@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -108,7 +107,7 @@ func absoluteHTTP(raw string) string {
 // (behind the shared CLI limiter) and the program settings routes (behind
 // their own 30-a-minute limiter per sign-in token).
 func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat catalog.Service, priv ed25519.PrivateKey, trace obs.EndpointMiddleware,
-	cliLimit func(http.Handler) http.Handler, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
+	cli cliLimits, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
 	oenv := cfg.OIDC // discovery fills what the configuration leaves out
 	var verifier cliauth.IDTokenVerifier
 	if oenv.Enabled {
@@ -135,7 +134,8 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	if err != nil {
 		return nil, err
 	}
-	routes := clihttpapi.Routes(cliendpoints.New(svc, trace), clihttpapi.Config{Service: svc, Logger: p.Logger, Limit: cliLimit})
+	routes := clihttpapi.Routes(cliendpoints.New(svc, trace), clihttpapi.Config{Service: svc, Logger: p.Logger,
+		Limit: cli.byIP, TokenLimit: cli.byToken, FailedAuth: cli.failedAuth})
 
 	pub, ok := priv.Public().(ed25519.PublicKey)
 	if !ok {
@@ -154,6 +154,6 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 		return nil, fmt.Errorf("SETTINGS_RATE_LIMIT: %w", err)
 	}
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("program_settings"), ratelimit.WithOnRefuse(refusals.Inc))
-	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, trace), settingshttpapi.Config{Sessions: sessions, Logger: p.Logger, Limit: limit})...)
+	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, trace), settingshttpapi.Config{Sessions: sessions, Logger: p.Logger, Limit: limit, FailedAuth: cli.failedAuth})...)
 	return routes, nil
 }

@@ -29,6 +29,10 @@ type Config struct {
 	AdminRateLimit    int `env:"ADMIN_RATE_LIMIT"`
 	CLIRateLimit      int `env:"CLI_RATE_LIMIT"`
 	SettingsRateLimit int `env:"SETTINGS_RATE_LIMIT"`
+	// Failed authentications (401s) per minute per client IP (IPv6: its
+	// /64) on every route that checks a token; past it, 429 before any
+	// lookup.
+	FailedAuthRateLimit int `env:"FAILED_AUTH_RATE_LIMIT"`
 
 	// Command-line sign-in.
 	OIDC                OIDCConfig
@@ -65,6 +69,7 @@ const (
 	DefaultAdminRateLimit    = 1200
 	DefaultCLIRateLimit      = 60
 	DefaultSettingsRateLimit = 30
+	DefaultFailedAuthLimit   = 30
 	DefaultTrackingTimeout   = 10 * time.Second
 )
 
@@ -77,9 +82,10 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		SessionTTL:        env.Duration("SESSION_TTL", DefaultSessionTTL),
 		CatalogConsumers:  env.List("CATALOG_CONSUMERS", nil),
 
-		AdminRateLimit:    env.Int("ADMIN_RATE_LIMIT", DefaultAdminRateLimit),
-		CLIRateLimit:      env.Int("CLI_RATE_LIMIT", DefaultCLIRateLimit),
-		SettingsRateLimit: env.Int("SETTINGS_RATE_LIMIT", DefaultSettingsRateLimit),
+		AdminRateLimit:      env.Int("ADMIN_RATE_LIMIT", DefaultAdminRateLimit),
+		CLIRateLimit:        env.Int("CLI_RATE_LIMIT", DefaultCLIRateLimit),
+		SettingsRateLimit:   env.Int("SETTINGS_RATE_LIMIT", DefaultSettingsRateLimit),
+		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
 
 		OIDC: OIDCConfig{
 			Issuer:     env.String("OIDC_ISSUER", ""),

@@ -25,7 +25,7 @@ import (
 // An unset TRACKING_URL leaves test events answering 500 (and saying why in
 // the log).
 func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trace obs.EndpointMiddleware,
-	cliLimit func(http.Handler) http.Handler) ([]platform.Route, error) {
+	cli cliLimits) ([]platform.Route, error) {
 	var tracker integration.Tracker = trackingclient.Unconfigured{}
 	if cfg.TrackingURL == "" {
 		p.Logger.Warn("TRACKING_URL is not set: POST /api/v1/cli/test-event cannot reach tracking and answers 500")
@@ -56,10 +56,15 @@ func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trac
 	if err := p.Consume(eventsv1.TopicTracking, consumer.Group, consumer.Handler(pgstore.RecordTestEvent), platform.SkipEvents(consumer.Skip)); err != nil {
 		return nil, err
 	}
+	lookups, err := apikey.NewLookupCounter(p.Registry)
+	if err != nil {
+		return nil, err
+	}
 	set := endpoints.New(svc, trace)
 	return httpapi.Routes(set, httpapi.Config{
-		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL},
-		Limit:  cliLimit,
-		Logger: p.Logger,
+		Keys:       &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
+		Limit:      cli.byToken,
+		FailedAuth: cli.failedAuth,
+		Logger:     p.Logger,
 	}), nil
 }

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
@@ -89,23 +90,37 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("admin"), ratelimit.WithOnRefuse(refusals.Inc))
+	// One failed-authentication allowance per client IP for every route
+	// that checks a token (admin, CLI key and login-token, settings): once
+	// an IP's 401s use it up, 429 before any lookup. The per-token limiters
+	// run after the check, so an invented token never gets a bucket.
+	failedLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.FailedAuthRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("FAILED_AUTH_RATE_LIMIT: %w", err)
+	}
+	failedAuth := ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc))
 	doc, err := openAPIRoute()
 	if err != nil {
 		return nil, err
 	}
 	routes := []platform.Route{doc}
-	routes = append(routes, httpapi.Routes(set, httpapi.Config{AdminToken: cfg.AdminToken, Logger: p.Logger, Limit: limit})...)
+	routes = append(routes, httpapi.Routes(set, httpapi.Config{AdminToken: cfg.AdminToken, Logger: p.Logger, Limit: limit, FailedAuth: failedAuth})...)
 
 	// Every /api/v1/cli/* route shares one limit of the spec: 60 a minute per
-	// API key or login token (the Bearer token), else per client IP.
+	// API key or login token (the Bearer token, counted once it has
+	// authenticated), per client IP on the key-less routes.
 	cliLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.CLIRateLimit, Now: p.Now})
 	if err != nil {
 		return nil, fmt.Errorf("CLI_RATE_LIMIT: %w", err)
 	}
-	cliLimit := ratelimit.Middleware(cliLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc))
+	cli := cliLimits{
+		byIP:       ratelimit.Middleware(cliLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc)),
+		byToken:    ratelimit.Middleware(cliLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("cli"), ratelimit.WithOnRefuse(refusals.Inc)),
+		failedAuth: failedAuth,
+	}
 
 	// CLI status and test events (program API key): see integration.go.
-	integrationRoutes, err := wireIntegration(p, cfg, svc, trace, cliLimit)
+	integrationRoutes, err := wireIntegration(p, cfg, svc, trace, cli)
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +128,18 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 
 	// CLI sign-in, init, programs and stripe-connect, and the program
 	// settings routes: see cliauth.go.
-	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, trace, cliLimit, refusals)
+	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, trace, cli, refusals)
 	if err != nil {
 		return nil, err
 	}
 	routes = append(routes, cliAuthRoutes...)
 
 	return routes, nil
+}
+
+// cliLimits are the shared CLI limiter keyed per client IP (key-less
+// routes) and per authenticated token, and the failed-auth guard that goes
+// around every token check.
+type cliLimits struct {
+	byIP, byToken, failedAuth func(http.Handler) http.Handler
 }

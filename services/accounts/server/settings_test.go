@@ -135,7 +135,9 @@ func TestProgramSettingsValidation(t *testing.T) {
 
 func TestProgramSettingsAccess(t *testing.T) {
 	t.Parallel()
-	s := start(t, nil)
+	// Over 30 deliberate 401s from one IP: raise the failed-auth allowance
+	// (its own test is TestFailedAuthIsLimitedPerIPBeforeTheLookup).
+	s := start(t, map[string]string{"FAILED_AUTH_RATE_LIMIT": "1000"})
 	f := s.settingsFixture()
 	priv := ed25519.NewKeyFromSeed(testSeed)
 	past, err := session.NewIssuer(priv, server.SessionIssuer, time.Minute, func() time.Time { return time.Now().Add(-time.Hour) })

@@ -28,9 +28,13 @@ const HeaderCatalogSeq = "X-Catalog-Seq"
 type Config struct {
 	AdminToken string
 	Logger     *slog.Logger
-	// Limit, when set, wraps every admin route (rate limiting runs before
-	// the token check, so guessing tokens is limited too).
+	// Limit, when set, limits every admin route per token; it runs after the
+	// token check, so only the admin token gets a bucket.
 	Limit func(http.Handler) http.Handler
+	// FailedAuth, when set, wraps the token check: a client IP whose 401s
+	// used up its allowance is refused 429 before the token is compared, so
+	// guessing the admin token is limited per IP.
+	FailedAuth func(http.Handler) http.Handler
 }
 
 // Routes lists every admin route. The caller mounts them (with metrics per
@@ -43,9 +47,13 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	created := encodeResponse(http.StatusCreated, enc)
 	ok := encodeResponse(http.StatusOK, enc)
 	h := func(e func(ctx context.Context, req any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc) http.Handler {
-		h := adminOnly(cfg.AdminToken, kithttp.NewServer(e, dec, enc, opts...))
+		h := http.Handler(kithttp.NewServer(e, dec, enc, opts...))
 		if cfg.Limit != nil {
 			h = cfg.Limit(h)
+		}
+		h = adminOnly(cfg.AdminToken, h)
+		if cfg.FailedAuth != nil {
+			h = cfg.FailedAuth(h)
 		}
 		return h
 	}

@@ -24,9 +24,16 @@ import (
 type Config struct {
 	Service cliauth.Service
 	Logger  *slog.Logger
-	// Limit wraps every route: the contract's 60 a minute per API key or
-	// login token (else per IP), refused before anything else runs.
+	// Limit wraps the key-less routes (sign-in, stripe-connect): the
+	// contract's shared CLI limit, per client IP.
 	Limit func(http.Handler) http.Handler
+	// TokenLimit is the same limit for the login-token routes (init,
+	// programs), per token: it runs once the token has authenticated, so an
+	// invalid token gets no bucket, and before the endpoint.
+	TokenLimit func(http.Handler) http.Handler
+	// FailedAuth wraps the login-token check: a client IP whose 401s used
+	// up its allowance is refused 429 before the token is looked up.
+	FailedAuth func(http.Handler) http.Handler
 }
 
 // loginPrompt ends the 401s of the login-token routes: the contract says
@@ -80,17 +87,20 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	limit := cfg.Limit
-	if limit == nil {
-		limit = func(h http.Handler) http.Handler { return h }
+	none := func(h http.Handler) http.Handler { return h }
+	limit, tokenLimit, failedAuth := cfg.Limit, cfg.TokenLimit, cfg.FailedAuth
+	for _, m := range []*func(http.Handler) http.Handler{&limit, &tokenLimit, &failedAuth} {
+		if *m == nil {
+			*m = none
+		}
 	}
 	server := func(rt route, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) http.Handler {
 		enc := rt.errors(logger)
 		h := http.Handler(kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...))
-		if rt.auth != nil {
-			h = requireLogin(cfg.Service, logger, rt, enc, h)
+		if rt.auth == nil {
+			return limit(h)
 		}
-		return limit(h)
+		return failedAuth(requireLogin(cfg.Service, logger, rt, enc, tokenLimit(h)))
 	}
 	start := route{name: "cli_auth_start", fail: "Failed to start auth session"}
 	callback := route{name: "cli_auth_callback", fail: "Auth callback failed"}

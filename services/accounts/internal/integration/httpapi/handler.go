@@ -39,17 +39,23 @@ type Route struct {
 type Config struct {
 	// Keys authenticates program API keys (CLI messages).
 	Keys *apikey.Authenticator
-	// Limit is the limiter shared by every /api/v1/cli/* route; it runs
-	// before authentication, as the contract refuses 429 before the
-	// endpoint.
-	Limit  func(http.Handler) http.Handler
-	Logger *slog.Logger
+	// Limit is the limiter shared by every /api/v1/cli/* route, per API
+	// key; it runs once the key has authenticated (so an invalid key gets
+	// no bucket) and before the endpoint, as the contract says.
+	Limit func(http.Handler) http.Handler
+	// FailedAuth wraps the key check: a client IP whose 401s used up its
+	// allowance is refused 429 before the key is looked up.
+	FailedAuth func(http.Handler) http.Handler
+	Logger     *slog.Logger
 }
 
 // Routes lists the two routes.
 func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if cfg.Limit == nil {
 		cfg.Limit = func(h http.Handler) http.Handler { return h }
+	}
+	if cfg.FailedAuth == nil {
+		cfg.FailedAuth = func(h http.Handler) http.Handler { return h }
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -65,12 +71,12 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		})
 	}
 	// GET status answers 200, 401 and 429 without X-Request-ID; only its
-	// 500 carries one. The rule wraps the limiter and the key check so their
-	// answers follow it too.
+	// 500 carries one. The rule wraps the limiters and the key check so
+	// their answers follow it too.
 	noRequestID := httpkit.OmitRequestIDWhen(func(s int) bool { return s != http.StatusInternalServerError })
 	return []httpkit.Route{
-		{Pattern: "GET /api/v1/cli/status", Name: "cli_status", Handler: noRequestID(cfg.Limit(auth(MsgStatusFailed)(status)))},
-		{Pattern: "POST /api/v1/cli/test-event", Name: "cli_test_event", Handler: cfg.Limit(auth(MsgTestEventFailed)(testEvent))},
+		{Pattern: "GET /api/v1/cli/status", Name: "cli_status", Handler: noRequestID(cfg.FailedAuth(auth(MsgStatusFailed)(cfg.Limit(status))))},
+		{Pattern: "POST /api/v1/cli/test-event", Name: "cli_test_event", Handler: cfg.FailedAuth(auth(MsgTestEventFailed)(cfg.Limit(testEvent)))},
 	}
 }
 

@@ -32,9 +32,13 @@ const (
 type Config struct {
 	Sessions *session.Verifier
 	Logger   *slog.Logger
-	// Limit wraps both routes: the contract's 30 a minute per sign-in token,
-	// refused before authentication.
+	// Limit is both routes' limit: the contract's 30 a minute per sign-in
+	// token, once the token has verified (so an invalid one gets no bucket)
+	// and before the endpoint.
 	Limit func(http.Handler) http.Handler
+	// FailedAuth wraps the session check: a client IP whose 401s used up
+	// its allowance is refused 429 before the token is verified.
+	FailedAuth func(http.Handler) http.Handler
 }
 
 // Routes lists both settings routes.
@@ -43,14 +47,17 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	limit := cfg.Limit
+	limit, failedAuth := cfg.Limit, cfg.FailedAuth
 	if limit == nil {
 		limit = func(h http.Handler) http.Handler { return h }
+	}
+	if failedAuth == nil {
+		failedAuth = func(h http.Handler) http.Handler { return h }
 	}
 	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
 		enc := httperr.Route{Fail: fail}
 		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
-		return limit(requireSession(cfg.Sessions, srv))
+		return failedAuth(requireSession(cfg.Sessions, limit(srv)))
 	}
 	return []httpkit.Route{
 		{Pattern: "GET /api/v1/programs/{id}/settings", Name: "program_settings_get",
