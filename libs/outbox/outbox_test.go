@@ -528,6 +528,36 @@ func TestRelayRefreshesBacklogGaugesWhileBatchesFail(t *testing.T) {
 	}
 }
 
+// A relay that stops being the active one clears its backlog gauges, so the
+// max over pods reads the new holder's, not a stale backlog.
+func TestRelayClearsBacklogGaugesWhenItStops(t *testing.T) {
+	t.Parallel()
+	const missing = "test.never.created.v1"
+	e := testenv.New(t)
+	reg := prometheus.NewRegistry()
+	clock := testenv.NewClock(time.Now())
+	w := kafkakit.NewWriter(e.Brokers)
+	w.MaxAttempts = 1
+	t.Cleanup(func() { _ = w.Close() })
+	stop, _ := startRelay(t, e, relayOpts{reg: reg, writer: w, now: clock.Now})
+	e.Enqueue(t, missing, testenv.Envelope("test.stuck", 1, 1))
+	testenv.Eventually(t, 30*time.Second, "publish errors counted", func() bool {
+		return testenv.Metric(t, reg, "outbox_publish_errors_total") >= 1
+	})
+	clock.Advance(time.Minute)
+	testenv.Eventually(t, 30*time.Second, "backlog reported", func() bool {
+		return testenv.Metric(t, reg, "outbox_backlog") == 1 && testenv.Metric(t, reg, "outbox_oldest_unsent_age_seconds") > 0
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"outbox_relay_active", "outbox_backlog", "outbox_oldest_unsent_age_seconds"} {
+		if v := testenv.Metric(t, reg, name); v != 0 {
+			t.Errorf("%s = %v after the relay stopped, want 0", name, v)
+		}
+	}
+}
+
 func TestTraceContextFlowsFromEnqueueToHandler(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, topic)

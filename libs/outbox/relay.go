@@ -256,7 +256,15 @@ func (r *Relay) session(ctx context.Context) error {
 		return err
 	}
 	r.m.active.Set(1)
-	defer r.m.active.Set(0)
+	// The backlog gauges are the active relay's report: a pod that lost
+	// the lock must not keep showing its last backlog, or the max over pods
+	// would page for a relay that another pod has long since taken over.
+	defer func() {
+		r.m.active.Set(0)
+		r.m.backlog.Set(0)
+		r.m.oldestAge.Set(0)
+		r.oldest = time.Time{}
+	}()
 	r.log.InfoContext(ctx, "outbox relay active")
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.notify}.Sanitize()); err != nil {
 		return fmt.Errorf("listen %s: %w", r.notify, err)
