@@ -219,11 +219,13 @@ func statusJSON(t *testing.T, c *cli) cliStatus {
 	return st
 }
 
-// TestCLIRateLimitedByTheServer checks the client against the real shared
-// CLI limiter: a refused call is retried after Retry-After at most three
-// times, then fails with the typed envelope's code.
+// TestCLIRateLimitedByTheServer checks the client against the server's
+// limits: a refused call is retried after Retry-After at most three times,
+// then fails with the typed envelope's code. The key is invalid, so the
+// limit that refuses it is the failed-auth one per client IP (an invalid
+// key gets no bucket of the shared CLI limiter).
 func TestCLIRateLimitedByTheServer(t *testing.T) {
-	s := startStack(t, false, map[string]string{"CLI_RATE_LIMIT": "2"})
+	s := startStack(t, false, map[string]string{"CLI_RATE_LIMIT": "2", "FAILED_AUTH_RATE_LIMIT": "2"})
 	c := s.newCLI(t)
 	c.env[app.EnvAPIKey] = "svc_live_ratelimitratelimitratelimitratelimit00"
 	// Windows are aligned to the minute: if one ends between two calls the
