@@ -106,12 +106,15 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		return err
 	}
 	env := map[string]string{
-		"DATABASE_URL":        dsn,
-		"KAFKA_BROKERS":       brokers,
-		"ADMIN_TOKEN":         adminToken(),
-		"SESSION_SIGNING_KEY": signing,
-		"SESSION_PUBLIC_KEY":  publicKey(signing),
-		"TRUSTED_PROXIES":     "127.0.0.1/32,::1/128",
+		"DATABASE_URL":  dsn,
+		"KAFKA_BROKERS": brokers,
+		// One broker (the embedded one): topics with one replica.
+		"KAFKA_REPLICATION_FACTOR":  "1",
+		"KAFKA_MIN_INSYNC_REPLICAS": "1",
+		"ADMIN_TOKEN":               adminToken(),
+		"SESSION_SIGNING_KEY":       signing,
+		"SESSION_PUBLIC_KEY":        publicKey(signing),
+		"TRUSTED_PROXIES":           "127.0.0.1/32,::1/128",
 		// Tracking serves the processor's webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
 	}

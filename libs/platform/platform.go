@@ -119,6 +119,13 @@ type Config struct {
 	ShutdownGrace  time.Duration
 	TopicPartition int
 	InboxRetention time.Duration
+	// KafkaReplicationFactor and KafkaMinInsyncReplicas are given to the
+	// topics this service creates; an existing topic with others is
+	// reported (kafka_topic_config_mismatch), not changed.
+	KafkaReplicationFactor int
+	KafkaMinInsyncReplicas int
+	// KafkaProbeInterval is how often kafka_up is refreshed.
+	KafkaProbeInterval time.Duration
 }
 
 // minInboxRetention guards INBOX_RETENTION against values that would sweep
@@ -140,9 +147,25 @@ func LoadConfig(service string, env *obs.Env) Config {
 		ShutdownGrace:  env.Duration("SHUTDOWN_GRACE", 10*time.Second),
 		TopicPartition: env.Int("KAFKA_TOPIC_PARTITIONS", 4),
 		InboxRetention: env.Duration("INBOX_RETENTION", inbox.DefaultRetention),
+		// Production defaults: a write acknowledged by two of three
+		// replicas survives the loss of a broker. The local stack and tests
+		// run one broker and set both to 1.
+		KafkaReplicationFactor: env.Int("KAFKA_REPLICATION_FACTOR", 3),
+		KafkaMinInsyncReplicas: env.Int("KAFKA_MIN_INSYNC_REPLICAS", 2),
+		KafkaProbeInterval:     env.Duration("KAFKA_PROBE_INTERVAL", 10*time.Second),
 	}
 	if cfg.InboxRetention < minInboxRetention {
 		env.Fail(fmt.Errorf("INBOX_RETENTION: %s is shorter than %s", cfg.InboxRetention, minInboxRetention))
+	}
+	if cfg.KafkaReplicationFactor < 1 {
+		env.Fail(fmt.Errorf("KAFKA_REPLICATION_FACTOR: %d is less than 1", cfg.KafkaReplicationFactor))
+	}
+	if cfg.KafkaMinInsyncReplicas < 1 || cfg.KafkaMinInsyncReplicas > cfg.KafkaReplicationFactor {
+		env.Fail(fmt.Errorf("KAFKA_MIN_INSYNC_REPLICAS: %d is not between 1 and KAFKA_REPLICATION_FACTOR (%d): no write could be acknowledged",
+			cfg.KafkaMinInsyncReplicas, cfg.KafkaReplicationFactor))
+	}
+	if cfg.KafkaProbeInterval <= 0 {
+		env.Fail(fmt.Errorf("KAFKA_PROBE_INTERVAL: %s is not positive", cfg.KafkaProbeInterval))
 	}
 	return cfg
 }
@@ -201,6 +224,9 @@ type Platform struct {
 	getenv       func(string) string
 	health       *obs.Health
 	metrics      *obs.HTTPMetrics
+	kafka        kafkaMetrics
+	topics       []kafkakit.TopicSpec
+	topicsReady  chan struct{}
 	runners      []func(context.Context) error
 	closers      []func(context.Context) error
 	listener     net.Listener
@@ -378,15 +404,22 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	}
 	p.closers = append(p.closers, func(context.Context) error { p.Pool.Close(); return nil })
 
-	topics := make([]kafkakit.TopicSpec, 0, len(spec.Topics)*2)
-	for _, t := range spec.Topics {
-		topics = append(topics,
-			kafkakit.TopicSpec{Name: t, Partitions: cfg.TopicPartition, ReplicationFactor: 1, Configs: spec.TopicConfigs[t]},
-			kafkakit.TopicSpec{Name: t + ".dlq", Partitions: 1, ReplicationFactor: 1})
+	// Topics: created now if the broker answers, otherwise in the
+	// background (kafka.go); consumers and the relay wait for them.
+	if p.kafka, err = newKafkaMetrics(p.Registry); err != nil {
+		return err
 	}
-	if err := kafkakit.EnsureTopics(ctx, cfg.KafkaBrokers, topics); err != nil {
-		return fmt.Errorf("kafka topics: %w", err)
+	p.topics, p.topicsReady = topicSpecs(spec, cfg), make(chan struct{})
+	firstCtx, cancelFirst := context.WithTimeout(ctx, firstEnsureTimeout)
+	err = p.ensureTopics(firstCtx)
+	cancelFirst()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("kafka topics: %w", ctx.Err())
+		}
+		p.logEnsureFailure(ctx, err)
 	}
+	p.runners = append(p.runners, p.retryTopics, p.probeKafka)
 	p.Writer = kafkakit.NewWriter(cfg.KafkaBrokers)
 	p.closers = append(p.closers, func(context.Context) error { return p.Writer.Close() })
 	relay, err := outbox.NewRelay(p.Pool, p.Writer, outbox.RelayConfig{
@@ -397,7 +430,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("outbox relay: %w", err)
 	}
-	p.runners = append(p.runners, relay.Run)
+	p.runners = append(p.runners, p.afterTopics(relay.Run))
 	sweeper, err := inbox.NewSweeper(p.Pool, inbox.SweeperConfig{
 		Schema: cfg.Schema, Retention: cfg.InboxRetention, Logger: p.Logger, Registerer: p.Registry,
 	})
@@ -405,9 +438,11 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 		return fmt.Errorf("inbox sweeper: %w", err)
 	}
 	p.runners = append(p.runners, sweeper.Run)
+	// Readiness is Postgres only: every pod shares the broker, so a Kafka
+	// outage would take them all out of their Services while HTTP (and the
+	// outbox behind it) still works. kafka_up carries Kafka to the alerts.
 	p.health = obs.NewHealth(
 		obs.Check{Name: "postgres", Fn: func(ctx context.Context) error { return p.Pool.Ping(ctx) }},
-		obs.Check{Name: "kafka", Fn: func(ctx context.Context) error { return kafkakit.Ping(ctx, cfg.KafkaBrokers) }},
 	)
 	return nil
 }
@@ -434,9 +469,9 @@ func SkipEvents(skip func(*eventsv1.Envelope) bool) ConsumeOption {
 }
 
 // Consume adds an inbox consumer of topic in consumer group group; each
-// event's effect is applied by handler exactly once.
+// event's effect is applied by handler exactly once. The consumer joins its
+// group once the service's topics exist.
 func (p *Platform) Consume(topic, group string, handler inbox.Handler, opts ...ConsumeOption) error {
-	reader := kafkakit.NewReader(p.Config.KafkaBrokers, group, topic)
 	dlq := kafkakit.NewWriter(p.Config.KafkaBrokers)
 	cfg := inbox.ConsumerConfig{
 		Name: group, Handler: handler, Logger: p.Logger, Registerer: p.Registry, DeadLetter: dlq,
@@ -445,12 +480,13 @@ func (p *Platform) Consume(topic, group string, handler inbox.Handler, opts ...C
 	for _, o := range opts {
 		o(&cfg)
 	}
-	c, err := inbox.NewConsumer(p.Pool, reader, cfg)
+	c, err := inbox.NewConsumerOpening(p.Pool, p.newReader(group, topic), cfg)
 	if err != nil {
+		_ = dlq.Close()
 		return fmt.Errorf("consumer %s on %s: %w", group, topic, err)
 	}
-	p.runners = append(p.runners, c.Run)
-	p.closers = append(p.closers, func(context.Context) error { _ = dlq.Close(); return reader.Close() })
+	p.runners = append(p.runners, p.afterTopics(c.Run))
+	p.closers = append(p.closers, func(context.Context) error { return dlq.Close() })
 	return nil
 }
 

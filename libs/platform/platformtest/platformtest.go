@@ -16,7 +16,8 @@ import (
 )
 
 // Env is the environment a test stack shares: a fresh database (dropped when
-// the test ends), a fresh broker, loopback listeners and quiet logs. Add the
+// the test ends), a fresh one-broker cluster (topics with one replica),
+// loopback listeners and quiet logs. Add the
 // services' own variables to it.
 func Env(t testing.TB) map[string]string {
 	t.Helper()
@@ -25,6 +26,9 @@ func Env(t testing.TB) map[string]string {
 		"DATABASE_URL":  pgtest.NewDatabase(t),
 		"KAFKA_BROKERS": strings.Join(kafkatest.StartBroker(t), ","),
 		"LOG_LEVEL":     "error",
+		// One broker: production's 3 replicas could not be placed.
+		"KAFKA_REPLICATION_FACTOR":  "1",
+		"KAFKA_MIN_INSYNC_REPLICAS": "1",
 	}
 }
 
