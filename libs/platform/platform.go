@@ -51,8 +51,9 @@ type Spec struct {
 	// (catalogsync.Migrate for a catalog replica), in order, after the
 	// service's migrations and the outbox's, at start and by `migrate`.
 	ExtraMigrations []MigrateFunc
-	// Topics this service produces to or consumes from; created at start
-	// before any consumer joins its group (each with a ".dlq" beside it).
+	// Topics this service produces to or consumes from; created at start,
+	// or in the background once the broker answers, before any consumer
+	// joins its group (each with a ".dlq" beside it).
 	Topics []string
 	// TopicConfigs are topic-level settings (retention.ms, cleanup.policy,
 	// ...) keyed by topic, each topic one of Topics. A topic is created with

@@ -51,7 +51,7 @@ func TestStartServesWithEnvOnAFreshDatabaseAndBroker(t *testing.T) {
 	if code, body := get(t, base+"/greeting"); code != http.StatusOK || body != "hello" {
 		t.Fatalf("GET /greeting: %d %q, want 200 \"hello\"", code, body)
 	}
-	// readyz pings Postgres and the broker.
+	// readyz pings Postgres (Kafka is kafka_up, not readiness).
 	if code, body := get(t, base+"/readyz"); code != http.StatusOK {
 		t.Fatalf("GET /readyz: %d %s", code, body)
 	}
