@@ -9,6 +9,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -59,9 +60,16 @@ type FieldError struct {
 	Field string
 	// Want completes "<field> must be ...", e.g. "a string".
 	Want string
+	// Msg, when set, is the whole message instead (NULMessage).
+	Msg string
 }
 
-func (e *FieldError) Error() string { return e.Field + " must be " + e.Want }
+func (e *FieldError) Error() string {
+	if e.Msg != "" {
+		return e.Msg
+	}
+	return e.Field + " must be " + e.Want
+}
 
 func (e *FieldError) Unwrap() error { return ErrInvalid }
 
@@ -165,11 +173,91 @@ func parseObject(body []byte) (Object, error) {
 	if err := checkSingleObject(body); err != nil {
 		return nil, err
 	}
+	if err := CheckNUL(body); err != nil {
+		return nil, err
+	}
 	obj := Object{}
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return nil, &DecodeError{Status: http.StatusBadRequest, Message: MsgMalformedJSON, Err: err}
 	}
 	return obj, nil
+}
+
+// MsgNULFieldNames refuses a NUL character in a key of the top-level object.
+const MsgNULFieldNames = "Request body field names must not contain the NUL character"
+
+// NULMessage is the message refusing a value of field that contains the NUL
+// character (U+0000).
+func NULMessage(field string) string { return field + " must not contain the NUL character" }
+
+// CheckNUL refuses a JSON text in which any string, key or value at any
+// depth, contains U+0000 (written \u0000: a raw NUL byte is already
+// malformed JSON). Postgres text and jsonb cannot hold it, so such a value
+// would fail in the database as a 500; DecodeObject and Decode call this
+// before any handler sees the body. The error is a 400 *DecodeError whose
+// Field is the value's path ("additional_data.event_name", "tags[1]"; for a
+// key, the path of its object) and whose Message is NULMessage(Field).
+// Malformed JSON is not this function's concern: it returns nil and leaves
+// the parse to report it.
+func CheckNUL(body []byte) error {
+	if !bytes.Contains(body, []byte(`\u0000`)) {
+		return nil // the only way to write U+0000 in valid JSON
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	field, found, err := findNUL(dec, "")
+	if err != nil || !found {
+		return nil
+	}
+	msg := MsgNULFieldNames
+	if field != "" {
+		msg = NULMessage(field)
+	}
+	return &DecodeError{Status: http.StatusBadRequest, Field: field, Message: msg}
+}
+
+// findNUL walks one JSON value and reports the path of the first string
+// holding U+0000.
+func findNUL(dec *json.Decoder, path string) (string, bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return "", false, err
+	}
+	switch v := tok.(type) {
+	case string:
+		return path, strings.IndexByte(v, 0) >= 0, nil
+	case json.Delim:
+		switch v {
+		case '{':
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return "", false, err
+				}
+				key, _ := kt.(string)
+				if strings.IndexByte(key, 0) >= 0 {
+					return path, true, nil
+				}
+				sub := key
+				if path != "" {
+					sub = path + "." + key
+				}
+				if f, found, err := findNUL(dec, sub); err != nil || found {
+					return f, found, err
+				}
+			}
+		case '[':
+			for i := 0; dec.More(); i++ {
+				if f, found, err := findNUL(dec, path+"["+strconv.Itoa(i)+"]"); err != nil || found {
+					return f, found, err
+				}
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing delimiter
+			return "", false, err
+		}
+	}
+	return "", false, nil
 }
 
 // DecodeOption adjusts Decode.
@@ -206,6 +294,9 @@ func Decode(r *http.Request, dst any, limit int64, opts ...DecodeOption) error {
 		body = []byte("{}")
 	}
 	if err := checkSingleObject(body); err != nil {
+		return err
+	}
+	if err := CheckNUL(body); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -328,6 +419,9 @@ func (o Object) String(key string) (string, bool, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", true, &FieldError{Field: key, Want: "a string"}
 	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", true, &FieldError{Field: key, Want: "a string", Msg: NULMessage(key)}
+	}
 	return s, true, nil
 }
 
@@ -416,6 +510,10 @@ func (o Object) Object(key string) (Object, bool, error) {
 	if err := json.Unmarshal(raw, &sub); err != nil {
 		return nil, true, &FieldError{Field: key, Want: "an object"}
 	}
+	var de *DecodeError
+	if errors.As(CheckNUL(raw), &de) {
+		return nil, true, &FieldError{Field: key, Want: "an object", Msg: NULMessage(strings.TrimSuffix(key+"."+de.Field, "."))}
+	}
 	return sub, true, nil
 }
 
@@ -468,6 +566,9 @@ func (o Object) StringSlice(key string) ([]string, bool, error) {
 		if err := json.Unmarshal(item, &s); err != nil {
 			return nil, true, want
 		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, true, &FieldError{Field: key, Want: want.Want, Msg: NULMessage(key)}
+		}
 		out = append(out, s)
 	}
 	return out, true, nil
@@ -488,4 +589,27 @@ func (o Object) Time(key string) (time.Time, bool, error) {
 		return time.Time{}, true, &FieldError{Field: key, Want: "an RFC 3339 time"}
 	}
 	return t, true, nil
+}
+
+// CheckValuesNUL refuses query or form values (or their names) containing
+// the NUL character, as CheckNUL does for a body: a 400 *DecodeError naming
+// the parameter ("state must not contain the NUL character"), the first in
+// sorted order. Decoders call it on every query and form they read.
+func CheckValuesNUL(values url.Values) error {
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if strings.IndexByte(k, 0) >= 0 {
+			return &DecodeError{Status: http.StatusBadRequest, Message: "Parameter names must not contain the NUL character"}
+		}
+		for _, v := range values[k] {
+			if strings.IndexByte(v, 0) >= 0 {
+				return &DecodeError{Status: http.StatusBadRequest, Field: k, Message: NULMessage(k)}
+			}
+		}
+	}
+	return nil
 }
