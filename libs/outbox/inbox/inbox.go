@@ -278,10 +278,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	commitFailed := func(what string, n int, err error) {
 		c.m.commitErrors.WithLabelValues(c.cfg.Name).Inc()
-		if skipped, ok := commitLog.allow(time.Now()); ok {
+		if held, ok := commitLog.allow(time.Now()); ok {
 			// A rebalance can invalidate the commit, or the broker is away;
 			// the messages are then redelivered and deduplicated by the inbox.
-			c.log.WarnContext(ctx, what, "messages", n, "not_logged", skipped, "err", err)
+			c.log.WarnContext(ctx, what, "messages", n, "not_logged", held, "err", err)
 		}
 	}
 	// Offsets of skipped events wait here and are committed with the next
@@ -309,8 +309,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 			// the dial error here; its reader keeps trying behind it, so
 			// fetching again is the whole cure.
 			c.m.fetchErrors.WithLabelValues(c.cfg.Name).Inc()
-			if skipped, ok := fetchLog.allow(time.Now()); ok {
-				c.log.WarnContext(ctx, "fetch failed, retrying", "not_logged", skipped, "backoff", backoff, "err", err)
+			if held, ok := fetchLog.allow(time.Now()); ok {
+				c.log.WarnContext(ctx, "fetch failed, retrying", "not_logged", held, "backoff", backoff, "err", err)
 			}
 			if !pause() {
 				return nil
