@@ -111,6 +111,27 @@ func (f *fields) additional() additional {
 	return a
 }
 
+// specMessages gives a NUL refusal (httpkit.CheckNUL, through DecodeObject)
+// the route's own message for the field where the specification has one
+// that holds for any unusable value of it ("Invalid affiliate_url"); other
+// fields keep the generic "<field> must not contain the NUL character".
+func specMessages(err error, msgs map[string]string) error {
+	var de *httpkit.DecodeError
+	if errors.As(err, &de) && de.Field != "" {
+		if m, ok := msgs[de.Field]; ok {
+			return invalid(m)
+		}
+	}
+	return err
+}
+
+// clickMessages are the click route's field messages a NUL takes.
+var clickMessages = map[string]string{
+	"affiliate_url":              ingest.MsgInvalidAffiliateURL,
+	"additional_data.test_mode":  "additional_data.test_mode must be a boolean",
+	"additional_data.program_id": "additional_data.program_id must be a positive integer",
+}
+
 // requestKey is the program key the auth middleware recognised, if any.
 func requestKey(ctx context.Context, now time.Time) *ingest.Key {
 	k, ok := apikey.KeyFrom(ctx)
@@ -129,7 +150,7 @@ func decodeClick(now func() time.Time) func(context.Context, *http.Request) (any
 	return func(ctx context.Context, r *http.Request) (any, error) {
 		obj, err := httpkit.DecodeObject(r, 0)
 		if err != nil {
-			return nil, err
+			return nil, specMessages(err, clickMessages)
 		}
 		f := &fields{obj: obj}
 		in := ingest.ClickInput{ClientIP: clientIP(r), Origin: r.Header.Get("Origin"), Key: requestKey(ctx, now())}
@@ -196,7 +217,7 @@ func decodeLead(now func() time.Time) func(context.Context, *http.Request) (any,
 func decodeVisit(_ context.Context, r *http.Request) (any, error) {
 	obj, err := httpkit.DecodeObject(r, 0)
 	if err != nil {
-		return nil, err
+		return nil, specMessages(err, map[string]string{"page_url": ingest.MsgPageURLRequired})
 	}
 	f := &fields{obj: obj}
 	in := ingest.VisitInput{

@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
@@ -31,7 +33,14 @@ const (
 
 	msgSignatureMissing = "Missing " + SignatureHeader + " header"
 	msgSignatureInvalid = "Invalid " + SignatureHeader + ": the signature does not match the body, or its timestamp is more than 5 minutes away"
-	msgEventInvalid     = "Invalid processor event: expected a JSON object with id, type and data.object"
+	msgEventPrefix      = "Invalid processor event: "
+	msgEventInvalid     = msgEventPrefix + "expected a JSON object with id, type and data.object"
+
+	// Bounds of a number in a stored event: well inside Postgres numeric
+	// (131072 digits before the point, 16383 after), far beyond any real
+	// amount or timestamp.
+	maxNumberLength   = 400
+	maxNumberExponent = 1000
 )
 
 // Sign returns the signature header value for body at t: what the
@@ -179,6 +188,15 @@ func decodeProcessorEvent(secret string, now func() time.Time) func(context.Cont
 		if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Type == "" || len(ev.Data.Object) == 0 || len(ev.ID) > maxTextLength {
 			return nil, invalid(msgEventInvalid)
 		}
+		// The raw event is stored as jsonb, which refuses what encoding/json
+		// lets through; refused here, nothing is stored (see unstorable).
+		var nul *httpkit.DecodeError
+		if errors.As(httpkit.CheckNUL(body), &nul) {
+			return nil, invalid(msgEventPrefix + nul.Message)
+		}
+		if msg := unstorable(body); msg != "" {
+			return nil, invalid(msgEventPrefix + msg)
+		}
 		at := now().UTC()
 		if ev.Created > 0 {
 			at = time.Unix(ev.Created, 0).UTC()
@@ -263,4 +281,81 @@ func paymentOf(ev *processorEvent, in *ingest.PaymentInput) error {
 		in.AmountCents = 0
 	}
 	return nil
+}
+
+// unstorable says why the JSON text body, which encoding/json accepted,
+// cannot be stored as jsonb, or "" when it can: invalid UTF-8 (encoding/json
+// replaces it only in what it decodes, not in the raw text), a \u escape of
+// an unpaired UTF-16 surrogate, or a number beyond numeric's range
+// ("1e999999"). U+0000, the other value jsonb refuses, is httpkit.CheckNUL's.
+// Each would otherwise fail the insert, a 500 the processor retries for days.
+func unstorable(body []byte) string {
+	if !utf8.Valid(body) {
+		return "the body is not valid UTF-8"
+	}
+	inString := false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch {
+			case c == '"':
+				inString = false
+			case c == '\\' && i+5 < len(body) && body[i+1] == 'u':
+				r := hexRune(body[i+2 : i+6])
+				switch {
+				case r >= 0xD800 && r <= 0xDBFF:
+					if i+11 >= len(body) || body[i+6] != '\\' || body[i+7] != 'u' {
+						return msgSurrogate
+					}
+					if lo := hexRune(body[i+8 : i+12]); lo < 0xDC00 || lo > 0xDFFF {
+						return msgSurrogate
+					}
+					i += 11
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return msgSurrogate
+				default:
+					i += 5
+				}
+			case c == '\\':
+				i++ // a one-character escape, \" and \\ included
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(body) && strings.IndexByte("+-.eE0123456789", body[j]) >= 0 {
+				j++
+			}
+			if !numberFits(string(body[i:j])) {
+				return fmt.Sprintf("numbers must be at most %d characters with an exponent of at most %d", maxNumberLength, maxNumberExponent)
+			}
+			i = j - 1
+		}
+	}
+	return ""
+}
+
+const msgSurrogate = "a \\u escape names an unpaired UTF-16 surrogate"
+
+func hexRune(b []byte) rune {
+	n, err := strconv.ParseUint(string(b), 16, 32)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
+}
+
+func numberFits(lit string) bool {
+	if len(lit) > maxNumberLength {
+		return false
+	}
+	k := strings.IndexAny(lit, "eE")
+	if k < 0 {
+		return true
+	}
+	exp, err := strconv.Atoi(lit[k+1:])
+	return err == nil && exp >= -maxNumberExponent && exp <= maxNumberExponent
 }

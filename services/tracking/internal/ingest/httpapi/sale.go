@@ -31,6 +31,19 @@ const (
 	maxSaleFuture = 5 * time.Minute
 )
 
+// saleMessages are the table's messages a NUL in their field takes: each
+// holds for a value containing one (not a usable transaction id, not an
+// integer, time, provider or boolean). Other fields, currency among them
+// (its 422 would echo the value), get the generic NUL message.
+var saleMessages = map[string]string{
+	"transaction_id":            msgTransactionID,
+	"amount_cents":              msgAmountCents,
+	"occurred_at":               msgOccurredAt,
+	"provider":                  msgProvider(),
+	"livemode":                  msgLivemode,
+	"additional_data.test_mode": msgSaleTestMode,
+}
+
 // saleProviders are the payment systems a brand may name in provider: the
 // ones the dashboard knows how to link to, plus "manual" and "other".
 var saleProviders = []string{"processor", "paddle", "lemonsqueezy", "paypal", "chargebee", "recurly", "braintree", "manual", "other"}
@@ -47,7 +60,7 @@ func decodeSale(now func() time.Time) func(context.Context, *http.Request) (any,
 	return func(ctx context.Context, r *http.Request) (any, error) {
 		obj, err := httpkit.DecodeObject(r, 0)
 		if err != nil {
-			return nil, err
+			return nil, specMessages(err, saleMessages)
 		}
 		at := now().UTC()
 		in := ingest.SaleInput{Key: requestKey(ctx, at), OccurredAt: at}
