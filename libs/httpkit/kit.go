@@ -80,3 +80,16 @@ func NewResponseEncoder(errorEncoder kithttp.ErrorEncoder) kithttp.EncodeRespons
 		return WriteJSON(w, status, response)
 	}
 }
+
+// RefuseNULQuery wraps a go-kit request decoder: a query parameter holding
+// the NUL character is refused with CheckValuesNUL's 400 before dec runs
+// (Postgres text cannot hold U+0000, so it would fail the query as a 500).
+// Route groups whose decoders read query values wrap every decoder with it.
+func RefuseNULQuery(dec kithttp.DecodeRequestFunc) kithttp.DecodeRequestFunc {
+	return func(ctx context.Context, r *http.Request) (any, error) {
+		if err := CheckValuesNUL(r.URL.Query()); err != nil {
+			return nil, err
+		}
+		return dec(ctx, r)
+	}
+}

@@ -1,8 +1,10 @@
 package httpkit_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
 
@@ -133,5 +135,18 @@ func TestCheckValuesNUL(t *testing.T) {
 	}
 	if err := httpkit.CheckValuesNUL(url.Values{"state": {"abc"}, "e": {""}}); err != nil {
 		t.Fatalf("clean values refused: %v", err)
+	}
+}
+
+func TestRefuseNULQuery(t *testing.T) {
+	called := false
+	dec := httpkit.RefuseNULQuery(func(context.Context, *http.Request) (any, error) { called = true; return "ok", nil })
+	_, err := dec(context.Background(), httptest.NewRequest(http.MethodGet, "/x?email=a%00b", nil))
+	wantNUL(t, err, "email", "email must not contain the NUL character")
+	if called {
+		t.Fatal("the decoder ran on a refused query")
+	}
+	if v, err := dec(context.Background(), httptest.NewRequest(http.MethodGet, "/x?email=a%40b", nil)); err != nil || v != "ok" || !called {
+		t.Fatalf("clean query: %v, %v, called %v", v, err, called)
 	}
 }
