@@ -73,14 +73,17 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 	seed := make([]byte, ed25519.SeedSize)
 	_, _ = rand.Read(seed) // crypto/rand.Read never fails on supported platforms
 	env := map[string]string{
-		"DATABASE_URL":        dsn,
-		"KAFKA_BROKERS":       strings.Join(broker.ListenAddrs(), ","),
-		"ADMIN_TOKEN":         s.AdminToken,
-		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(seed),
-		"SESSION_PUBLIC_KEY":  base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)),
-		"TRUSTED_PROXIES":     "127.0.0.1/32,::1/128",
-		"LOG_LEVEL":           logLevel,
-		"DB_MAX_CONNS":        strconv.Itoa(dbMaxConns),
+		"DATABASE_URL":  dsn,
+		"KAFKA_BROKERS": strings.Join(broker.ListenAddrs(), ","),
+		// One in-process broker: topics can have one replica only.
+		"KAFKA_REPLICATION_FACTOR":  "1",
+		"KAFKA_MIN_INSYNC_REPLICAS": "1",
+		"ADMIN_TOKEN":               s.AdminToken,
+		"SESSION_SIGNING_KEY":       base64.StdEncoding.EncodeToString(seed),
+		"SESSION_PUBLIC_KEY":        base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)),
+		"TRUSTED_PROXIES":           "127.0.0.1/32,::1/128",
+		"LOG_LEVEL":                 logLevel,
+		"DB_MAX_CONNS":              strconv.Itoa(dbMaxConns),
 		// The seed writes a few hundred catalog rows in a burst; the
 		// default admin limit (1200/min) would be enough, but a repeated
 		// run in the same minute must not trip it.
