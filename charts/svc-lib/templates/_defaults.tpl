@@ -164,6 +164,11 @@ global:
   logLevel: info
   # Comma-separated host:port list. Required.
   kafkaBrokers: ""
+  # Replication of the topics the services create; empty: the services'
+  # defaults (3 replicas, min.insync.replicas 2). A one-broker cluster
+  # (the local profile's) needs 1 and 1.
+  kafkaReplicationFactor: ""
+  kafkaMinInsyncReplicas: ""
   # CIDRs of the proxies in front of the services (ingress controller, load
   # balancer), comma-separated. X-Forwarded-For is trusted only from them.
   trustedProxies: ""

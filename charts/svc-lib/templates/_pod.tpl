@@ -13,6 +13,8 @@ security settings, image and environment cannot drift between them.
       "OTEL_SERVICE_NAME" $v.serviceName
       "LOG_LEVEL" ($v.logLevel | default $g.logLevel)
       "KAFKA_BROKERS" ($v.kafkaBrokers | default $g.kafkaBrokers)
+      "KAFKA_REPLICATION_FACTOR" ($g.kafkaReplicationFactor | default "")
+      "KAFKA_MIN_INSYNC_REPLICAS" ($g.kafkaMinInsyncReplicas | default "")
       "TRUSTED_PROXIES" ($v.trustedProxies | default $g.trustedProxies)
       "OTEL_EXPORTER_OTLP_ENDPOINT" ($v.otelEndpoint | default $g.otelEndpoint) -}}
 {{- range $name, $value := $v.env -}}
