@@ -104,6 +104,9 @@ func (rt Route) Refusal(ctx context.Context, err error, w http.ResponseWriter) {
 	switch {
 	case errors.As(err, &de):
 		message = de.Message
+		if rt.FieldDetails && de.Field != "" {
+			opts = append(opts, httpkit.WithDetail("field", de.Field))
+		}
 	case errors.As(err, &fe):
 		message = fe.Message
 		if rt.FieldDetails {

@@ -47,7 +47,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	created := encodeResponse(http.StatusCreated, enc)
 	ok := encodeResponse(http.StatusOK, enc)
 	h := func(e func(ctx context.Context, req any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc) http.Handler {
-		h := http.Handler(kithttp.NewServer(e, dec, enc, opts...))
+		// Query values (email, code) reach the database: refuse NUL first.
+		h := http.Handler(kithttp.NewServer(e, httpkit.RefuseNULQuery(dec), enc, opts...))
 		if cfg.Limit != nil {
 			h = cfg.Limit(h)
 		}

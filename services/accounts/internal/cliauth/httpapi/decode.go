@@ -30,6 +30,9 @@ func decodeCallback(_ context.Context, r *http.Request) (any, error) {
 			}
 			return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body is not a valid form", Err: err}
 		}
+		if err := httpkit.CheckValuesNUL(r.PostForm); err != nil {
+			return nil, err
+		}
 		return endpoints.CallbackRequest{State: r.PostForm.Get("state"), IDToken: r.PostForm.Get("id_token")}, nil
 	}
 	obj, err := httpkit.DecodeObject(r, 0)
@@ -52,7 +55,7 @@ func decodeInit(ctx context.Context, r *http.Request) (any, error) {
 	}
 	obj, err := httpkit.DecodeObject(r, 0)
 	if err != nil {
-		return nil, err
+		return nil, initNUL(err)
 	}
 	// Name and domain that are not strings count as missing; any other
 	// commission_type value is named in its own message as sent.
@@ -85,6 +88,26 @@ func decodeInit(ctx context.Context, r *http.Request) (any, error) {
 		},
 	}
 	return endpoints.InitRequest{User: user, Input: in}, nil
+}
+
+// initNUL gives a NUL refusal of a number field the contract's message for
+// it (a string holding U+0000 is no number); other fields keep the generic
+// "<field> must not contain the NUL character" (commission_type's message
+// would echo the value).
+func initNUL(err error) error {
+	var de *httpkit.DecodeError
+	if !errors.As(err, &de) {
+		return err
+	}
+	msg, ok := map[string]string{
+		"commission_rate": catalog.MsgCommissionRate,
+		"duration_months": catalog.MsgDurationMonths,
+		"cookie_duration": catalog.MsgCookieDuration,
+	}[de.Field]
+	if !ok {
+		return err
+	}
+	return &catalog.FieldError{Field: de.Field, Message: msg}
 }
 
 func decodePrograms(ctx context.Context, _ *http.Request) (any, error) {

@@ -96,7 +96,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	server := func(rt route, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) http.Handler {
 		enc := rt.errors(logger)
-		h := http.Handler(kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...))
+		// Query values (poll's state) reach the database: refuse NUL first.
+		h := http.Handler(kithttp.NewServer(e, httpkit.RefuseNULQuery(dec), httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...))
 		if rt.auth == nil {
 			return limit(h)
 		}
