@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/errkind"
 )
@@ -140,13 +141,19 @@ func referralCode(raw string) (string, error) {
 		return "", fail(errkind.Invalid, MsgInvalidAffiliateURL)
 	}
 	q := u.Query()
-	if code := strings.TrimSpace(q.Get("aff")); code != "" {
-		return code, nil
+	code := strings.TrimSpace(q.Get("aff"))
+	if code == "" {
+		code = strings.TrimSpace(q.Get("via"))
 	}
-	if code := strings.TrimSpace(q.Get("via")); code != "" {
-		return code, nil
+	if code == "" {
+		return "", fail(errkind.Invalid, MsgNoAffParameter)
 	}
-	return "", fail(errkind.Invalid, MsgNoAffParameter)
+	// Percent-decoding can give what no link code holds and Postgres text
+	// cannot: U+0000 ("aff=%00") or invalid UTF-8 ("via=A%80").
+	if !utf8.ValidString(code) || strings.IndexByte(code, 0) >= 0 {
+		return "", fail(errkind.Invalid, MsgLinkNotFound)
+	}
+	return code, nil
 }
 
 func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error) {

@@ -14,10 +14,16 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/libs/outbox"
+	"github.com/svc-dev/svc/libs/pg"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/pgstore"
+	"github.com/svc-dev/svc/services/tracking/migrations"
 )
 
 // memStore is just enough catalog, customers and sales for the decoders
@@ -197,7 +203,7 @@ func fuzzNow() time.Time { return time.Unix(1_800_000_000, 0) }
 // fuzzSecret signs the processor webhook deliveries of these tests.
 const fuzzSecret = "whsec_fuzz"
 
-func newHandler(t testing.TB, store *memStore) http.Handler {
+func newHandler(t testing.TB, store ingest.Store, keys apikey.Store) http.Handler {
 	t.Helper()
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: noEnrich{}, Now: fuzzNow})
 	if err != nil {
@@ -214,7 +220,7 @@ func newHandler(t testing.TB, store *memStore) http.Handler {
 	}
 	routes := httpapi.Routes(endpoints.New(svc), httpapi.Config{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: fuzzNow,
-		Keys: &apikey.Authenticator{Store: keyStore{}, Now: fuzzNow}, IPs: ips, Limiters: limiters,
+		Keys: &apikey.Authenticator{Store: keys, Now: fuzzNow}, IPs: ips, Limiters: limiters,
 		OnLimit: func(string) {}, Origins: svc.OriginAllowedSomewhere, ProcessorSecret: fuzzSecret,
 	})
 	mux := http.NewServeMux()
@@ -234,34 +240,103 @@ var seeds = []string{
 	`{"affiliate_url":"%zz","program_id":-1,"screen_resolution":"1x1"}`,
 	`{"affiliate_url":null,"additional_data":[]}`,
 	`[]`, `null`, `{"a":1}{"b":2}`, ``, `{"program_id":1e400}`, `{"program_id":"99999999999999999999"}`,
+	// U+0000, which Postgres text and jsonb cannot hold: refused at the edge.
+	`{"affiliate_url":"https://shop.example/?aff=A","page_title":"\u0000"}`,
+	`{"affiliate_url":"https://shop.example/?aff=A","additional_data":{"event_name":"a\u0000"},"x":["\u0000"]}`,
+	`{"click_id":"cust_1_2\u0000","customer_key":"k","email":"a@b.c"}`,
+	`{"program_id":"1","page_url":"https://shop.example/","session_id":"s\u0000"}`,
+	`{"a\u0000":1}`, `{"s":"\\u0000"}`,
+	// Percent-decoded codes Postgres text cannot hold (found by this target).
+	`{"affiliate_url":"https://shop.example/?via=A%8000","0":"0"}`, `{"affiliate_url":"https://shop.example/?aff=%00"}`,
+	`{"transaction_id":"txn_nul\u0000","amount_cents":1000,"currency":"USD","click_id":"cust_1_2"}`,
+	`{"id":"evt_nul","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_nul","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2\u0000","program_id":"1"}}}}`,
+	`{"id":"evt_sur","type":"charge.refunded","data":{"object":{"note":"\ud800"}}}`,
+	`{"id":"evt_num","type":"charge.refunded","data":{"object":{"n":1e999999}}}`,
 }
 
-// FuzzClickAndLead sends any body to click and lead (with and without a
-// key, with and without an Origin): never a panic, never a 500.
+// FuzzClickAndLead sends any body to click, lead and visit (with and
+// without a key, with and without an Origin) on the in-memory store, and to
+// click, lead, visit, sale and the signed processor webhook on the real
+// store over Postgres (pgDatabase): never a panic, never a 5xx, always
+// JSON. The database leg is what finds values the decoders accept and
+// Postgres refuses (U+0000, a lone surrogate or a huge number in a stored
+// event). It needs the test Postgres (TEST_DATABASE_URL, see libs/pg/pgtest).
 func FuzzClickAndLead(f *testing.F) {
-	for _, s := range seeds {
+	for _, s := range append(append(append([]string{}, seeds...), saleSeeds...), eventSeeds...) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
-	h := newHandler(f, newMemStore())
+	mem := newHandler(f, newMemStore(), keyStore{})
+	db := pgHandler(f)
 	f.Fuzz(func(t *testing.T, body string, withKey bool) {
-		for _, path := range []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit"} {
-			req := httptest.NewRequest("POST", path, strings.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			if withKey {
-				req.Header.Set("Authorization", "Bearer svc_live_fuzzkey")
-				req.Header.Set("Origin", "https://shop.example")
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code >= 500 {
-				t.Fatalf("%s %q: %d %s", path, body, rec.Code, rec.Body.String())
-			}
-			if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
-				t.Fatalf("%s %q: content type %q", path, body, rec.Header().Get("Content-Type"))
+		for _, leg := range []struct {
+			h     http.Handler
+			paths []string
+		}{
+			{mem, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit"}},
+			{db, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", salePath, webhookPath}},
+		} {
+			for _, path := range leg.paths {
+				header := http.Header{}
+				if withKey || path == salePath {
+					header.Set("Authorization", "Bearer svc_live_fuzzkey")
+				}
+				if withKey {
+					header.Set("Origin", "https://shop.example")
+				}
+				if path == webhookPath {
+					header.Set(httpapi.SignatureHeader, httpapi.Sign(fuzzSecret, fuzzNow(), []byte(body)))
+				}
+				checkJSON(t, path, body, post(leg.h, path, body, header))
 			}
 		}
 	})
+}
+
+// pgHandler is the handler over the real store on a fresh database (its
+// own, dropped after the test) holding the catalog the in-memory store
+// fakes: program 1 (origin https://shop.example, processor account acct_1),
+// partner 1 in it, link A and the key svc_live_fuzzkey.
+func pgHandler(t testing.TB) http.Handler {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	logger := slog.New(slog.DiscardHandler)
+	for _, m := range []func() error{
+		func() error { return pg.Migrate(ctx, dsn, "tracking", migrations.FS, logger) },
+		func() error { return outbox.Migrate(ctx, dsn, "tracking", logger) },
+		func() error { return catalogsync.Migrate(ctx, dsn, "tracking", logger) },
+	} {
+		if err := m(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := pg.NewPool(ctx, dsn, pg.Options{Schema: "tracking", MaxConns: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for _, q := range []string{
+		`INSERT INTO programs (id, advertiser_id, attribution_window_days, lead_auth_policy, payment_tracking_mode, processor_status,
+			allowed_origins, catalog_seq, updated_at, processor_account_id)
+			VALUES (1, 1, 60, 'server_required', 'processor_connect', 'connected', '{https://shop.example}', 1, now(), 'acct_1')`,
+		`INSERT INTO partner_programs (id, partner_id, program_id, approved, created_at, catalog_seq) VALUES (1, 1, 1, true, now(), 1)`,
+		`INSERT INTO links (id, program_id, partner_id, code, active, catalog_seq) VALUES (1, 1, 1, 'A', true, 1)`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO api_keys (id, program_id, key_hash, test, catalog_seq) VALUES (1, 1, $1, false, 1)`,
+		apikey.Hash("svc_live_fuzzkey")); err != nil {
+		t.Fatal(err)
+	}
+	store := pgstore.New(pool, pgstore.Config{Schema: "tracking", Now: fuzzNow, Logger: logger})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- store.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return newHandler(t, store, store)
 }
 
 const (
@@ -299,7 +374,7 @@ func salesFixture(t testing.TB) http.Handler {
 	} {
 		store.customers[c.ClickID] = c
 	}
-	h := newHandler(t, store)
+	h := newHandler(t, store, keyStore{})
 	browser := http.Header{"Origin": {"https://shop.example"}}
 	for _, step := range []struct {
 		path, body string
