@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -428,6 +429,37 @@ func TestDecodeChecksMediaTypeAndSize(t *testing.T) {
 
 // FuzzDecodeObject feeds arbitrary bodies through the decoder and every
 // accessor: nothing may panic, and an accepted body must be valid JSON.
+// decodeAll is every key and string of an accepted body, decoded.
+func decodeAll(t *testing.T, body []byte) []string {
+	t.Helper()
+	if len(body) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("accepted %q: %v", body, err)
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case map[string]any:
+			for k, e := range v {
+				out = append(out, k)
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
 func FuzzDecodeObject(f *testing.F) {
 	for _, seed := range []string{
 		``, `{}`, `{"a":1}`, `{"affiliate_url":"https://x.test/?aff=1","program_id":"12"}`,
@@ -435,6 +467,7 @@ func FuzzDecodeObject(f *testing.F) {
 		`{"tags":["a",null,1]}`, `{"t":"2025-02-30T10:00:00Z"}`, `[1]`, `null`, `{"a":1}{}`,
 		`{"a":"\ud800"}`, `{"a":-0}`, `{"a":9223372036854775808}`, `{"a":-9.223372036854775808e18}`,
 		"{\"a\":\"\xff\"}", `{"a":{"b":{"c":[[[]]]}}}`, `{"":null}`,
+		`{"a":"\u0000"}`, `{"a\u0000":1}`, `{"a":{"b":["\u0000"]}}`, `{"a":"\\u0000"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -452,6 +485,10 @@ func FuzzDecodeObject(f *testing.F) {
 		trimmed := bytes.Trim(body, " \t\r\n")
 		if len(trimmed) > 0 && !json.Valid(trimmed) {
 			t.Fatalf("accepted invalid JSON %q", body)
+		}
+		if bytes.Contains(body, []byte{0}) || strings.Contains(fmt.Sprint(decodeAll(t, trimmed)), "\x00") {
+			// Postgres text cannot hold U+0000: nothing accepted may carry it.
+			t.Fatalf("accepted a NUL character in %q", body)
 		}
 		for _, k := range obj.Keys() {
 			_, _, _ = obj.String(k)
