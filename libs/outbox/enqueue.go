@@ -30,8 +30,13 @@ import (
 // Call Enqueue after the domain write that locks the affected row: outbox
 // ids are then allocated in the same order as conflicting commits, and the
 // relay publishes in id order.
-func Enqueue(ctx context.Context, tx pgx.Tx, topic string, env *eventsv1.Envelope) (int64, error) {
-	payload, err := prepare(topic, env)
+//
+// A marshalled envelope larger than the limit (DefaultMaxPayloadBytes, or
+// WithMaxPayloadBytes) is refused with an error wrapping ErrTooLarge and
+// nothing is written: the caller's transaction fails instead of committing a
+// row no broker would accept.
+func Enqueue(ctx context.Context, tx pgx.Tx, topic string, env *eventsv1.Envelope, opts ...EnqueueOption) (int64, error) {
+	payload, err := prepare(topic, env, enqueueOptions(opts))
 	if err != nil {
 		return 0, err
 	}
@@ -56,8 +61,41 @@ func Enqueue(ctx context.Context, tx pgx.Tx, topic string, env *eventsv1.Envelop
 	return id, nil
 }
 
+// DefaultMaxPayloadBytes is the largest marshalled envelope Enqueue accepts
+// by default: 900 KiB, under the broker's default message.max.bytes (1 MiB)
+// with room for the key, headers and record overhead.
+const DefaultMaxPayloadBytes = 900 << 10
+
+// ErrTooLarge is wrapped by the error of Enqueue, EnqueueMany and QueueMany
+// for an envelope over the payload limit.
+var ErrTooLarge = errors.New("outbox: event payload too large")
+
+// EnqueueOption adjusts one Enqueue, EnqueueMany or QueueMany call.
+type EnqueueOption func(*enqueueConfig)
+
+type enqueueConfig struct{ maxPayload int }
+
+// WithMaxPayloadBytes sets the payload limit (n <= 0: the default). Raise it
+// only together with the broker's and topic's max.message.bytes and the
+// writer's BatchBytes.
+func WithMaxPayloadBytes(n int) EnqueueOption {
+	return func(c *enqueueConfig) {
+		if n > 0 {
+			c.maxPayload = n
+		}
+	}
+}
+
+func enqueueOptions(opts []EnqueueOption) enqueueConfig {
+	c := enqueueConfig{maxPayload: DefaultMaxPayloadBytes}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
 // prepare checks env, fills its id and marshals it.
-func prepare(topic string, env *eventsv1.Envelope) ([]byte, error) {
+func prepare(topic string, env *eventsv1.Envelope, cfg enqueueConfig) ([]byte, error) {
 	if topic == "" {
 		return nil, errors.New("enqueue event: empty topic")
 	}
@@ -73,6 +111,9 @@ func prepare(topic string, env *eventsv1.Envelope) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("enqueue event %s: marshal envelope: %w", env.Id, err)
 	}
+	if len(payload) > cfg.maxPayload {
+		return nil, fmt.Errorf("enqueue event %s (%s): %d bytes over the limit of %d: %w", env.Id, env.Type, len(payload), cfg.maxPayload, ErrTooLarge)
+	}
 	return payload, nil
 }
 
@@ -83,12 +124,12 @@ func prepare(topic string, env *eventsv1.Envelope) ([]byte, error) {
 // service relies on the relay's poll interval instead (RelayConfig.
 // PollInterval; tens of milliseconds is cheap). Rows get ascending ids in
 // the order of envs.
-func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.Envelope) error {
+func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.Envelope, opts ...EnqueueOption) error {
 	if len(envs) == 0 {
 		return nil
 	}
 	b := &pgx.Batch{}
-	if err := QueueMany(ctx, b, topic, envs); err != nil {
+	if err := QueueMany(ctx, b, topic, envs, opts...); err != nil {
 		return err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
@@ -100,16 +141,17 @@ func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.
 // QueueMany adds the insert of EnqueueMany to b, so a writer can send it in
 // the same round trip as its domain writes; b must then run inside the
 // transaction of those writes.
-func QueueMany(ctx context.Context, b *pgx.Batch, topic string, envs []*eventsv1.Envelope) error {
+func QueueMany(ctx context.Context, b *pgx.Batch, topic string, envs []*eventsv1.Envelope, opts ...EnqueueOption) error {
 	if len(envs) == 0 {
 		return nil
 	}
+	cfg := enqueueOptions(opts)
 	ids := make([]string, len(envs))
 	keys := make([]string, len(envs))
 	types := make([]string, len(envs))
 	payloads := make([][]byte, len(envs))
 	for i, env := range envs {
-		payload, err := prepare(topic, env)
+		payload, err := prepare(topic, env, cfg)
 		if err != nil {
 			return err
 		}
