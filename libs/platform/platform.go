@@ -94,7 +94,8 @@ type MigrateFunc func(ctx context.Context, dsn, schema string, logger *slog.Logg
 type Option func(*options)
 
 type options struct {
-	now func() time.Time
+	now    func() time.Time
+	stderr io.Writer
 }
 
 // WithClock makes now the service's clock, Platform.Now, in place of
@@ -231,17 +232,21 @@ type Platform struct {
 	runners      []func(context.Context) error
 	closers      []func(context.Context) error
 	listener     net.Listener
+	// consumers are the inbox consumers Wire added, by name, for
+	// `dead-letters replay`.
+	consumers map[string]*inbox.Consumer
 }
 
-// Run is main() for a service: `serve` (the default) or `migrate`.
-func Run(ctx context.Context, spec Spec, args []string, getenv func(string) string, stdout io.Writer) int {
+// Run is main() for a service: `serve` (the default), `migrate` or
+// `dead-letters` (deadletters.go). Options are Start's, plus WithStderr.
+func Run(ctx context.Context, spec Spec, args []string, getenv func(string) string, stdout io.Writer, opts ...Option) int {
 	cmd := "serve"
 	if len(args) > 0 {
 		cmd = args[0]
 	}
 	switch cmd {
 	case "serve":
-		inst, err := Start(ctx, spec, getenv, stdout)
+		inst, err := Start(ctx, spec, getenv, stdout, opts...)
 		if err != nil {
 			fmt.Fprintf(stdout, `{"level":"ERROR","msg":"start failed","service":%q,"err":%q}`+"\n", spec.Name, err.Error())
 			return 1
@@ -265,8 +270,10 @@ func Run(ctx context.Context, spec Spec, args []string, getenv func(string) stri
 		}
 		logger.Info("migrations applied", "schema", cfg.Schema)
 		return 0
+	case "dead-letters":
+		return deadLetters(ctx, spec, args[1:], getenv, stdout, opts)
 	default:
-		fmt.Fprintf(stdout, "usage: %s [serve|migrate]\n", spec.Name)
+		fmt.Fprintf(stdout, "usage: %s [serve|migrate|dead-letters]\n", spec.Name)
 		return 2
 	}
 }
@@ -318,42 +325,18 @@ func (i *Instance) Stop() error {
 // Start opens everything, migrates, wires the service and serves in the
 // background until ctx ends or Stop is called.
 func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io.Writer, opts ...Option) (*Instance, error) {
-	if err := spec.validate(); err != nil {
+	p, routes, err := wired(ctx, spec, getenv, stdout, true, opts)
+	if err != nil {
 		return nil, err
 	}
-	if spec.Wire == nil {
-		return nil, fmt.Errorf("spec %s: Wire is required", spec.Name)
-	}
-	o := options{now: time.Now}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.now == nil {
-		return nil, errors.New("WithClock: nil clock")
-	}
-	env := obs.NewEnv(getenv)
-	cfg := LoadConfig(spec.Name, env)
-	if err := env.Err(); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv}
 	ok := false
 	defer func() {
 		if !ok {
 			p.close(context.Background())
 		}
 	}()
-	if err := p.open(ctx, spec, stdout); err != nil {
-		return nil, err
-	}
-	routes, err := spec.Wire(ctx, p)
-	if err != nil {
-		return nil, fmt.Errorf("wire %s: %w", spec.Name, err)
-	}
-	if err := env.Err(); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	obs.LogConfig(p.Logger, env.Values())
+	cfg := p.Config
+	obs.LogConfig(p.Logger, p.Env.Values())
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
@@ -372,7 +355,51 @@ func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io
 	return inst, nil
 }
 
-func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error {
+// wired opens the platform and runs spec's Wire on it; nothing runs yet
+// (runners start in serve). serving also migrates and creates the topics;
+// `dead-letters` does neither: it needs the schema as it is and no broker.
+// On error everything opened is closed.
+func wired(ctx context.Context, spec Spec, getenv func(string) string, logTo io.Writer, serving bool, opts []Option) (*Platform, []Route, error) {
+	if err := spec.validate(); err != nil {
+		return nil, nil, err
+	}
+	if spec.Wire == nil {
+		return nil, nil, fmt.Errorf("spec %s: Wire is required", spec.Name)
+	}
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.now == nil {
+		return nil, nil, errors.New("WithClock: nil clock")
+	}
+	env := obs.NewEnv(getenv)
+	cfg := LoadConfig(spec.Name, env)
+	if err := env.Err(); err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv}
+	ok := false
+	defer func() {
+		if !ok {
+			p.close(context.Background())
+		}
+	}()
+	if err := p.open(ctx, spec, logTo, serving); err != nil {
+		return nil, nil, err
+	}
+	routes, err := spec.Wire(ctx, p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wire %s: %w", spec.Name, err)
+	}
+	if err := env.Err(); err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	ok = true
+	return p, routes, nil
+}
+
+func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer, serving bool) error {
 	cfg := p.Config
 	p.Logger = obs.NewLogger(stdout, cfg.LogLevel,
 		obs.WithContextAttr("request_id", httpkit.RequestIDFrom)).With("service", spec.Name)
@@ -389,8 +416,10 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 	if p.metrics, err = obs.NewHTTPMetrics(p.Registry); err != nil {
 		return fmt.Errorf("http metrics: %w", err)
 	}
-	if err := migrate(ctx, spec, cfg, p.Logger); err != nil {
-		return err
+	if serving {
+		if err := migrate(ctx, spec, cfg, p.Logger); err != nil {
+			return err
+		}
 	}
 	p.Pool, err = pg.NewPool(ctx, cfg.DatabaseURL, pg.Options{
 		Schema: cfg.Schema, MaxConns: int32(cfg.DBMaxConns), Tracing: true, AppName: spec.Name,
@@ -411,14 +440,16 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer) error 
 		return err
 	}
 	p.topics, p.topicsReady = topicSpecs(spec, cfg), make(chan struct{})
-	firstCtx, cancelFirst := context.WithTimeout(ctx, firstEnsureTimeout)
-	err = p.ensureTopics(firstCtx)
-	cancelFirst()
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("kafka topics: %w", ctx.Err())
+	if serving {
+		firstCtx, cancelFirst := context.WithTimeout(ctx, firstEnsureTimeout)
+		err = p.ensureTopics(firstCtx)
+		cancelFirst()
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("kafka topics: %w", ctx.Err())
+			}
+			p.logEnsureFailure(ctx, err)
 		}
-		p.logEnsureFailure(ctx, err)
 	}
 	p.runners = append(p.runners, p.retryTopics, p.probeKafka)
 	p.Writer = kafkakit.NewWriter(cfg.KafkaBrokers)
@@ -481,11 +512,19 @@ func (p *Platform) Consume(topic, group string, handler inbox.Handler, opts ...C
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if _, dup := p.consumers[group]; dup {
+		_ = dlq.Close()
+		return fmt.Errorf("consumer %s on %s: the service has a consumer of that name already", group, topic)
+	}
 	c, err := inbox.NewConsumerOpening(p.Pool, p.newReader(group, topic), cfg)
 	if err != nil {
 		_ = dlq.Close()
 		return fmt.Errorf("consumer %s on %s: %w", group, topic, err)
 	}
+	if p.consumers == nil {
+		p.consumers = map[string]*inbox.Consumer{}
+	}
+	p.consumers[group] = c
 	p.runners = append(p.runners, p.afterTopics(c.Run))
 	p.closers = append(p.closers, func(context.Context) error { return dlq.Close() })
 	return nil
