@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/outbox/inbox"
 	"github.com/svc-dev/svc/libs/pg"
@@ -122,7 +124,7 @@ func listDeadLetters(ctx context.Context, spec Spec, getenv func(string) string,
 	defer pool.Close()
 	list, err := inbox.ListDeadLetters(ctx, pool, cfg.Schema, f)
 	if err != nil {
-		logger.Error("dead-letters list failed", "err", err)
+		logger.Error("dead-letters list failed", "err", schemaHint(spec, err))
 		return 1
 	}
 	if asJSON {
@@ -152,6 +154,16 @@ func listDeadLetters(ctx context.Context, spec Spec, getenv func(string) string,
 	}
 	fmt.Fprintf(stdout, "%d dead letter(s)\n", len(list))
 	return 0
+}
+
+// schemaHint names the cure when the schema predates the command (the
+// replay columns, or the tables, are missing): the command never migrates.
+func schemaHint(spec Spec, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42703" || pgErr.Code == "42P01") {
+		return fmt.Errorf("%w (the schema is older than this binary: run `%s migrate` first)", err, spec.Name)
+	}
+	return err
 }
 
 func orDash(s string) string {
@@ -185,7 +197,7 @@ func replayDeadLetters(ctx context.Context, spec Spec, getenv func(string) strin
 		}
 		pending, err := p.pendingDeadLetters(ctx, consumer)
 		if err != nil {
-			p.Logger.Error("dead-letters replay failed", "err", err)
+			p.Logger.Error("dead-letters replay failed", "err", schemaHint(spec, err))
 			return 1
 		}
 		ids = pending
@@ -208,7 +220,7 @@ func replayDeadLetters(ctx context.Context, spec Spec, getenv func(string) strin
 			fmt.Fprintf(stdout, "dead letter %d: failed: not found\n", id)
 		case err != nil:
 			counts["failed"]++
-			fmt.Fprintf(stdout, "%s: failed: %v\n", what, err)
+			fmt.Fprintf(stdout, "%s: failed: %v\n", what, schemaHint(spec, err))
 		case res.AlreadyReplayed:
 			counts["already replayed"]++
 			fmt.Fprintf(stdout, "%s: already replayed at %s (%s): nothing done\n", what,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -260,5 +261,16 @@ func TestDeadLettersUsage(t *testing.T) {
 				t.Fatalf("%v: exit %d, want 2\n%s%s", tt.args, r.code, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// The command never migrates: on a schema older than the binary it says
+// what to run.
+func TestDeadLettersOnAnUnmigratedSchemaNameMigrate(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "LOG_LEVEL": "error"}
+	r := runCmd(t, dlSpec(new(atomic.Bool)), env, "dead-letters", "list")
+	if r.code != 1 || !strings.Contains(r.stderr, "run `dlprobe migrate` first") {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
 	}
 }
