@@ -41,6 +41,7 @@ type relayOpts struct {
 	writer       *kafka.Writer
 	retention    time.Duration
 	deleteSent   bool
+	parkMissing  time.Duration
 }
 
 func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, done <-chan error) {
@@ -68,6 +69,8 @@ func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, d
 		Now:               o.now,
 		AfterPublish:      o.afterPublish,
 		DeleteSent:        o.deleteSent,
+
+		ParkMissingTopicAfter: o.parkMissing,
 	})
 	if err != nil {
 		t.Fatalf("NewRelay: %v", err)

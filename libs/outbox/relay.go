@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +51,12 @@ type RelayConfig struct {
 	// costs a second row version and index entries per event and Kafka's own
 	// retention is the record to investigate with.
 	DeleteSent bool
+	// ParkMissingTopicAfter is how long a row's topic may be reported
+	// unknown before the row is parked (default 10 min): long enough for a
+	// topic created late by the platform, short enough not to hold the
+	// outbox for an hour. Other permanent errors (message too large, invalid
+	// record) park at once; transient ones never do.
+	ParkMissingTopicAfter time.Duration
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
 	// Registerer receives the relay metrics; nil means not exported.
@@ -87,6 +95,9 @@ type Relay struct {
 	// successful backlog query (zero: none), for ageing the gauge when the
 	// query fails.
 	oldest time.Time
+	// missingSince is when each row's topic was first reported unknown, for
+	// ParkMissingTopicAfter; entries go when the row is published or parked.
+	missingSince map[int64]time.Time
 }
 
 const (
@@ -113,6 +124,9 @@ type relayMetrics struct {
 	active        prometheus.Gauge
 	swept         prometheus.Counter
 	writeDuration prometheus.Histogram
+	parked        prometheus.Gauge
+	held          prometheus.Gauge
+	parkedTotal   prometheus.Counter
 }
 
 // NewRelay validates cfg and registers the relay metrics. writer must not
@@ -134,6 +148,7 @@ func NewRelay(pool *pgxpool.Pool, writer *kafka.Writer, cfg RelayConfig) (*Relay
 	setDefault(&cfg.ErrorBackoff, time.Second)
 	setDefault(&cfg.Retention, 72*time.Hour)
 	setDefault(&cfg.SweepInterval, time.Minute)
+	setDefault(&cfg.ParkMissingTopicAfter, 10*time.Minute)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -154,6 +169,8 @@ func NewRelay(pool *pgxpool.Pool, writer *kafka.Writer, cfg RelayConfig) (*Relay
 		lockID: relayLockID(cfg.Schema),
 		notify: cfg.Schema + "_outbox",
 		m:      m,
+
+		missingSince: map[int64]time.Time{},
 	}, nil
 }
 
@@ -193,6 +210,15 @@ func newRelayMetrics(reg prometheus.Registerer) (relayMetrics, error) {
 		writeDuration: metrics.RegisterInto(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "outbox_publish_duration_seconds", Help: "Duration of one batch write to Kafka.",
 			Buckets: prometheus.DefBuckets,
+		}), &err),
+		parked: metrics.RegisterInto(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_parked", Help: "Outbox rows parked because the broker refuses them (reported by the active relay); replay with outbox.Unpark.",
+		}), &err),
+		held: metrics.RegisterInto(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_held", Help: "Outbox rows held behind a parked row of the same topic and key, to keep per-key order (reported by the active relay).",
+		}), &err),
+		parkedTotal: metrics.RegisterInto(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_parked_total", Help: "Outbox rows parked because the broker refused them for good.",
 		}), &err),
 	}
 	if err != nil {
@@ -263,6 +289,8 @@ func (r *Relay) session(ctx context.Context) error {
 		r.m.active.Set(0)
 		r.m.backlog.Set(0)
 		r.m.oldestAge.Set(0)
+		r.m.parked.Set(0)
+		r.m.held.Set(0)
 		r.oldest = time.Time{}
 	}()
 	r.log.InfoContext(ctx, "outbox relay active")
@@ -354,11 +382,26 @@ func (r *Relay) waitForWork(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
-// publishBatch publishes the oldest unsent rows in one Kafka write and marks
-// them sent, in one transaction whose row locks also keep a second relay
-// (should two ever believe they hold the lock) off the same rows. A failure
-// after the write leaves the rows unsent: they are published again later,
-// never lost.
+// outboxRow is one unsent row read by a batch.
+type outboxRow struct {
+	id      int64
+	created time.Time
+	heldBy  int64 // id of a parked row of the same topic and key before it (0: none)
+	msg     kafka.Message
+}
+
+// parking is a row to park, with why.
+type parking struct {
+	id     int64
+	reason string
+}
+
+// publishBatch publishes the oldest unsent, unparked rows in one Kafka write
+// and marks them sent, in one transaction whose row locks also keep a second
+// relay (should two ever believe they hold the lock) off the same rows. A
+// failure after the write leaves the rows unsent: they are published again
+// later, never lost. A row the broker refuses for good is parked, and so is
+// every later row of its topic and key (see publish).
 func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
@@ -367,78 +410,188 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
 
 	rows, err := tx.Query(ctx, `
-		SELECT id, event_id::text, topic, key, event_type, payload, headers, created_at
-		FROM `+r.table+`
-		WHERE sent_at IS NULL AND id > $2
-		ORDER BY id
+		SELECT o.id, o.event_id::text, o.topic, o.key, o.event_type, o.payload, o.headers, o.created_at,
+			coalesce((SELECT min(p.id) FROM `+r.table+` p
+				WHERE p.parked_at IS NOT NULL AND p.sent_at IS NULL
+				  AND p.topic = o.topic AND p.key = o.key AND p.id < o.id), 0)
+		FROM `+r.table+` o
+		WHERE o.sent_at IS NULL AND o.parked_at IS NULL AND o.id > $2
+		ORDER BY o.id
 		LIMIT $1
-		FOR UPDATE`, r.cfg.BatchSize, r.scanFloor())
+		FOR UPDATE OF o`, r.cfg.BatchSize, r.scanFloor())
 	if err != nil {
 		return 0, fmt.Errorf("read outbox batch: %w", err)
 	}
-	var (
-		ids     []int64
-		created []time.Time
-		msgs    []kafka.Message
-	)
+	var batch []outboxRow
 	for rows.Next() {
 		var (
-			id                             int64
+			row                            outboxRow
 			eventID, topic, key, eventType string
 			payload                        []byte
 			headers                        map[string]string
-			createdAt                      time.Time
 		)
-		if err := rows.Scan(&id, &eventID, &topic, &key, &eventType, &payload, &headers, &createdAt); err != nil {
+		if err := rows.Scan(&row.id, &eventID, &topic, &key, &eventType, &payload, &headers, &row.created, &row.heldBy); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("scan outbox row: %w", err)
 		}
-		ids = append(ids, id)
-		r.cursor = max(r.cursor, id)
-		created = append(created, createdAt)
-		msgs = append(msgs, kafka.Message{
+		r.cursor = max(r.cursor, row.id)
+		row.msg = kafka.Message{
 			Topic:   topic,
 			Key:     []byte(key),
 			Value:   payload,
 			Headers: messageHeaders(headers, eventID, eventType),
-		})
+		}
+		batch = append(batch, row)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("read outbox batch: %w", err)
 	}
-	if len(ids) == 0 {
+	if len(batch) == 0 {
 		return 0, nil
 	}
 
-	start := r.cfg.Now()
-	err = r.writer.WriteMessages(ctx, msgs...)
-	r.m.writeDuration.Observe(r.cfg.Now().Sub(start).Seconds())
-	if err != nil {
-		return 0, fmt.Errorf("publish %d outbox events (ids %d..%d): %w", len(ids), ids[0], ids[len(ids)-1], err)
+	sent, parks, pubErr := r.publish(ctx, batch)
+	if len(sent) == 0 && len(parks) == 0 {
+		return 0, pubErr
 	}
-	if r.cfg.AfterPublish != nil {
+	ids := make([]int64, len(sent))
+	for i, row := range sent {
+		ids[i] = row.id
+	}
+	if r.cfg.AfterPublish != nil && len(ids) > 0 {
 		if err := r.cfg.AfterPublish(ids); err != nil {
 			return 0, &afterPublishError{err: err}
 		}
 	}
 	now := r.cfg.Now()
-	mark := `UPDATE ` + r.table + ` SET sent_at = $1 WHERE id = ANY($2)`
-	args := []any{now, ids}
-	if r.cfg.DeleteSent {
-		mark, args = `DELETE FROM `+r.table+` WHERE id = ANY($1)`, []any{ids}
+	if len(ids) > 0 {
+		mark := `UPDATE ` + r.table + ` SET sent_at = $1 WHERE id = ANY($2)`
+		args := []any{now, ids}
+		if r.cfg.DeleteSent {
+			mark, args = `DELETE FROM `+r.table+` WHERE id = ANY($1)`, []any{ids}
+		}
+		if _, err := tx.Exec(ctx, mark, args...); err != nil {
+			return 0, fmt.Errorf("mark %d outbox events sent: %w", len(ids), err)
+		}
 	}
-	if _, err := tx.Exec(ctx, mark, args...); err != nil {
-		return 0, fmt.Errorf("mark %d outbox events sent: %w", len(ids), err)
+	if len(parks) > 0 {
+		pids := make([]int64, len(parks))
+		reasons := make([]string, len(parks))
+		for i, p := range parks {
+			pids[i], reasons[i] = p.id, p.reason
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE `+r.table+` o SET parked_at = $1, park_reason = p.reason
+			FROM unnest($2::bigint[], $3::text[]) AS p(id, reason)
+			WHERE o.id = p.id`, now, pids, reasons); err != nil {
+			return 0, fmt.Errorf("park %d outbox events: %w", len(parks), err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit outbox batch: %w", err)
 	}
 	r.m.published.Add(float64(len(ids)))
-	for _, c := range created {
-		r.m.lag.Observe(max(now.Sub(c).Seconds(), 0))
+	for _, row := range sent {
+		r.m.lag.Observe(max(now.Sub(row.created).Seconds(), 0))
 	}
-	r.log.DebugContext(ctx, "outbox batch published", "count", len(ids), "first_id", ids[0], "last_id", ids[len(ids)-1])
-	return len(ids), nil
+	for _, p := range parks {
+		delete(r.missingSince, p.id)
+		if !strings.HasPrefix(p.reason, heldPrefix) {
+			r.m.parkedTotal.Inc()
+			r.log.ErrorContext(ctx, "outbox row parked: the broker refuses it; later rows of its key are held until outbox.Unpark", "outbox_id", p.id, "reason", p.reason)
+		}
+	}
+	if len(ids) > 0 {
+		r.log.DebugContext(ctx, "outbox batch published", "count", len(ids), "first_id", ids[0], "last_id", ids[len(ids)-1])
+	}
+	if pubErr != nil {
+		return 0, pubErr
+	}
+	return len(batch), nil
+}
+
+const heldPrefix = "held behind parked row "
+
+// publish writes batch in one WriteMessages call. When that fails with an
+// error that may be permanent, it writes the rows one at a time in id order
+// to find the culprits: a row refused for good (or whose topic has been
+// unknown for ParkMissingTopicAfter) is parked, and every later row of its
+// topic and key is parked behind it, so per-key order holds; rows of other
+// keys go on. A row whose topic is unknown but not for long yet is left
+// unsent with the rest of its key for this pass. A transient error stops
+// the pass: what was written is returned and the rest is retried later.
+// Rows written by the failed whole-batch call are written again
+// (at-least-once; inboxes absorb the duplicates).
+func (r *Relay) publish(ctx context.Context, batch []outboxRow) (sent []outboxRow, parks []parking, err error) {
+	var send []outboxRow
+	for _, row := range batch {
+		if row.heldBy != 0 {
+			parks = append(parks, parking{id: row.id, reason: heldPrefix + strconv.FormatInt(row.heldBy, 10)})
+		} else {
+			send = append(send, row)
+		}
+	}
+	if len(send) == 0 {
+		return nil, parks, nil
+	}
+	msgs := make([]kafka.Message, len(send))
+	for i, row := range send {
+		msgs[i] = row.msg
+	}
+	start := r.cfg.Now()
+	err = r.writer.WriteMessages(ctx, msgs...)
+	r.m.writeDuration.Observe(r.cfg.Now().Sub(start).Seconds())
+	if err == nil {
+		return send, parks, nil
+	}
+	batchErr := fmt.Errorf("publish %d outbox events (ids %d..%d): %w", len(send), send[0].id, send[len(send)-1].id, err)
+	if classifyPublish(err) == transient || ctx.Err() != nil {
+		return nil, parks, batchErr
+	}
+
+	type topicKey struct{ topic, key string }
+	stopped := map[topicKey]int64{} // key -> parked row id (0: waiting for its topic)
+	var waitErr error
+	for _, row := range send {
+		k := topicKey{row.msg.Topic, string(row.msg.Key)}
+		if pid, ok := stopped[k]; ok {
+			if pid != 0 {
+				parks = append(parks, parking{id: row.id, reason: heldPrefix + strconv.FormatInt(pid, 10)})
+			}
+			continue
+		}
+		err := r.writer.WriteMessages(ctx, row.msg)
+		if err == nil {
+			sent = append(sent, row)
+			delete(r.missingSince, row.id)
+			continue
+		}
+		if ctx.Err() != nil {
+			return sent, parks, ctx.Err()
+		}
+		switch classifyPublish(err) {
+		case permanent:
+			parks = append(parks, parking{id: row.id, reason: err.Error()})
+			stopped[k] = row.id
+		case missingTopic:
+			now := r.cfg.Now()
+			first, ok := r.missingSince[row.id]
+			if !ok {
+				first = now
+				r.missingSince[row.id] = now
+			}
+			if now.Sub(first) >= r.cfg.ParkMissingTopicAfter {
+				parks = append(parks, parking{id: row.id, reason: fmt.Sprintf("topic unknown for %s: %v", now.Sub(first).Round(time.Second), err)})
+				stopped[k] = row.id
+				continue
+			}
+			stopped[k] = 0
+			waitErr = fmt.Errorf("publish outbox event %d: %w", row.id, err)
+		default:
+			return sent, parks, fmt.Errorf("publish outbox event %d: %w", row.id, err)
+		}
+	}
+	return sent, parks, waitErr
 }
 
 // messageHeaders turns the stored trace headers into Kafka headers (sorted,
@@ -478,7 +631,12 @@ func (r *Relay) refreshStats(ctx context.Context) time.Time {
 		n      int64
 		oldest *time.Time
 	)
-	err := r.pool.QueryRow(ctx, `SELECT count(*), min(created_at) FROM `+r.table+` WHERE sent_at IS NULL`).Scan(&n, &oldest)
+	var parked, held int64
+	err := r.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE parked_at IS NULL), min(created_at) FILTER (WHERE parked_at IS NULL),
+			count(*) FILTER (WHERE parked_at IS NOT NULL AND NOT starts_with(park_reason, $1)),
+			count(*) FILTER (WHERE parked_at IS NOT NULL AND starts_with(park_reason, $1))
+		FROM `+r.table+` WHERE sent_at IS NULL`, heldPrefix).Scan(&n, &oldest, &parked, &held)
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.WarnContext(ctx, "outbox backlog query failed", "err", err)
@@ -489,6 +647,8 @@ func (r *Relay) refreshStats(ctx context.Context) time.Time {
 		return now
 	}
 	r.m.backlog.Set(float64(n))
+	r.m.parked.Set(float64(parked))
+	r.m.held.Set(float64(held))
 	age := 0.0
 	r.oldest = time.Time{}
 	if oldest != nil {
