@@ -94,3 +94,30 @@ func Unpark(ctx context.Context, pool *pgxpool.Pool, schema string, ids []int64)
 	}
 	return n, nil
 }
+
+// Discard deletes parked rows of schema with the given ids for good (rows
+// not parked, or already sent, are left alone) and returns how many went.
+// The rows held behind them are released by the relay within its
+// StatsInterval and published in id order (unless another parked row of
+// their key still holds them). The deleted events are never published:
+// record what they were (park_reason, payload) before calling it.
+func Discard(ctx context.Context, pool *pgxpool.Pool, schema string, ids []int64) (int64, error) {
+	if err := pg.ValidSchema(schema); err != nil {
+		return 0, fmt.Errorf("outbox discard: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := pool.QueryRow(ctx, `
+		WITH del AS (
+			DELETE FROM `+pgx.Identifier{schema, "outbox"}.Sanitize()+`
+			WHERE id = ANY($2) AND parked_at IS NOT NULL AND sent_at IS NULL
+			RETURNING 1
+		)
+		SELECT count(*) FROM del, LATERAL (SELECT pg_notify($1, '')) AS n`, schema+"_outbox", ids).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("outbox discard in %s: %w", schema, err)
+	}
+	return n, nil
+}

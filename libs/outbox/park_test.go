@@ -228,3 +228,42 @@ func TestUnparkValidatesSchema(t *testing.T) {
 		t.Fatal("accepted")
 	}
 }
+
+// Discard drops a parked row; the relay then releases the rows held behind
+// it (and any row held behind a row that is parked no longer) in order.
+func TestDiscardReleasesTheRowsHeldBehind(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, topic)
+	ctx := testenv.Ctx(t)
+	reg := prometheus.NewRegistry()
+	e.Enqueue(t, topic, testenv.Envelope("test.seq", 5, 1))
+	big := testenv.Envelope("test.seq", 5, 99)
+	big.Payload = bytes.Repeat([]byte{'x'}, 2<<20)
+	poisonID := enqueueBig(t, e, topic, big)
+	e.Enqueue(t, topic, testenv.Envelope("test.seq", 5, 2))
+	e.Enqueue(t, topic, testenv.Envelope("test.seq", 5, 3))
+	// Held behind a row that is no longer parked (an Unpark that raced a batch).
+	orphan := e.Enqueue(t, topic, testenv.Envelope("test.seq", 6, 1))
+	if _, err := e.Pool.Exec(ctx, `UPDATE outbox SET parked_at = now(), park_reason = 'held behind parked row 1' WHERE id = $1`, orphan); err != nil {
+		t.Fatal(err)
+	}
+	startRelay(t, e, relayOpts{reg: reg})
+
+	r := kafkakit.NewReader(e.Brokers, "discard-check", topic)
+	defer r.Close()
+	last := map[int64]int64{}
+	readInOrder(t, ctx, r, 2, last) // program 5 seq 1, program 6 seq 1
+	testenv.Eventually(t, 30*time.Second, "poison row parked", func() bool {
+		return testenv.Metric(t, reg, "outbox_parked") == 1 && testenv.Metric(t, reg, "outbox_held") == 2
+	})
+	if n, err := outbox.Discard(ctx, e.Pool, testenv.Schema, []int64{poisonID, orphan}); err != nil || n != 1 {
+		t.Fatalf("Discard = %d, %v; want the parked row only", n, err)
+	}
+	readInOrder(t, ctx, r, 2, last)
+	testenv.Eventually(t, 30*time.Second, "nothing parked, nothing unsent", func() bool {
+		return testenv.Metric(t, reg, "outbox_parked") == 0 && testenv.Metric(t, reg, "outbox_held") == 0 && unsent(t, e) == 0
+	})
+	if n := e.TopicSize(t, topic); n != 4 {
+		t.Fatalf("topic holds %d, want 4", n)
+	}
+}

@@ -313,6 +313,7 @@ func (r *Relay) session(ctx context.Context) error {
 		// trickle this point is reached once per event, so the count query
 		// is limited to one per StatsInterval.
 		if lastStats.IsZero() || r.cfg.Now().Sub(lastStats) >= r.cfg.StatsInterval {
+			r.releaseHeld(ctx)
 			lastStats = r.refreshStats(ctx)
 		}
 		switch {
@@ -620,6 +621,30 @@ const (
 	HeaderEventID   = "event_id"
 	HeaderEventType = "event_type"
 )
+
+// releaseHeld unparks rows held behind a parked row that is parked no
+// longer (replayed or discarded), so they flow again in id order. Unpark
+// releases them itself; this catches a row held by a batch that read the
+// parked row just before an Unpark or Discard committed, which would
+// otherwise wait behind nothing. A failure is retried next time.
+func (r *Relay) releaseHeld(ctx context.Context) {
+	tag, err := r.pool.Exec(ctx, `
+		UPDATE `+r.table+` o SET parked_at = NULL, park_reason = NULL
+		WHERE o.parked_at IS NOT NULL AND o.sent_at IS NULL AND starts_with(o.park_reason, $1)
+		  AND NOT EXISTS (
+			SELECT 1 FROM `+r.table+` p
+			WHERE p.parked_at IS NOT NULL AND p.sent_at IS NULL AND NOT starts_with(p.park_reason, $1)
+			  AND p.topic = o.topic AND p.key = o.key AND p.id < o.id)`, heldPrefix)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WarnContext(ctx, "outbox release of held rows failed", "err", err)
+		}
+		return
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		r.log.InfoContext(ctx, "outbox rows held behind a released row flow again", "count", n)
+	}
+}
 
 // refreshStats updates the backlog gauges. When the query fails (the
 // database is unreachable, so nothing is being published either) the
