@@ -267,3 +267,30 @@ func TestDiscardReleasesTheRowsHeldBehind(t *testing.T) {
 		t.Fatalf("topic holds %d, want 4", n)
 	}
 }
+
+// With the writer's own size check lifted, the broker refuses the message
+// (MessageSizeTooLarge) and the row is parked the same way.
+func TestRelayParksARowTheBrokerRefuses(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, topic)
+	reg := prometheus.NewRegistry()
+	w := kafkakit.NewWriter(e.Brokers)
+	w.BatchBytes = 16 << 20
+	t.Cleanup(func() { _ = w.Close() })
+	big := testenv.Envelope("test.seq", 9, 1)
+	big.Payload = bytes.Repeat([]byte{'x'}, 2<<20)
+	id := enqueueBig(t, e, topic, big)
+	e.Enqueue(t, topic, testenv.Envelope("test.seq", 10, 1))
+	startRelay(t, e, relayOpts{reg: reg, writer: w})
+	testenv.Eventually(t, 30*time.Second, "row parked, other key sent", func() bool {
+		return testenv.Metric(t, reg, "outbox_parked") == 1 && unsent(t, e) == 1
+	})
+	var reason string
+	if err := e.Pool.QueryRow(testenv.Ctx(t), `SELECT park_reason FROM outbox WHERE id = $1`, id).Scan(&reason); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("park_reason: %s", reason)
+	if n := e.TopicSize(t, topic); n != 1 {
+		t.Fatalf("topic holds %d, want 1", n)
+	}
+}
