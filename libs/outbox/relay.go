@@ -98,6 +98,11 @@ type Relay struct {
 	// missingSince is when each row's topic was first reported unknown, for
 	// ParkMissingTopicAfter; entries go when the row is published or parked.
 	missingSince map[int64]time.Time
+	// noneParked is true while the schema is known to have no parked rows:
+	// the last backlog query counted none and this relay parked none since
+	// (only the active relay parks rows). Batches then skip the parked-key
+	// query. False at the start of each session.
+	noneParked bool
 }
 
 const (
@@ -282,6 +287,7 @@ func (r *Relay) session(ctx context.Context) error {
 		return err
 	}
 	r.m.active.Set(1)
+	r.noneParked = false
 	// The backlog gauges are the active relay's report: a pod that lost
 	// the lock must not keep showing its last backlog, or the max over pods
 	// would page for a relay that another pod has long since taken over.
@@ -391,6 +397,32 @@ type outboxRow struct {
 	msg     kafka.Message
 }
 
+// readParked fills parked with the first parked row of each topic and key.
+func (r *Relay) readParked(ctx context.Context, tx pgx.Tx, parked map[[2]string]int64) error {
+	rows, err := tx.Query(ctx, `
+		SELECT topic, key, min(id) FROM `+r.table+`
+		WHERE parked_at IS NOT NULL AND sent_at IS NULL
+		GROUP BY topic, key`)
+	if err != nil {
+		return fmt.Errorf("read parked outbox keys: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k  [2]string
+			id int64
+		)
+		if err := rows.Scan(&k[0], &k[1], &id); err != nil {
+			return fmt.Errorf("scan parked outbox key: %w", err)
+		}
+		parked[k] = id
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read parked outbox keys: %w", err)
+	}
+	return nil
+}
+
 // parking is a row to park, with why.
 type parking struct {
 	id     int64
@@ -410,16 +442,24 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
 
+	// The first parked row of each topic and key: later rows of those keys
+	// are held behind it. Usually none; a small partial index answers it.
+	// Only this relay parks rows, so a stale answer (an Unpark committing
+	// meanwhile) can only hold a row too many, which releaseHeld undoes.
+	parked := map[[2]string]int64{}
+	if !r.noneParked {
+		if err := r.readParked(ctx, tx, parked); err != nil {
+			return 0, err
+		}
+	}
+
 	rows, err := tx.Query(ctx, `
-		SELECT o.id, o.event_id::text, o.topic, o.key, o.event_type, o.payload, o.headers, o.created_at,
-			coalesce((SELECT min(p.id) FROM `+r.table+` p
-				WHERE p.parked_at IS NOT NULL AND p.sent_at IS NULL
-				  AND p.topic = o.topic AND p.key = o.key AND p.id < o.id), 0)
-		FROM `+r.table+` o
-		WHERE o.sent_at IS NULL AND o.parked_at IS NULL AND o.id > $2
-		ORDER BY o.id
+		SELECT id, event_id::text, topic, key, event_type, payload, headers, created_at
+		FROM `+r.table+`
+		WHERE sent_at IS NULL AND parked_at IS NULL AND id > $2
+		ORDER BY id
 		LIMIT $1
-		FOR UPDATE OF o`, r.cfg.BatchSize, r.scanFloor())
+		FOR UPDATE`, r.cfg.BatchSize, r.scanFloor())
 	if err != nil {
 		return 0, fmt.Errorf("read outbox batch: %w", err)
 	}
@@ -431,9 +471,12 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 			payload                        []byte
 			headers                        map[string]string
 		)
-		if err := rows.Scan(&row.id, &eventID, &topic, &key, &eventType, &payload, &headers, &row.created, &row.heldBy); err != nil {
+		if err := rows.Scan(&row.id, &eventID, &topic, &key, &eventType, &payload, &headers, &row.created); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("scan outbox row: %w", err)
+		}
+		if pid, ok := parked[[2]string{topic, key}]; ok && pid < row.id {
+			row.heldBy = pid
 		}
 		r.cursor = max(r.cursor, row.id)
 		row.msg = kafka.Message{
@@ -476,6 +519,7 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 		}
 	}
 	if len(parks) > 0 {
+		r.noneParked = false
 		pids := make([]int64, len(parks))
 		reasons := make([]string, len(parks))
 		for i, p := range parks {
@@ -673,6 +717,7 @@ func (r *Relay) refreshStats(ctx context.Context) time.Time {
 	}
 	r.m.backlog.Set(float64(n))
 	r.m.parked.Set(float64(parked))
+	r.noneParked = parked+held == 0
 	r.m.held.Set(float64(held))
 	age := 0.0
 	r.oldest = time.Time{}
