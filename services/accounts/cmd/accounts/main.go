@@ -19,7 +19,7 @@ import (
 
 func main() {
 	// keygen needs no configuration, database or broker, so it is answered
-	// here rather than by platform.Run (which knows only serve and migrate).
+	// here rather than by platform.Run (which runs serve, migrate and dead-letters: all need the platform; keygen needs nothing).
 	if len(os.Args) > 1 && os.Args[1] == "keygen" {
 		os.Exit(keygen(os.Args[2:], rand.Reader, os.Stdout, os.Stderr))
 	}
