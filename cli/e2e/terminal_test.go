@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/cli/ptytest"
 
@@ -32,10 +33,19 @@ func TestCLIInATerminal(t *testing.T) {
 	const email = "terminal@brand.example"
 	s.account(email)
 	dir := t.TempDir()
+	// The "browser" visits the link with curl and then leaves a mark, so
+	// the test knows its visit is over before anyone signs in (otherwise a
+	// late visit could complete the sign-in the test means to do itself).
+	visited := filepath.Join(dir, "browser-visited")
+	browser := filepath.Join(dir, "browser")
+	script := "#!/bin/sh\n" + curl + " -fsS -o /dev/null \"$1\"\necho done > " + visited + "\n"
+	if err := os.WriteFile(browser, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TERM=xterm-256color",
 		app.EnvConfigDir + "=" + dir, app.EnvBaseURL + "=" + s.accounts, app.EnvPollInterval + "=50ms",
-		"BROWSER=" + curl + " -fsS -o /dev/null",
+		"BROWSER=" + browser,
 	}
 
 	// Sign-in is held back until the spinner has been seen, so the test
@@ -47,7 +57,17 @@ func TestCLIInATerminal(t *testing.T) {
 	tm.Expect("\x1b[2K⠋ Waiting for sign-in in the browser... (")
 	tm.Expect("\x1b[2K⠙ Waiting for sign-in in the browser... (")
 	// curl's visit was refused (nobody signed in to the provider yet);
-	// follow the link again now, as a user would.
+	// once it is over, follow the link again, as a user would.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(visited); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the browser never visited the sign-in link")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	s.signInAs(email)
 	link := linkFrom(t, tm.Output(), s.oidc.AuthURL())
 	if out, err := exec.Command(curl, "-fsS", "-o", "/dev/null", link).CombinedOutput(); err != nil {
