@@ -119,4 +119,3 @@ func TestReplay(t *testing.T) {
 		}
 	})
 }
-
