@@ -43,6 +43,7 @@ require (
 
 replace (
 	github.com/svc-dev/svc/libs/kafkakit => ../kafkakit
+	github.com/svc-dev/svc/libs/obs => ../obs
 	github.com/svc-dev/svc/libs/outbox => ../outbox
 	github.com/svc-dev/svc/libs/pg => ../pg
 	github.com/svc-dev/svc/proto => ../../proto

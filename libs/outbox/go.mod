@@ -7,6 +7,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0-00010101000000-000000000000
+	github.com/svc-dev/svc/libs/obs v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/proto v0.0.0
 	go.opentelemetry.io/otel v1.47.0
@@ -48,6 +49,7 @@ require (
 
 replace (
 	github.com/svc-dev/svc/libs/kafkakit => ../kafkakit
+	github.com/svc-dev/svc/libs/obs => ../obs
 	github.com/svc-dev/svc/libs/pg => ../pg
 	github.com/svc-dev/svc/proto => ../../proto
 )

@@ -12,12 +12,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svc-dev/svc/libs/kafkakit"
 	"github.com/svc-dev/svc/libs/kafkakit/embedded"
 	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
 	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/obs/obstest"
 	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/libs/platform"
@@ -84,34 +84,6 @@ func status(t *testing.T, url string) int {
 	return resp.StatusCode
 }
 
-func gauge(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue metrics
-				}
-			}
-			sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -149,11 +121,11 @@ func TestDrillServiceStartsWhileKafkaIsDown(t *testing.T) {
 	if p.TopicsCreated() {
 		t.Fatal("topics reported created with no broker")
 	}
-	if v := gauge(t, p.Registry, "kafka_topics_ready"); v != 0 {
+	if v := obstest.Metric(t, p.Registry, "kafka_topics_ready"); v != 0 {
 		t.Fatalf("kafka_topics_ready = %v, want 0", v)
 	}
 	eventually(t, 30*time.Second, "kafka_topic_ensure_errors_total counted", func() bool {
-		return gauge(t, p.Registry, "kafka_topic_ensure_errors_total") >= 1
+		return obstest.Metric(t, p.Registry, "kafka_topic_ensure_errors_total") >= 1
 	})
 	// An event written while the broker is down waits in the outbox.
 	resp, err := http.Post(base+"/emit", "text/plain", nil)
@@ -183,8 +155,8 @@ func TestDrillServiceStartsWhileKafkaIsDown(t *testing.T) {
 		return p.Pool.QueryRow(ctx(t), `SELECT count(*) FROM inbox WHERE event_id = $1`, id).Scan(&n) == nil && n >= 1
 	})
 	t.Logf("served %s after Start began; event applied %s after the broker started", startedIn, time.Since(brokerAt))
-	eventually(t, 10*time.Second, "kafka_up 1", func() bool { return gauge(t, p.Registry, "kafka_up") == 1 })
-	if v := gauge(t, p.Registry, "kafka_topics_ready"); v != 1 {
+	eventually(t, 10*time.Second, "kafka_up 1", func() bool { return obstest.Metric(t, p.Registry, "kafka_up") == 1 })
+	if v := obstest.Metric(t, p.Registry, "kafka_topics_ready"); v != 1 {
 		t.Fatalf("kafka_topics_ready = %v, want 1", v)
 	}
 	var n int
@@ -218,9 +190,9 @@ func TestKafkaUpFollowsTheBrokerAndReadyzDoesNot(t *testing.T) {
 	if !inst.Platform().TopicsCreated() {
 		t.Fatal("with the broker up, topics are not created when Start returns")
 	}
-	eventually(t, 10*time.Second, "kafka_up 1", func() bool { return gauge(t, reg, "kafka_up") == 1 })
+	eventually(t, 10*time.Second, "kafka_up 1", func() bool { return obstest.Metric(t, reg, "kafka_up") == 1 })
 	stop()
-	eventually(t, 30*time.Second, "kafka_up 0 after the broker stopped", func() bool { return gauge(t, reg, "kafka_up") == 0 })
+	eventually(t, 30*time.Second, "kafka_up 0 after the broker stopped", func() bool { return obstest.Metric(t, reg, "kafka_up") == 0 })
 	if got := status(t, "http://"+inst.Addr()+"/readyz"); got != http.StatusOK {
 		t.Fatalf("/readyz = %d with the broker stopped, want 200", got)
 	}
@@ -238,10 +210,10 @@ func TestTopicDurabilityMismatchIsReportedNotChanged(t *testing.T) {
 	env := platformtest.With(platformtest.Env(t), map[string]string{"KAFKA_BROKERS": strings.Join(brokers, ",")})
 	inst := platformtest.Start(t, spec(), env)
 	reg := inst.Platform().Registry
-	if v := gauge(t, reg, "kafka_topic_config_mismatch", "topic", keptTopic, "setting", "min.insync.replicas"); v != 1 {
+	if v := obstest.Metric(t, reg, "kafka_topic_config_mismatch", "topic", keptTopic, "setting", "min.insync.replicas"); v != 1 {
 		t.Fatalf("kafka_topic_config_mismatch{topic=%s,setting=min.insync.replicas} = %v, want 1", keptTopic, v)
 	}
-	if v := gauge(t, reg, "kafka_topic_config_mismatch"); v != 1 {
+	if v := obstest.Metric(t, reg, "kafka_topic_config_mismatch"); v != 1 {
 		t.Fatalf("mismatches in all = %v, want only that one", v)
 	}
 	got, err := kafkakit.DescribeTopicConfigs(ctx(t), brokers, keptTopic, "min.insync.replicas")

@@ -6,6 +6,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"github.com/svc-dev/svc/libs/obs/obstest"
 	"sync"
 	"testing"
 	"time"
@@ -167,37 +168,7 @@ func Go(t testing.TB, fn func(ctx context.Context) error) (stop func() error, do
 // the given pairs (0 when absent).
 func Metric(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue metrics
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
-			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return obstest.Metric(t, reg, name, labels...)
 }
 
 // Decode unmarshals a message value into an Envelope.
