@@ -63,12 +63,7 @@ func WithOnRefuse(fn func(route string)) Option {
 // inside the client IP middleware, before authentication (the contract
 // refuses before the endpoint does anything).
 func Middleware(l *Limiter, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
-	var cfg middlewareConfig
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
+	cfg := newMiddlewareConfig(opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := l.Allow(key(r))
@@ -100,12 +95,7 @@ func Middleware(l *Limiter, key KeyFunc, opts ...Option) func(http.Handler) http
 // every invented token got a fresh bucket: guessing was never limited and a
 // flood of tokens evicted real counters.
 func FailedAuth(l *Limiter, key KeyFunc, opts ...Option) func(http.Handler) http.Handler {
-	var cfg middlewareConfig
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&cfg)
-		}
-	}
+	cfg := newMiddlewareConfig(opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			k := key(r)
@@ -288,4 +278,14 @@ func NewRefusalCounter(reg prometheus.Registerer) (*RefusalCounter, error) {
 // Inc counts one refusal; pass it to WithOnRefuse.
 func (c *RefusalCounter) Inc(route string) {
 	c.vec.WithLabelValues(route).Inc()
+}
+
+func newMiddlewareConfig(opts []Option) middlewareConfig {
+	var cfg middlewareConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	return cfg
 }
