@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svc-dev/svc/libs/catalogsync"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -61,30 +60,9 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}
 	case eventsv1.TypeAPIKeyUpserted:
-		var k eventsv1.ApiKey
-		if err := proto.Unmarshal(env.GetPayload(), &k); err != nil {
-			return fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, program_id, key_hash, test, rotation_marked_at, rotation_deadline, revoked, catalog_seq)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
-			ON CONFLICT (id) DO UPDATE SET rotation_marked_at = EXCLUDED.rotation_marked_at,
-				rotation_deadline = EXCLUDED.rotation_deadline, revoked = EXCLUDED.revoked, catalog_seq = EXCLUDED.catalog_seq
-			WHERE api_keys.catalog_seq < EXCLUDED.catalog_seq`,
-			k.GetId(), k.GetProgramId(), k.GetKeyHash(), k.GetTest(), optTime(k.GetRotationMarkedAt()),
-			optTime(k.GetRotationDeadline()), k.GetRevoked(), seq)
-		if err != nil {
-			return fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
-		}
+		return catalogsync.UpsertAPIKey(ctx, tx, env)
 	}
 	// Other catalog events are not kept here; they still advance the
 	// watermark.
 	return nil
-}
-
-func optTime(t *timestamppb.Timestamp) *time.Time {
-	if t == nil {
-		return nil
-	}
-	v := t.AsTime()
-	return &v
 }

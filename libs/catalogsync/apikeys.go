@@ -1,0 +1,49 @@
+package catalogsync
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// UpsertAPIKey applies a catalog.api_key.upserted event (env) to the
+// replica's api_keys table inside tx. Every service that authenticates
+// program API keys keeps the same table in its own schema:
+//
+//	api_keys(id bigint PRIMARY KEY, program_id bigint, key_hash bytea UNIQUE,
+//	         test boolean, rotation_marked_at timestamptz, rotation_deadline timestamptz,
+//	         revoked boolean, catalog_seq bigint)
+//
+// An older snapshot (a redelivery, another partition's late event) never
+// overwrites a newer one: the row keeps the highest catalog seq.
+func UpsertAPIKey(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	var k eventsv1.ApiKey
+	if err := proto.Unmarshal(env.GetPayload(), &k); err != nil {
+		return fmt.Errorf("decode api key event %s: %w", env.GetId(), err)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, program_id, key_hash, test, rotation_marked_at, rotation_deadline, revoked, catalog_seq)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
+		ON CONFLICT (id) DO UPDATE SET rotation_marked_at = EXCLUDED.rotation_marked_at,
+			rotation_deadline = EXCLUDED.rotation_deadline, revoked = EXCLUDED.revoked, catalog_seq = EXCLUDED.catalog_seq
+		WHERE api_keys.catalog_seq < EXCLUDED.catalog_seq`,
+		k.GetId(), k.GetProgramId(), k.GetKeyHash(), k.GetTest(), optTime(k.GetRotationMarkedAt()),
+		optTime(k.GetRotationDeadline()), k.GetRevoked(), env.GetSeq())
+	if err != nil {
+		return fmt.Errorf("upsert api key %d: %w", k.GetId(), err)
+	}
+	return nil
+}
+
+func optTime(t *timestamppb.Timestamp) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.AsTime()
+	return &v
+}
