@@ -55,6 +55,10 @@ test: test-deps ## Run every unit and integration test (real Postgres, embedded 
 	@echo "testing $(words $(MODULES)) modules against $${TEST_DATABASE_URL%%\?*}"
 	$(GO) test $(GOTESTFLAGS) $(PKGS)
 
+.PHONY: soak
+soak: ## Soak the whole stack: 10 min of mixed traffic through the gateway, broker restarted twice; heap and goroutines must end flat (SOAK_DURATION to change)
+	SOAK_DURATION=$${SOAK_DURATION:-10m} $(GO) test -count=1 -v -timeout 40m -run '^TestSoak$$' ./deploy/devstack/drills/
+
 .PHONY: bench
 bench: ## Run the Go benchmarks of the limiter and the outbox relay
 	$(GO) test -run='^$$' -bench=. -benchmem -count=1 github.com/svc-dev/svc/libs/ratelimit/... github.com/svc-dev/svc/libs/outbox/...

@@ -163,6 +163,12 @@ done
 gateway_go="$root_dir/deploy/devstack/gateway/gateway.go"
 if [[ -f "$gateway_go" ]]; then
   log "compare the Ingress routes with the local gateway's public rules"
+  # Only Prefix rules can be public: a Pattern rule (one-segment wildcards,
+  # admin paths split between accounts and commissions) has no Ingress
+  # equivalent, and the comparison below reads Prefix rules only.
+  if grep -E '\{Pattern: "[^"]*",.*Public: true' "$gateway_go" >&2; then
+    die "a Pattern rule in $gateway_go is public: the Ingress cannot route a wildcard segment"
+  fi
   sed -nE 's/.*\{Prefix: "([^"]+)", Service: "([^"]+)", Public: true\}.*/\1 \2/p' "$gateway_go" \
     | sed -E 's#^(/.*[^/])/? #\1 #' | sort -u >"$tmp/gateway.routes"
   [[ -s "$tmp/gateway.routes" ]] || die "no public rule parsed from $gateway_go (format changed?)"

@@ -73,6 +73,12 @@ func envOr(k, def string) string {
 
 func adminToken() string { return envOr("ADMIN_TOKEN", "dev-admin-token") }
 
+// internalToken is the service-to-service token of the local stack:
+// tracking accepts it on /internal/v1/ and commissions sends it (its
+// attribution client). One value for both, fixed so a developer can call
+// tracking's internal route by hand; the shell's INTERNAL_TOKEN wins.
+func internalToken() string { return envOr("INTERNAL_TOKEN", "dev-internal-token") }
+
 // processorWebhookSecret is fixed by default so payment-processor events can
 // be signed by hand (or by a processor CLI forwarding to the stack) without
 // reading it from anywhere first.
@@ -112,6 +118,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"KAFKA_REPLICATION_FACTOR":  "1",
 		"KAFKA_MIN_INSYNC_REPLICAS": "1",
 		"ADMIN_TOKEN":               adminToken(),
+		"INTERNAL_TOKEN":            internalToken(),
 		"SESSION_SIGNING_KEY":       signing,
 		"SESSION_PUBLIC_KEY":        publicKey(signing),
 		"TRUSTED_PROXIES":           "127.0.0.1/32,::1/128",

@@ -281,6 +281,20 @@ func TestCheck(t *testing.T) {
 			want: []string{"annotation nginx.ingress.kubernetes.io/rewrite-target mentions /admin"},
 		},
 		{
+			name: "ingress internal path is refused",
+			in: func(t *testing.T) string {
+				return replace(t, valid, "path: /api/v1/cli\n            pathType: Prefix", "path: /internal/v1/attributions\n            pathType: Exact")
+			},
+			want: []string{"routes /internal/v1/"},
+		},
+		{
+			name: "ingress annotation mentioning internal is refused",
+			in: func(t *testing.T) string {
+				return replace(t, valid, "  name: svc-public\n", "  name: svc-public\n  annotations:\n    nginx.ingress.kubernetes.io/rewrite-target: /internal/v1/$1\n")
+			},
+			want: []string{"annotation nginx.ingress.kubernetes.io/rewrite-target mentions /internal"},
+		},
+		{
 			name: "ingress backend to a missing service is refused",
 			in: func(t *testing.T) string {
 				return replace(t, valid, "                name: svc-accounts\n                port:", "                name: svc-acounts\n                port:")
@@ -469,6 +483,10 @@ func TestAdminExposure(t *testing.T) {
 		{"/api/tracking", "Prefix", false},
 		{"/administrator-docs", "Prefix", true}, // conservative: starts with /admin
 		{"/admin", "Exact", true},
+		{"/internal/v1/attributions", "Exact", true},
+		{"/internal", "Prefix", true},
+		{"/Internal/v1/", "Prefix", true},
+		{"/int", "Prefix", true}, // a string prefix of /internal/
 		{"/admin/v1/", "Prefix", true},
 		{"/Admin/V1", "Prefix", true},
 		{"/", "Prefix", true},

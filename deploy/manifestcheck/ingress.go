@@ -11,6 +11,14 @@ import (
 // Ingress: the admin API is in-cluster only.
 const adminPrefix = "/admin"
 
+// privatePrefixes are every in-cluster-only path family, with what it is:
+// the admin API, and the service-to-service routes (/internal/v1/, such as
+// tracking's attribution decisions for commissions).
+var privatePrefixes = []struct{ prefix, what string }{
+	{adminPrefix, "routes /admin/v1/, which must never be on an Ingress (admin routes are in-cluster only)"},
+	{"/internal", "routes /internal/v1/, which must never be on an Ingress (service-to-service routes are in-cluster only)"},
+}
+
 // adminExposure explains why an Ingress path could route a request for
 // /admin/v1/..., or returns "" when it cannot. The rule matches the render-time
 // guard in charts/svc/templates/_helpers.tpl:
@@ -43,8 +51,10 @@ func adminExposure(path string, pathType *networkingv1.PathType) string {
 	if strings.Contains(p, "//") {
 		return "path must be normalised (no empty segments)"
 	}
-	if strings.HasPrefix(p, adminPrefix) || strings.HasPrefix(adminPrefix+"/", p) {
-		return "routes /admin/v1/, which must never be on an Ingress (admin routes are in-cluster only)"
+	for _, private := range privatePrefixes {
+		if strings.HasPrefix(p, private.prefix) || strings.HasPrefix(private.prefix+"/", p) {
+			return private.what
+		}
 	}
 	return ""
 }
@@ -63,8 +73,10 @@ func checkIngress(o object, ing *networkingv1.Ingress, services map[string]servi
 		add("spec.defaultBackend is not allowed: it would route /admin/v1/")
 	}
 	for name, value := range ing.Annotations {
-		if strings.Contains(strings.ToLower(value), adminPrefix) {
-			add("annotation %s mentions %s: rewrites or snippets could expose admin routes", name, adminPrefix)
+		for _, private := range privatePrefixes {
+			if strings.Contains(strings.ToLower(value), private.prefix) {
+				add("annotation %s mentions %s: rewrites or snippets could expose in-cluster routes", name, private.prefix)
+			}
 		}
 	}
 	for i, rule := range ing.Spec.Rules {

@@ -34,6 +34,7 @@ func Handler(g prometheus.Gatherer) http.Handler {
 type HTTPMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	inFlight *prometheus.GaugeVec
 }
 
 // NewHTTPMetrics registers http_requests_total and
@@ -51,14 +52,23 @@ func NewHTTPMetrics(reg prometheus.Registerer) (*HTTPMetrics, error) {
 		Help:    "HTTP request latency in seconds, by route pattern, method and status code.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 	}, labels)
+	// In flight, by route: what a shutdown waits for, and the long waits
+	// (the sync barrier) that no finished-request metric shows.
+	inFlight := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "http_requests_in_flight",
+		Help: "HTTP requests being served, by route pattern (\"*\" for a whole mux, whose pattern is known only once matched).",
+	}, []string{"route"})
 	var err error
+	if inFlight, err = registerOrReuse(reg, inFlight); err != nil {
+		return nil, fmt.Errorf("register http_requests_in_flight: %w", err)
+	}
 	if requests, err = registerOrReuse(reg, requests); err != nil {
 		return nil, fmt.Errorf("register http_requests_total: %w", err)
 	}
 	if duration, err = registerOrReuse(reg, duration); err != nil {
 		return nil, fmt.Errorf("register http_request_duration_seconds: %w", err)
 	}
-	return &HTTPMetrics{requests: requests, duration: duration}, nil
+	return &HTTPMetrics{requests: requests, duration: duration, inFlight: inFlight}, nil
 }
 
 func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
@@ -94,6 +104,13 @@ func (m *HTTPMetrics) Wrap(mux http.Handler) http.Handler {
 }
 
 func (m *HTTPMetrics) serve(route string, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	flying := route
+	if flying == "" {
+		flying = "*"
+	}
+	g := m.inFlight.WithLabelValues(flying)
+	g.Inc()
+	defer g.Dec()
 	// httpsnoop keeps Flusher, Hijacker and ReaderFrom of the original
 	// writer, which a hand-rolled status recorder would hide.
 	stats := httpsnoop.CaptureMetrics(next, w, r)

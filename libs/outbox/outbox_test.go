@@ -42,6 +42,7 @@ type relayOpts struct {
 	retention    time.Duration
 	deleteSent   bool
 	parkMissing  time.Duration
+	errorBackoff time.Duration
 }
 
 func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, done <-chan error) {
@@ -51,6 +52,9 @@ func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, d
 	}
 	if o.poll == 0 {
 		o.poll = 50 * time.Millisecond
+	}
+	if o.errorBackoff == 0 {
+		o.errorBackoff = 20 * time.Millisecond
 	}
 	w := o.writer
 	if w == nil {
@@ -62,7 +66,7 @@ func startRelay(t *testing.T, e *testenv.Env, o relayOpts) (stop func() error, d
 		BatchSize:         o.batch,
 		PollInterval:      o.poll,
 		LockRetryInterval: 20 * time.Millisecond,
-		ErrorBackoff:      20 * time.Millisecond,
+		ErrorBackoff:      o.errorBackoff,
 		Retention:         o.retention,
 		SweepInterval:     time.Minute,
 		Registerer:        o.reg,
@@ -270,6 +274,10 @@ func TestRelayPublishesCommittedEventsOnly(t *testing.T) {
 	if got.Id != marker.Id || string(m.Key) != "1" || testenv.Header(m, outbox.HeaderEventID) != marker.Id || testenv.Header(m, outbox.HeaderEventType) != "test.marker" {
 		t.Fatalf("published %v key=%s headers=%v, want the marker keyed 1 with event headers", got, m.Key, m.Headers)
 	}
+	// The counters move just after the marking commit that unsent sees.
+	testenv.Eventually(t, 10*time.Second, "the marker counted and its lag observed", func() bool {
+		return testenv.Metric(t, reg, "outbox_published_total") >= 1 && testenv.Metric(t, reg, "outbox_relay_lag_seconds") >= 1
+	})
 	if v := testenv.Metric(t, reg, "outbox_published_total"); v != 1 {
 		t.Errorf("outbox_published_total = %v, want 1", v)
 	}
@@ -410,6 +418,8 @@ func TestTwoRelaysOnOneSchemaOnlyOnePublishes(t *testing.T) {
 		e.Enqueue(t, topic, testenv.Envelope("test.pair", int64(i%3), int64(i)))
 	}
 	testenv.Eventually(t, 30*time.Second, "first events published", func() bool { return unsent(t, e) == 0 })
+	// The counter moves just after the marking commit that unsent sees.
+	testenv.Eventually(t, 10*time.Second, "the first events counted", func() bool { return published(leader)+published(standby) >= first })
 	if published(standby) != 0 || published(leader) != first {
 		t.Fatalf("published leader=%v standby=%v, want %d and 0", published(leader), published(standby), first)
 	}
@@ -428,6 +438,7 @@ func TestTwoRelaysOnOneSchemaOnlyOnePublishes(t *testing.T) {
 		e.Enqueue(t, topic, testenv.Envelope("test.pair", 1, int64(first+i)))
 	}
 	testenv.Eventually(t, 30*time.Second, "second events published", func() bool { return unsent(t, e) == 0 })
+	testenv.Eventually(t, 10*time.Second, "the second events counted", func() bool { return published(standby) >= second })
 	if published(standby) != second {
 		t.Fatalf("new leader published %v, want %d", published(standby), second)
 	}
@@ -456,6 +467,8 @@ func TestRelaySweepsSentRowsAfterRetention(t *testing.T) {
 	if n := e.Count(t, `SELECT count(*) FROM outbox WHERE id = $1`, recent); n != 1 {
 		t.Fatal("row within retention was swept")
 	}
+	// The counter moves just after the DELETE that the count above sees.
+	testenv.Eventually(t, 10*time.Second, "the sweep counted", func() bool { return testenv.Metric(t, reg, "outbox_swept_total") >= 1 })
 	if v := testenv.Metric(t, reg, "outbox_swept_total"); v != 1 {
 		t.Fatalf("outbox_swept_total = %v, want 1", v)
 	}

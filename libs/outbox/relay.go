@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,11 +58,20 @@ type RelayConfig struct {
 	// outbox for an hour. Other permanent errors (message too large, invalid
 	// record) park at once; transient ones never do.
 	ParkMissingTopicAfter time.Duration
+	// GapTimeout is how long the relay waits for an id it read past (its
+	// transaction was still open) before it stops holding back its scans for
+	// it (default 5 min). Per-key order is kept for transactions shorter
+	// than this; a row of a longer one is still published, at least once,
+	// but possibly after later events of its key. Ids of rolled-back
+	// transactions never show up, so each holds scans back this long: a
+	// longer timeout costs scans over more index entries of sent rows.
+	GapTimeout time.Duration
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
 	// Registerer receives the relay metrics; nil means not exported.
 	Registerer prometheus.Registerer
-	// Now is the clock for sent_at, lag and retention (default time.Now).
+	// Now is the clock for sent_at, lag, retention and GapTimeout (default
+	// time.Now).
 	Now func() time.Time
 	// AfterPublish, when set, is called after a batch was written to Kafka
 	// and before its rows are marked sent. If it returns an error the batch
@@ -83,14 +93,16 @@ type Relay struct {
 	notify string // channel "<schema>_outbox"
 	m      relayMetrics
 
-	// cursor is the highest id published. Marked rows leave entries in the
-	// unsent index until vacuum, so a scan from the start of that index gets
-	// slower with every event sent; scans start near the cursor instead,
-	// lookback ids before it to pick up rows of transactions that were still
-	// open at the last scan, and a full scan every fullScanEvery picks up
-	// anything older. Only the relay goroutine touches these.
-	cursor   int64
-	lastFull time.Time
+	// scan says where each batch starts reading (see scanState). Only the
+	// relay goroutine touches it and the fields below; scan starts afresh
+	// with each session.
+	scan scanState
+	// parkedSeen is the number of parked rows (held ones included) last
+	// counted plus those parked since: fewer at the next count means rows
+	// were unparked or discarded, below the scan's cursor.
+	parkedSeen int64
+	// gapsCapLogged: the warning that maxGaps was reached is logged once.
+	gapsCapLogged bool
 	// oldest is the created_at of the oldest unsent row at the last
 	// successful backlog query (zero: none), for ageing the gauge when the
 	// query fails.
@@ -106,18 +118,152 @@ type Relay struct {
 }
 
 const (
-	scanLookback  = 10_000
+	// fullScanEvery is how often a batch reads from the first unsent row
+	// whatever the gaps say: it picks up rows of expired gaps.
 	fullScanEvery = 5 * time.Second
+	// maxGaps bounds the ids a relay waits for (32 bytes each), so a storm
+	// of rolled-back transactions cannot grow the set without limit; past
+	// it the oldest are given up, as if expired.
+	maxGaps = 100_000
 )
 
-// scanFloor is the id above which the next batch is read.
-func (r *Relay) scanFloor() int64 {
-	now := r.cfg.Now()
-	if r.cursor <= scanLookback || now.Sub(r.lastFull) >= fullScanEvery {
-		r.lastFull = now
+// scanState decides where each batch starts reading. Marked rows leave
+// entries in the unsent index until vacuum, so reading from the start of
+// that index gets slower with every event sent; batches start just below
+// the lowest id that may still turn into an unsent row instead, and that
+// keeps per-key order: a row is never read after a later row of its key
+// whose transaction began after it committed, because its id is lower and
+// the scan starts below it. The ids waited for are:
+//
+//   - gaps: ids at or below the cursor (the highest id read) that no batch
+//     has read, because their transactions were still open when a batch read
+//     past them (or rolled back: such ids never show up). A gap is resolved
+//     when its row is read and expires after GapTimeout.
+//   - retry: rows read but neither published nor parked (a failed write).
+//   - the session's start: ids below the first batch may belong to
+//     transactions open at the time, which this relay cannot name. Until
+//     every transaction open at the first batch has ended and a batch has
+//     read from the start past them, or GapTimeout has passed, every batch
+//     reads from the start.
+//
+// A batch also reads from the start every fullScanEvery, and after parked
+// rows were released: that picks up expired gaps and unparked rows.
+type scanState struct {
+	started  bool
+	cursor   int64
+	gaps     []gap   // ascending by id, and so by since
+	retry    []int64 // ascending
+	lastFull time.Time
+	fullDue  bool
+
+	holdUntil time.Time // zero: not holding
+	holdTop   int64     // the last id of the first batch
+	holdXmax  string    // xid8: transactions below it were open or done at the first batch
+	holdEnded bool      // they have all ended
+}
+
+// gap is an id read past, and when that was noticed.
+type gap struct {
+	id    int64
+	since time.Time
+}
+
+// floor drops the gaps older than gapTimeout and returns the id above which
+// the next batch reads, and how many gaps expired.
+func (s *scanState) floor(now time.Time, gapTimeout time.Duration) (floor int64, expired int) {
+	for expired < len(s.gaps) && now.Sub(s.gaps[expired].since) >= gapTimeout {
+		expired++
+	}
+	s.gaps = slices.Delete(s.gaps, 0, expired)
+	if !s.started || s.fullDue || s.holding(now) || now.Sub(s.lastFull) >= fullScanEvery {
+		return 0, expired
+	}
+	floor = s.cursor
+	if len(s.gaps) > 0 {
+		floor = min(floor, s.gaps[0].id-1)
+	}
+	if len(s.retry) > 0 {
+		floor = min(floor, s.retry[0]-1)
+	}
+	return floor, expired
+}
+
+func (s *scanState) holding(now time.Time) bool { return now.Before(s.holdUntil) }
+
+// hold starts waiting for the transactions open at the session's first
+// batch, whose last id was top; xmax bounds their transaction ids.
+func (s *scanState) hold(until time.Time, top int64, xmax string) {
+	s.holdUntil, s.holdTop, s.holdXmax, s.holdEnded = until, top, xmax, false
+}
+
+// record takes the outcome of a batch read above floor at now: read are the
+// ids read (ascending), left those neither published nor parked, and full
+// says the batch hit BatchSize (so it tells nothing of ids past its last).
+// It returns how many of the oldest gaps were given up over maxGaps.
+func (s *scanState) record(now time.Time, floor int64, read, left []int64, full bool) (dropped int) {
+	if floor == 0 {
+		s.lastFull, s.fullDue = now, false
+		if s.holdEnded && (!full || read[len(read)-1] >= s.holdTop) {
+			s.holdUntil, s.holdEnded = time.Time{}, false
+		}
+	}
+	// A leftover this batch covered was read again (and is in left if it
+	// failed again) or is gone.
+	top := int64(math.MaxInt64)
+	if full {
+		top = read[len(read)-1]
+	}
+	retry := slices.Clone(left)
+	for _, id := range s.retry {
+		if id > top {
+			retry = append(retry, id)
+		}
+	}
+	s.retry = retry
+	if len(read) == 0 {
 		return 0
 	}
-	return r.cursor - scanLookback
+	if len(s.gaps) > 0 {
+		kept, j := s.gaps[:0], 0
+		for _, g := range s.gaps {
+			for j < len(read) && read[j] < g.id {
+				j++
+			}
+			if j < len(read) && read[j] == g.id {
+				continue // its transaction committed: resolved
+			}
+			kept = append(kept, g)
+		}
+		s.gaps = kept
+	}
+	last := read[len(read)-1]
+	if !s.started {
+		s.started, s.cursor = true, last
+		return 0
+	}
+	if last <= s.cursor {
+		return 0
+	}
+	lo := s.cursor + 1
+	if last-s.cursor > maxGaps+int64(len(read)) {
+		// A jump of the sequence: only the highest ids can be kept anyway.
+		lo = last - maxGaps - int64(len(read))
+		dropped = int(lo - s.cursor - 1)
+	}
+	i, _ := slices.BinarySearch(read, lo)
+	next := lo
+	for _, id := range read[i:] {
+		for ; next < id; next++ {
+			s.gaps = append(s.gaps, gap{id: next, since: now})
+		}
+		next = id + 1
+	}
+	s.cursor = last
+	if over := len(s.gaps) - maxGaps; over > 0 {
+		s.gaps = slices.Delete(s.gaps, 0, over)
+		dropped += over
+	}
+	return dropped
 }
 
 type relayMetrics struct {
@@ -154,6 +300,7 @@ func NewRelay(pool *pgxpool.Pool, writer *kafka.Writer, cfg RelayConfig) (*Relay
 	setDefault(&cfg.Retention, 72*time.Hour)
 	setDefault(&cfg.SweepInterval, time.Minute)
 	setDefault(&cfg.ParkMissingTopicAfter, 10*time.Minute)
+	setDefault(&cfg.GapTimeout, 5*time.Minute)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -253,7 +400,12 @@ func (e *afterPublishError) Unwrap() error { return e.err }
 // Each session takes a dedicated connection out of the pool, waits for the
 // schema's advisory lock on it (one active relay per schema; the lock is
 // released when the connection closes, so a dead holder's lock passes to a
-// standby), LISTENs for Enqueue's notifications and publishes.
+// standby), LISTENs for Enqueue's notifications and publishes. Every batch
+// is read and marked on that same connection: a relay whose lock connection
+// died (its backend terminated, the network cut) fails its next read or
+// mark and ends the session instead of publishing beside the standby that
+// took the lock over. The batch it had in flight stays unsent and the new
+// holder publishes it again (at least once; the inboxes absorb the copy).
 func (r *Relay) Run(ctx context.Context) error {
 	for {
 		err := r.session(ctx)
@@ -288,6 +440,10 @@ func (r *Relay) session(ctx context.Context) error {
 	}
 	r.m.active.Set(1)
 	r.noneParked = false
+	// Another relay may have published while this one stood by, and the
+	// gaps it knew of went with it: start from the beginning.
+	r.scan = scanState{}
+	r.parkedSeen = 0
 	// The backlog gauges are the active relay's report: a pod that lost
 	// the lock must not keep showing its last backlog, or the max over pods
 	// would page for a relay that another pod has long since taken over.
@@ -306,12 +462,17 @@ func (r *Relay) session(ctx context.Context) error {
 
 	var lastStats, lastSweep time.Time
 	for {
-		n, err := r.publishBatch(ctx)
+		n, err := r.publishBatch(ctx, conn)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if _, ok := errors.AsType[*afterPublishError](err); ok {
 			return err
+		}
+		if err != nil && lockConnLost(conn) {
+			// The lock may already be someone else's: not one more batch.
+			r.m.errors.Inc()
+			return fmt.Errorf("outbox batch on the lock connection: %w", err)
 		}
 		// The gauges are refreshed whatever the batch did: a relay failing
 		// every batch is exactly when the backlog and the oldest row's age
@@ -368,6 +529,13 @@ func (r *Relay) acquireLock(ctx context.Context, conn *pgx.Conn) error {
 	}
 }
 
+// lockConnLost reports whether conn, and with it the relay lock, is gone
+// or unusable after a failed batch. pgx closes a connection on any network
+// or protocol failure; the error itself may as well be Kafka's.
+func lockConnLost(conn *pgx.Conn) bool {
+	return conn.IsClosed() || conn.PgConn().TxStatus() != 'I'
+}
+
 // waitForWork returns when a notification arrives or PollInterval passes. An
 // error means the listening connection is gone (or ctx ended): the session
 // must end, which also gives up the lock.
@@ -397,30 +565,43 @@ type outboxRow struct {
 	msg     kafka.Message
 }
 
-// readParked fills parked with the first parked row of each topic and key.
-func (r *Relay) readParked(ctx context.Context, tx pgx.Tx, parked map[[2]string]int64) error {
-	rows, err := tx.Query(ctx, `
-		SELECT topic, key, min(id) FROM `+r.table+`
+// readParked fills parked with the first parked row of each topic and key
+// and returns how many rows are parked (held ones included).
+func (r *Relay) readParked(ctx context.Context, conn *pgx.Conn, parked map[[2]string]int64) (int64, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT topic, key, min(id), count(*) FROM `+r.table+`
 		WHERE parked_at IS NOT NULL AND sent_at IS NULL
 		GROUP BY topic, key`)
 	if err != nil {
-		return fmt.Errorf("read parked outbox keys: %w", err)
+		return 0, fmt.Errorf("read parked outbox keys: %w", err)
 	}
 	defer rows.Close()
+	var total int64
 	for rows.Next() {
 		var (
-			k  [2]string
-			id int64
+			k     [2]string
+			id, n int64
 		)
-		if err := rows.Scan(&k[0], &k[1], &id); err != nil {
-			return fmt.Errorf("scan parked outbox key: %w", err)
+		if err := rows.Scan(&k[0], &k[1], &id, &n); err != nil {
+			return 0, fmt.Errorf("scan parked outbox key: %w", err)
 		}
 		parked[k] = id
+		total += n
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read parked outbox keys: %w", err)
+		return 0, fmt.Errorf("read parked outbox keys: %w", err)
 	}
-	return nil
+	return total, nil
+}
+
+// noteParked takes a new count of parked rows. Fewer than before means some
+// were unparked or discarded (releasing the rows held behind them): their
+// ids are below the cursor, so the next batch reads from the start.
+func (r *Relay) noteParked(n int64) {
+	if n < r.parkedSeen {
+		r.scan.fullDue = true
+	}
+	r.parkedSeen = n
 }
 
 // parking is a row to park, with why.
@@ -430,68 +611,57 @@ type parking struct {
 }
 
 // publishBatch publishes the oldest unsent, unparked rows in one Kafka write
-// and marks them sent, in one transaction whose row locks also keep a second
-// relay (should two ever believe they hold the lock) off the same rows. A
-// failure after the write leaves the rows unsent: they are published again
-// later, never lost. A row the broker refuses for good is parked, and so is
-// every later row of its topic and key (see publish).
-func (r *Relay) publishBatch(ctx context.Context) (int, error) {
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("begin outbox batch: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // no-op after commit
-
+// and marks them sent. Everything runs on conn, the connection holding the
+// relay lock: the rows are read without a transaction (nothing is locked
+// while Kafka is written to, which may take minutes with retries) and
+// marked in a short transaction afterwards. The lock makes this relay the
+// only one reading and marking rows; if the lock went with its connection,
+// the read or the mark fails. A failure after the write leaves the rows
+// unsent: they are published again later, never lost. A row the broker
+// refuses for good is parked, and so is every later row of its topic and key
+// (see publish).
+func (r *Relay) publishBatch(ctx context.Context, conn *pgx.Conn) (int, error) {
 	// The first parked row of each topic and key: later rows of those keys
 	// are held behind it. Usually none; a small partial index answers it.
 	// Only this relay parks rows, so a stale answer (an Unpark committing
 	// meanwhile) can only hold a row too many, which releaseHeld undoes.
 	parked := map[[2]string]int64{}
 	if !r.noneParked {
-		if err := r.readParked(ctx, tx, parked); err != nil {
+		n, err := r.readParked(ctx, conn, parked)
+		if err != nil {
 			return 0, err
 		}
+		r.noteParked(n)
 	}
-
-	rows, err := tx.Query(ctx, `
-		SELECT id, event_id::text, topic, key, event_type, payload, headers, created_at
-		FROM `+r.table+`
-		WHERE sent_at IS NULL AND parked_at IS NULL AND id > $2
-		ORDER BY id
-		LIMIT $1
-		FOR UPDATE`, r.cfg.BatchSize, r.scanFloor())
+	if err := r.checkHold(ctx, conn); err != nil {
+		return 0, err
+	}
+	floor, expired := r.scan.floor(r.cfg.Now(), r.cfg.GapTimeout)
+	if expired > 0 {
+		r.log.DebugContext(ctx, "outbox relay stopped waiting for ids (rolled back, or open longer than the gap timeout)", "count", expired)
+	}
+	batch, err := r.readBatch(ctx, conn, floor, parked)
 	if err != nil {
-		return 0, fmt.Errorf("read outbox batch: %w", err)
+		return 0, err
 	}
-	var batch []outboxRow
-	for rows.Next() {
-		var (
-			row                            outboxRow
-			eventID, topic, key, eventType string
-			payload                        []byte
-			headers                        map[string]string
-		)
-		if err := rows.Scan(&row.id, &eventID, &topic, &key, &eventType, &payload, &headers, &row.created); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan outbox row: %w", err)
-		}
-		if pid, ok := parked[[2]string{topic, key}]; ok && pid < row.id {
-			row.heldBy = pid
-		}
-		r.cursor = max(r.cursor, row.id)
-		row.msg = kafka.Message{
-			Topic:   topic,
-			Key:     []byte(key),
-			Value:   payload,
-			Headers: messageHeaders(headers, eventID, eventType),
-		}
-		batch = append(batch, row)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read outbox batch: %w", err)
-	}
+	// Gaps are stamped after the read: their transactions began before it.
+	readAt := r.cfg.Now()
+	full := len(batch) == r.cfg.BatchSize
 	if len(batch) == 0 {
+		r.scan.record(readAt, floor, nil, nil, false)
 		return 0, nil
+	}
+	var holdXmax string
+	if !r.scan.started {
+		// Ids below the first batch were allocated before this relay looked;
+		// those of transactions still open are unknown to it. They are
+		// waited for as a whole: see scanState. (A transaction gets its xid
+		// at its first write, microseconds after the outbox insert's nextval
+		// when that insert is its first write: one caught in between is not
+		// waited for.)
+		if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&holdXmax); err != nil {
+			return 0, fmt.Errorf("read the transaction horizon: %w", err)
+		}
 	}
 
 	sent, parks, pubErr := r.publish(ctx, batch)
@@ -508,33 +678,10 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 		}
 	}
 	now := r.cfg.Now()
-	if len(ids) > 0 {
-		mark := `UPDATE ` + r.table + ` SET sent_at = $1 WHERE id = ANY($2)`
-		args := []any{now, ids}
-		if r.cfg.DeleteSent {
-			mark, args = `DELETE FROM `+r.table+` WHERE id = ANY($1)`, []any{ids}
-		}
-		if _, err := tx.Exec(ctx, mark, args...); err != nil {
-			return 0, fmt.Errorf("mark %d outbox events sent: %w", len(ids), err)
-		}
+	if err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return r.mark(ctx, tx, ids, parks, now) }); err != nil {
+		return 0, err
 	}
-	if len(parks) > 0 {
-		r.noneParked = false
-		pids := make([]int64, len(parks))
-		reasons := make([]string, len(parks))
-		for i, p := range parks {
-			pids[i], reasons[i] = p.id, p.reason
-		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE `+r.table+` o SET parked_at = $1, park_reason = p.reason
-			FROM unnest($2::bigint[], $3::text[]) AS p(id, reason)
-			WHERE o.id = p.id`, now, pids, reasons); err != nil {
-			return 0, fmt.Errorf("park %d outbox events: %w", len(parks), err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit outbox batch: %w", err)
-	}
+	r.parkedSeen += int64(len(parks))
 	r.m.published.Add(float64(len(ids)))
 	for _, row := range sent {
 		r.m.lag.Observe(max(now.Sub(row.created).Seconds(), 0))
@@ -549,10 +696,120 @@ func (r *Relay) publishBatch(ctx context.Context) (int, error) {
 	if len(ids) > 0 {
 		r.log.DebugContext(ctx, "outbox batch published", "count", len(ids), "first_id", ids[0], "last_id", ids[len(ids)-1])
 	}
+
+	read := make([]int64, len(batch))
+	done := make(map[int64]bool, len(sent)+len(parks))
+	for _, row := range sent {
+		done[row.id] = true
+	}
+	for _, p := range parks {
+		done[p.id] = true
+	}
+	var left []int64
+	for i, row := range batch {
+		read[i] = row.id
+		if !done[row.id] {
+			left = append(left, row.id)
+		}
+	}
+	started := r.scan.started
+	if dropped := r.scan.record(readAt, floor, read, left, full); dropped > 0 && !r.gapsCapLogged {
+		r.gapsCapLogged = true
+		r.log.WarnContext(ctx, "outbox relay tracks too many unread ids; stopped waiting for the oldest", "dropped", dropped, "limit", maxGaps)
+	}
+	if !started {
+		r.scan.hold(readAt.Add(r.cfg.GapTimeout), read[len(read)-1], holdXmax)
+	}
 	if pubErr != nil {
 		return 0, pubErr
 	}
 	return len(batch), nil
+}
+
+// readBatch reads the first BatchSize unsent, unparked rows above floor, in
+// id order, without locking them: only the lock holder reads and marks.
+func (r *Relay) readBatch(ctx context.Context, conn *pgx.Conn, floor int64, parked map[[2]string]int64) ([]outboxRow, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT id, event_id::text, topic, key, event_type, payload, headers, created_at
+		FROM `+r.table+`
+		WHERE sent_at IS NULL AND parked_at IS NULL AND id > $2
+		ORDER BY id
+		LIMIT $1`, r.cfg.BatchSize, floor)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox batch: %w", err)
+	}
+	defer rows.Close()
+	var batch []outboxRow
+	for rows.Next() {
+		var (
+			row                            outboxRow
+			eventID, topic, key, eventType string
+			payload                        []byte
+			headers                        map[string]string
+		)
+		if err := rows.Scan(&row.id, &eventID, &topic, &key, &eventType, &payload, &headers, &row.created); err != nil {
+			return nil, fmt.Errorf("scan outbox row: %w", err)
+		}
+		if pid, ok := parked[[2]string{topic, key}]; ok && pid < row.id {
+			row.heldBy = pid
+		}
+		row.msg = kafka.Message{
+			Topic:   topic,
+			Key:     []byte(key),
+			Value:   payload,
+			Headers: messageHeaders(headers, eventID, eventType),
+		}
+		batch = append(batch, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox batch: %w", err)
+	}
+	return batch, nil
+}
+
+// mark records a published batch in tx: sent rows marked (or deleted with
+// DeleteSent) and refused ones parked. A row already marked keeps its first
+// sent_at.
+func (r *Relay) mark(ctx context.Context, tx pgx.Tx, ids []int64, parks []parking, now time.Time) error {
+	if len(ids) > 0 {
+		mark := `UPDATE ` + r.table + ` SET sent_at = $1 WHERE id = ANY($2) AND sent_at IS NULL`
+		args := []any{now, ids}
+		if r.cfg.DeleteSent {
+			mark, args = `DELETE FROM `+r.table+` WHERE id = ANY($1)`, []any{ids}
+		}
+		if _, err := tx.Exec(ctx, mark, args...); err != nil {
+			return fmt.Errorf("mark %d outbox events sent: %w", len(ids), err)
+		}
+	}
+	if len(parks) > 0 {
+		r.noneParked = false
+		pids := make([]int64, len(parks))
+		reasons := make([]string, len(parks))
+		for i, p := range parks {
+			pids[i], reasons[i] = p.id, p.reason
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE `+r.table+` o SET parked_at = $1, park_reason = p.reason
+			FROM unnest($2::bigint[], $3::text[]) AS p(id, reason)
+			WHERE o.id = p.id`, now, pids, reasons); err != nil {
+			return fmt.Errorf("park %d outbox events: %w", len(parks), err)
+		}
+	}
+	return nil
+}
+
+// checkHold asks, while the session's start is held (see scanState),
+// whether every transaction that was open at the first batch has ended.
+func (r *Relay) checkHold(ctx context.Context, conn *pgx.Conn) error {
+	if !r.scan.holding(r.cfg.Now()) || r.scan.holdEnded {
+		return nil
+	}
+	var ended bool
+	if err := conn.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8`, r.scan.holdXmax).Scan(&ended); err != nil {
+		return fmt.Errorf("check the transaction horizon: %w", err)
+	}
+	r.scan.holdEnded = ended
+	return nil
 }
 
 const heldPrefix = "held behind parked row "
@@ -686,6 +943,8 @@ func (r *Relay) releaseHeld(ctx context.Context) {
 		return
 	}
 	if n := tag.RowsAffected(); n > 0 {
+		// Their ids are below the cursor.
+		r.scan.fullDue = true
 		r.log.InfoContext(ctx, "outbox rows held behind a released row flow again", "count", n)
 	}
 }
@@ -718,6 +977,7 @@ func (r *Relay) refreshStats(ctx context.Context) time.Time {
 	r.m.backlog.Set(float64(n))
 	r.m.parked.Set(float64(parked))
 	r.noneParked = parked+held == 0
+	r.noteParked(parked + held)
 	r.m.held.Set(float64(held))
 	age := 0.0
 	r.oldest = time.Time{}

@@ -67,7 +67,8 @@ func ConstraintName(err error) string {
 }
 
 // IsConnectionError reports that the database could not be reached or the
-// connection broke: a failed connect, a network error, an unexpected EOF,
+// connection broke: a failed connect, a network error, an unexpected EOF, a
+// connection the driver has closed (pgconn.ErrConnClosed),
 // SQLSTATE class 08 (connection exception) or a server shutting down or
 // starting (57P01, 57P02, 57P03). Nothing about the statement is at fault;
 // the same work succeeds once the server is back. Context cancellation and
@@ -84,7 +85,9 @@ func IsConnectionError(err error) bool {
 	if errors.As(err, &connErr) {
 		return true
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+	// ErrConnClosed: a statement on a connection the driver had already
+	// closed (a previous statement on it found the server gone).
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed) {
 		return true
 	}
 	if pgconn.Timeout(err) {

@@ -42,6 +42,7 @@ func TestTransientClassification(t *testing.T) {
 		{name: "unexpected EOF", err: fmt.Errorf("read: %w", io.ErrUnexpectedEOF), wantConn: true, wantTran: true},
 		{name: "network error", err: &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, wantConn: true, wantTran: true},
 		{name: "connect error", err: &pgconn.ConnectError{}, wantConn: true, wantTran: true},
+		{name: "conn closed by the driver", err: fmt.Errorf("exec: %w", pgconn.ErrConnClosed), wantConn: true, wantTran: true},
 		{name: "23505 unique violation", err: pgErr("23505")},
 		{name: "23514 check violation", err: pgErr("23514")},
 		{name: "42601 syntax error", err: pgErr("42601")},

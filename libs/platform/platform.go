@@ -224,6 +224,7 @@ type Platform struct {
 
 	writeTimeout time.Duration
 	getenv       func(string) string
+	stopping     chan struct{}
 	health       *obs.Health
 	metrics      *obs.HTTPMetrics
 	kafka        kafkaMetrics
@@ -297,7 +298,8 @@ func migrate(ctx context.Context, spec Spec, cfg Config, logger *slog.Logger) er
 type Instance struct {
 	p       *Platform
 	handler http.Handler
-	done    chan error
+	done    chan struct{} // closed once the service has stopped
+	err     error         // why it stopped; set before done closes
 	stop    context.CancelFunc
 }
 
@@ -313,10 +315,15 @@ func (i *Instance) Handler() http.Handler { return i.handler }
 // Platform exposes the opened platform (pool, logger) to tests.
 func (i *Instance) Platform() *Platform { return i.p }
 
-// Wait blocks until the service stops and returns why.
-func (i *Instance) Wait() error { return <-i.done }
+// Wait blocks until the service stops and returns why. It may be called
+// any number of times, from any goroutine.
+func (i *Instance) Wait() error {
+	<-i.done
+	return i.err
+}
 
-// Stop shuts the service down gracefully and waits for it.
+// Stop shuts the service down gracefully and waits for it. Stopping a
+// stopped service returns the same answer again.
 func (i *Instance) Stop() error {
 	i.stop()
 	return i.Wait()
@@ -344,12 +351,13 @@ func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io
 	p.listener = ln
 	runCtx, cancel := context.WithCancel(ctx)
 	handler := p.handler(routes)
-	inst := &Instance{p: p, handler: handler, done: make(chan error, 1), stop: cancel}
+	inst := &Instance{p: p, handler: handler, done: make(chan struct{}), stop: cancel}
 	ok = true
 	go func() {
 		err := p.serve(runCtx, handler)
 		p.close(context.Background())
-		inst.done <- err
+		inst.err = err
+		close(inst.done)
 	}()
 	p.Logger.Info("serving", "addr", ln.Addr().String())
 	return inst, nil
@@ -378,7 +386,7 @@ func wired(ctx context.Context, spec Spec, getenv func(string) string, logTo io.
 	if err := env.Err(); err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv}
+	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv, stopping: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -589,6 +597,7 @@ func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
 	case first = <-errs:
 	}
 	p.health.Drain()
+	close(p.stopping)
 	shutdownCtx, stop := context.WithTimeout(context.Background(), p.Config.ShutdownGrace)
 	defer stop()
 	if err := srv.Shutdown(shutdownCtx); err != nil && first == nil {
@@ -610,6 +619,13 @@ func (p *Platform) close(ctx context.Context) {
 	}
 	p.closers = nil
 }
+
+// Stopping is closed when the service begins to shut down, before the
+// server waits (up to SHUTDOWN_GRACE) for the requests in flight. A
+// request that waits on purpose (the sync barrier, a long poll) may wait
+// longer than the grace; it ends its wait on this and answers, so the
+// client hears "retry" instead of a dropped connection.
+func (p *Platform) Stopping() <-chan struct{} { return p.stopping }
 
 // Brokers is the configured Kafka bootstrap list, for logs and tests.
 func (p *Platform) Brokers() string { return strings.Join(p.Config.KafkaBrokers, ",") }

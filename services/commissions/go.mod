@@ -3,13 +3,25 @@ module github.com/svc-dev/svc/services/commissions
 go 1.26.0
 
 require (
+	github.com/go-kit/kit v0.13.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/prometheus/client_golang v1.25.0
 	github.com/svc-dev/svc/deploy/devstack v0.0.0
+	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0
+	github.com/svc-dev/svc/libs/errkind v0.0.0
+	github.com/svc-dev/svc/libs/httpkit v0.0.0
+	github.com/svc-dev/svc/libs/obs v0.0.0
+	github.com/svc-dev/svc/libs/outbox v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
+	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/proto v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
+	github.com/svc-dev/svc/services/tracking v0.0.0
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/trace v1.47.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -21,7 +33,6 @@ require (
 	github.com/exaring/otelpgx v0.13.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
-	github.com/go-kit/kit v0.13.0 // indirect
 	github.com/go-kit/log v0.2.0 // indirect
 	github.com/go-logfmt/logfmt v0.5.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -40,33 +51,22 @@ require (
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/pressly/goose/v3 v3.29.0 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/segmentio/kafka-go v0.4.51 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/auth v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/obs v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
-	github.com/svc-dev/svc/services/tracking v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
-	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
-	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
-	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect

@@ -1,13 +1,17 @@
 {{/*
 svc.assertPublicRoute: fails the render when an Ingress route could reach
-/admin/v1/. Admin routes are in-cluster only; this is the first of two
-guards (the second is deploy/manifestcheck on the rendered Ingress).
+/admin/v1/ or /internal/v1/. Admin routes are in-cluster only; this is the
+first of two guards (the second is deploy/manifestcheck on the rendered
+Ingress, which checks /admin only so far).
 A route is refused when its path
   - is not absolute, or contains "//", "/./" or "/../" segments that a proxy
     may normalise into something else;
   - starts with /admin (Exact or Prefix);
   - is a string prefix of /admin/ ("/", "/a", "/adm"...): a Prefix route on it
     would match /admin/v1/...;
+  - starts with /internal, or is a string prefix of /internal/: service-to-
+    service routes (tracking's /internal/v1/attributions) are in-cluster
+    only, like admin routes;
 and when pathType is not Exact or Prefix (ImplementationSpecific paths are
 regular expressions on some controllers and cannot be checked).
 */}}
@@ -25,6 +29,9 @@ regular expressions on some controllers and cannot be checked).
 {{- end -}}
 {{- if or (hasPrefix "/admin" $p) (hasPrefix $p "/admin/") -}}
 {{- fail (printf "ingress route %q would expose /admin/v1/: admin routes are never on the public Ingress (use kubectl port-forward)" $path) -}}
+{{- end -}}
+{{- if or (hasPrefix "/internal" $p) (hasPrefix $p "/internal/") -}}
+{{- fail (printf "ingress route %q would expose /internal/v1/: service-to-service routes are never on the public Ingress" $path) -}}
 {{- end -}}
 {{- end -}}
 

@@ -1,6 +1,7 @@
 // Package gateway is the local stand-in for the production ingress: it routes
-// request paths to the service that owns them, with the same table the Helm
-// umbrella chart's Ingress uses (charts/lint.sh checks that the two agree).
+// request paths to the service that owns them, with the same public table the
+// Helm umbrella chart's Ingress uses (charts/lint.sh checks that the two
+// agree), plus the admin rules that are never on the Ingress.
 package gateway
 
 import (
@@ -10,9 +11,27 @@ import (
 	"github.com/svc-dev/svc/libs/httpkit"
 )
 
-// Rule sends paths starting with Prefix to Service. Longest prefix wins.
+// Rule sends paths matching Prefix or Pattern (exactly one is set) to
+// Service.
+//
+// A Prefix matches every path that starts with it (a plain string prefix:
+// "/api/v1/track/" matches /api/v1/track/click). A Pattern matches one
+// whole path: the same number of "/"-separated segments, each literal
+// segment equal, and each "*" any one non-empty segment
+// ("/admin/v1/partners/*/balances" matches
+// /admin/v1/partners/5/balances, not .../partners//balances,
+// .../partners/5/balances/ nor .../partners/5/balancesX).
+//
+// Precedence (Route): a matching Pattern beats every Prefix; among Prefixes
+// the longest wins. Patterns may not overlap (no path matches two) and
+// Prefixes are unique, so exactly one rule wins; the tests check both.
+// Patterns exist for admin paths that share a prefix with another owner
+// (commissions' /admin/v1/partners/{id}/balances under accounts'
+// /admin/v1/partners); the Ingress has no wildcard segment, so a Pattern
+// rule is never Public (tested, and refused by charts/lint.sh).
 type Rule struct {
 	Prefix  string
+	Pattern string
 	Service string
 	// Public rules are on the production ingress; the others (admin) are
 	// reachable only inside the cluster and on this local gateway.
@@ -36,20 +55,52 @@ func Rules() []Rule {
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},
 		{Prefix: "/api/v1/programs/", Service: "accounts", Public: true},
 		{Prefix: "/api/tracking/", Service: "analytics", Public: true},
+		// Admin API: accounts' unless listed below.
 		{Prefix: "/admin/v1/", Service: "accounts", Public: false},
+		// Commissions' ledger (services/commissions/README.md, "Admin API"):
+		// whole namespaces accounts does not use...
+		{Prefix: "/admin/v1/commissions/", Service: "commissions", Public: false},
+		{Prefix: "/admin/v1/sales/", Service: "commissions", Public: false},
+		{Prefix: "/admin/v1/withdrawals/", Service: "commissions", Public: false},
+		// ...and sub-resources of partners and advertisers, which accounts
+		// owns (/admin/v1/partners, /admin/v1/advertisers).
+		{Pattern: "/admin/v1/partners/*/balances", Service: "commissions", Public: false},
+		{Pattern: "/admin/v1/partners/*/withdrawals", Service: "commissions", Public: false},
+		{Pattern: "/admin/v1/partners/*/notifications", Service: "commissions", Public: false},
+		{Pattern: "/admin/v1/advertisers/*/notifications", Service: "commissions", Public: false},
 	}
 }
 
-// Route picks the rule for path, or false.
+// Route picks the rule for path, or false (precedence: see Rule).
 func Route(path string) (Rule, bool) {
 	var best Rule
 	found := false
 	for _, r := range Rules() {
-		if strings.HasPrefix(path, r.Prefix) && len(r.Prefix) > len(best.Prefix) {
+		switch {
+		case r.Pattern != "":
+			if match(r.Pattern, path) {
+				return r, true
+			}
+		case strings.HasPrefix(path, r.Prefix) && len(r.Prefix) > len(best.Prefix):
 			best, found = r, true
 		}
 	}
 	return best, found
+}
+
+// match reports whether path matches pattern: as many "/"-separated
+// segments, literal segments equal, "*" any one non-empty segment.
+func match(pattern, path string) bool {
+	want, got := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(want) != len(got) {
+		return false
+	}
+	for i, w := range want {
+		if w == "*" && got[i] == "" || w != "*" && w != got[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // New returns the gateway handler. services maps a service name to its

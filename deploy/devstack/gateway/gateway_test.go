@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,8 +67,9 @@ func TestGatewayHandsRequestsToTheOwnerWithTheClientAddress(t *testing.T) {
 	// from an untrusted peer, whose X-Forwarded-For must be ignored.
 	const trusted = "127.0.0.1/32,::1/128"
 	srv := httptest.NewServer(gateway.New(map[string]http.Handler{
-		"tracking": echo(t, "tracking", trusted),
-		"accounts": echo(t, "accounts", trusted),
+		"tracking":    echo(t, "tracking", trusted),
+		"accounts":    echo(t, "accounts", trusted),
+		"commissions": echo(t, "commissions", trusted),
 	}))
 	defer srv.Close()
 
@@ -101,6 +103,14 @@ func TestGatewayHandsRequestsToTheOwnerWithTheClientAddress(t *testing.T) {
 			t.Fatalf("%+v", got)
 		}
 	})
+	t.Run("commissions' admin routes go to commissions", func(t *testing.T) {
+		if got := get(t, srv.URL, "127.0.0.1", "/admin/v1/partners/5/balances", ""); got.service != "commissions" {
+			t.Fatalf("%+v", got)
+		}
+		if got := get(t, srv.URL, "127.0.0.1", "/admin/v1/partners", ""); got.service != "accounts" {
+			t.Fatalf("%+v", got)
+		}
+	})
 	t.Run("a service not in the stack answers 503", func(t *testing.T) {
 		got := get(t, srv.URL, "127.0.0.1", "/api/tracking/performance/1", "")
 		if got.status != http.StatusServiceUnavailable || got.error != "The analytics service is not part of this stack yet" {
@@ -131,4 +141,109 @@ func TestRouteLongestPrefixWins(t *testing.T) {
 	if r, _ := gateway.Route("/admin/v1/programs"); r.Public {
 		t.Fatal("admin routes must never be public")
 	}
+}
+
+// The admin API is split between accounts and commissions: commissions'
+// ledger routes (services/commissions/README.md, "Admin API") go to
+// commissions, everything else under /admin/v1/ stays on accounts. A
+// pattern matches whole paths only: a trailing slash, an extra or empty
+// segment or a longer last segment falls back to accounts (which answers
+// 404), never to commissions.
+func TestRouteAdminSplitBetweenAccountsAndCommissions(t *testing.T) {
+	for _, tc := range []struct{ name, path, want string }{
+		// Every commissions admin route.
+		{"GET /admin/v1/commissions/{id}", "/admin/v1/commissions/42", "commissions"},
+		{"POST /admin/v1/commissions/approve-due", "/admin/v1/commissions/approve-due", "commissions"},
+		{"GET /admin/v1/sales/{transaction_id}", "/admin/v1/sales/tx-9", "commissions"},
+		{"GET /admin/v1/partners/{id}/balances", "/admin/v1/partners/5/balances", "commissions"},
+		{"GET|POST /admin/v1/partners/{id}/withdrawals", "/admin/v1/partners/5/withdrawals", "commissions"},
+		{"POST /admin/v1/withdrawals/{id}/pay", "/admin/v1/withdrawals/3/pay", "commissions"},
+		{"POST /admin/v1/withdrawals/{id}/cancel", "/admin/v1/withdrawals/3/cancel", "commissions"},
+		{"GET /admin/v1/partners/{id}/notifications", "/admin/v1/partners/5/notifications", "commissions"},
+		{"GET /admin/v1/advertisers/{id}/notifications", "/admin/v1/advertisers/8/notifications", "commissions"},
+		// Accounts' routes sharing those prefixes.
+		{"GET|POST /admin/v1/partners", "/admin/v1/partners", "accounts"},
+		{"/admin/v1/partners/{id}", "/admin/v1/partners/5", "accounts"},
+		{"POST /admin/v1/advertisers", "/admin/v1/advertisers", "accounts"},
+		{"/admin/v1/advertisers/{id}", "/admin/v1/advertisers/8", "accounts"},
+		{"GET /admin/v1/programs/{id}/partners", "/admin/v1/programs/5/partners", "accounts"},
+		{"GET /admin/v1/catalog/sync", "/admin/v1/catalog/sync", "accounts"},
+		{"POST /admin/v1/keys/{id}/rotation", "/admin/v1/keys/4/rotation", "accounts"},
+		// Near misses of a pattern stay on accounts.
+		{"longer last segment", "/admin/v1/partners/5/balancesX", "accounts"},
+		{"trailing slash", "/admin/v1/partners/5/balances/", "accounts"},
+		{"extra segment", "/admin/v1/partners/5/balances/usd", "accounts"},
+		{"empty id segment", "/admin/v1/partners//balances", "accounts"},
+		{"two id segments", "/admin/v1/partners/5/6/balances", "accounts"},
+		{"no id segment", "/admin/v1/partners/balances", "accounts"},
+		{"other partner sub-resource", "/admin/v1/partners/5/programs", "accounts"},
+		{"advertiser balances are not a route", "/admin/v1/advertisers/8/balances", "accounts"},
+		{"case differs", "/admin/v1/Partners/5/balances", "accounts"},
+		// Commissions' namespaces are prefixes: the whole subtree.
+		{"under /admin/v1/withdrawals/", "/admin/v1/withdrawals/3/pay/", "commissions"},
+		{"bare /admin/v1/sales (no trailing slash)", "/admin/v1/sales", "accounts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ok := gateway.Route(tc.path)
+			if !ok || r.Service != tc.want {
+				t.Fatalf("%s -> %+v %v, want %s", tc.path, r, ok, tc.want)
+			}
+			if r.Public {
+				t.Fatalf("%s -> %+v: admin rules are never public", tc.path, r)
+			}
+		})
+	}
+}
+
+// Exactly one rule wins for any path: each rule has exactly one of Prefix
+// and Pattern, prefixes are unique, no two patterns match the same path, and
+// pattern rules are never public (the Ingress has no wildcard segment, and
+// charts/lint.sh compares only public prefixes with it).
+func TestRulesAreUnambiguous(t *testing.T) {
+	prefixes := map[string]bool{}
+	var patterns []gateway.Rule
+	for _, r := range gateway.Rules() {
+		switch {
+		case (r.Prefix == "") == (r.Pattern == ""):
+			t.Errorf("%+v: set exactly one of Prefix and Pattern", r)
+		case r.Prefix != "":
+			if prefixes[r.Prefix] {
+				t.Errorf("prefix %s listed twice", r.Prefix)
+			}
+			prefixes[r.Prefix] = true
+		default:
+			if r.Public {
+				t.Errorf("pattern %s is public: the Ingress cannot express it", r.Pattern)
+			}
+			if !strings.HasPrefix(r.Pattern, "/") || strings.Contains(r.Pattern, "//") || strings.HasSuffix(r.Pattern, "/") {
+				t.Errorf("pattern %s: absolute, no empty segment, no trailing slash", r.Pattern)
+			}
+			for _, other := range patterns {
+				if overlap(r.Pattern, other.Pattern) {
+					t.Errorf("patterns %s and %s match the same paths", r.Pattern, other.Pattern)
+				}
+			}
+			patterns = append(patterns, r)
+		}
+		if r.Service == "" {
+			t.Errorf("%+v: no service", r)
+		}
+	}
+	if !overlap("/a/*/b", "/a/x/*") || overlap("/a/*/b", "/a/*/c") || overlap("/a/*", "/a/*/b") {
+		t.Fatal("overlap is wrong")
+	}
+}
+
+// overlap reports whether some path matches both patterns.
+func overlap(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	if len(as) != len(bs) {
+		return false
+	}
+	for i := range as {
+		if as[i] != bs[i] && as[i] != "*" && bs[i] != "*" {
+			return false
+		}
+	}
+	return true
 }

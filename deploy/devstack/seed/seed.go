@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -125,12 +126,12 @@ func statusOf(err error) int {
 	return 0
 }
 
-// Client calls the admin API.
+// Client calls the admin API. It is safe for concurrent use.
 type Client struct {
 	BaseURL    string
 	AdminToken string
 	HTTP       *http.Client
-	seq        int64
+	seq        atomic.Int64
 }
 
 // Call sends body to method path and decodes data into out. It remembers the
@@ -174,8 +175,9 @@ func (c *Client) Call(ctx context.Context, method, path string, body any, out an
 		return e
 	}
 	if s := resp.Header.Get("X-Catalog-Seq"); s != "" {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n > c.seq {
-			c.seq = n
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			for cur := c.seq.Load(); n > cur && !c.seq.CompareAndSwap(cur, n); cur = c.seq.Load() {
+			}
 		}
 	}
 	if out == nil {
@@ -193,11 +195,11 @@ func (c *Client) Call(ctx context.Context, method, path string, body any, out an
 // Sync waits until every catalog consumer applied everything this client
 // wrote.
 func (c *Client) Sync(ctx context.Context, timeout time.Duration) error {
-	return c.Call(ctx, http.MethodGet, fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=%s", c.seq, timeout), nil, nil)
+	return c.Call(ctx, http.MethodGet, fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=%s", c.seq.Load(), timeout), nil, nil)
 }
 
 // Seq is the highest catalog sequence this client's writes produced.
-func (c *Client) Seq() int64 { return c.seq }
+func (c *Client) Seq() int64 { return c.seq.Load() }
 
 type idOnly struct {
 	ID int64 `json:"id"`

@@ -43,7 +43,7 @@ type Service struct {
 func Services() []Service {
 	return []Service{
 		{Spec: tracking.Spec(), CatalogReplica: true},
-		{Spec: commissions.Spec(), CatalogReplica: true},
+		{Spec: commissions.Spec(), CatalogReplica: true, URLs: map[string]string{"TRACKING_URL": tracking.Name}},
 		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name}},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -227,7 +228,7 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 			Name: "consumer_apply_errors_total", Help: "Failed attempts to apply a message (each retry counts).",
 		}, []string{"consumer"}), &err),
 		lag: metrics.RegisterInto(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "consumer_lag", Help: "Messages between the last fetched offset and the partition end.",
+			Name: "consumer_lag", Help: "Messages after the last one fetched up to the partition end, summed over this consumer's partitions; 0 once Run returns.",
 		}, []string{"consumer"}), &err),
 		deadLettered: metrics.RegisterInto(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "consumer_dead_lettered_total", Help: "Messages given up on and dead-lettered.",
@@ -258,7 +259,10 @@ func newConsumerMetrics(reg prometheus.Registerer) (consumerMetrics, error) {
 // transaction insert the inbox row and, if it is new, call Handler; commit;
 // only then commit the Kafka offset. A handler that keeps failing is retried
 // with backoff MaxAttempts times, then dead-lettered, and the offset is
-// committed so the partition moves on.
+// committed so the partition moves on. Meanwhile consumer_lag is refreshed
+// every second from the broker's end offsets, so it keeps growing while a
+// message is stuck; Run calls reader.Stats() (which resets kafka-go's
+// counters) for rebalances, so nothing else should.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.open != nil {
 		c.reader = c.open()
@@ -268,7 +272,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	var lastLag time.Time
+	lag := &lagTracker{}
+	stopLag := c.watchLag(ctx, lag)
+	defer stopLag()
 	fetchLog, commitLog := &everyLog{every: kafkaErrorLogEvery}, &everyLog{every: kafkaErrorLogEvery}
 	backoff := c.cfg.Backoff
 	pause := func() bool {
@@ -318,16 +324,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = c.cfg.Backoff
+		lag.fetched(msg)
 		env, decodeErr := decode(msg)
 		if decodeErr == nil && c.cfg.Skip != nil && c.cfg.Skip(env) {
 			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeSkipped).Inc()
 			if skipped = append(skipped, msg); len(skipped) >= skipCommitEvery {
 				commitSkipped()
 			}
+			lag.settled()
 			continue
 		}
 		commitSkipped()
-		if err := c.handle(ctx, msg, env, decodeErr); err != nil {
+		err = c.handle(ctx, msg, env, decodeErr)
+		lag.settled()
+		if err != nil {
 			// Only cancellation gets here; the offset stays uncommitted and
 			// the message comes back after restart, where the inbox
 			// absorbs it if it was applied.
@@ -344,13 +354,168 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return nil
 			}
 		}
-		// Stats snapshots and resets the reader's counters: once a second
-		// is plenty for a gauge.
-		if now := time.Now(); now.Sub(lastLag) >= time.Second {
-			lastLag = now
-			c.m.lag.WithLabelValues(c.cfg.Name).Set(float64(c.reader.Stats().Lag))
+	}
+}
+
+// lagRefreshEvery is how often Run recomputes consumer_lag, whether or not
+// messages are being handled.
+const lagRefreshEvery = time.Second
+
+// lagTracker holds, per partition this consumer reads, the offset after the
+// last message FetchMessage handed to Run. kafka-go's own Stats().Lag cannot
+// serve: for a group reader it is one value shared by all partitions, set by
+// whichever partition reader last queued a message, and only then. It hides
+// the up to QueueCapacity messages fetched ahead but not yet handled, and
+// freezes once that queue is full (Run stuck on one message) or the topic is
+// quiet.
+type lagTracker struct {
+	mu sync.Mutex
+	// gen counts the rebalances seen; a position from an older generation
+	// may belong to a partition now read by another group member.
+	gen      int
+	next     map[topicPartition]lagPosition
+	inflight *topicPartition
+}
+
+type topicPartition struct {
+	topic     string
+	partition int
+}
+
+type lagPosition struct {
+	next int64
+	gen  int
+}
+
+// fetched records msg as the message Run is now settling.
+func (t *lagTracker) fetched(msg kafka.Message) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.next == nil {
+		t.next = map[topicPartition]lagPosition{}
+	}
+	tp := topicPartition{msg.Topic, msg.Partition}
+	t.next[tp] = lagPosition{next: msg.Offset + 1, gen: t.gen}
+	t.inflight = &tp
+}
+
+// settled ends the message in flight. Its partition is forgotten if a
+// rebalance came meanwhile: it may have moved to another member, and if not
+// it is recorded again with its next message.
+func (t *lagTracker) settled() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inflight != nil && t.next[*t.inflight].gen != t.gen {
+		delete(t.next, *t.inflight)
+	}
+	t.inflight = nil
+}
+
+// rebalanced forgets the partitions that may have been revoked, except the
+// one in flight: Run is still behind on it, and a stuck message is exactly
+// the lag to report.
+func (t *lagTracker) rebalanced() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	for tp := range t.next {
+		if t.inflight == nil || tp != *t.inflight {
+			delete(t.next, tp)
 		}
 	}
+}
+
+func (t *lagTracker) positions() map[topicPartition]int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[topicPartition]int64, len(t.next))
+	for tp, p := range t.next {
+		out[tp] = p.next
+	}
+	return out
+}
+
+// watchLag refreshes consumer_lag every lagRefreshEvery until ctx ends or
+// the returned stop is called; stop waits for it and sets the gauge to 0, as
+// the partitions and their lag are then another member's to report (the
+// alert sums over pods).
+func (c *Consumer) watchLag(ctx context.Context, t *lagTracker) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	rc := c.reader.Config()
+	tr := &kafka.Transport{ClientID: "inbox-lag"}
+	if d := rc.Dialer; d != nil {
+		tr.Dial, tr.ClientID, tr.TLS, tr.SASL = d.DialFunc, d.ClientID, d.TLS, d.SASLMechanism
+	}
+	client := &kafka.Client{Addr: kafka.TCP(rc.Brokers...), Transport: tr}
+	gauge := c.m.lag.WithLabelValues(c.cfg.Name)
+	go func() {
+		defer close(done)
+		defer tr.CloseIdleConnections()
+		failLog := &everyLog{every: kafkaErrorLogEvery}
+		tick := time.NewTicker(lagRefreshEvery)
+		defer tick.Stop()
+		for {
+			if err := c.refreshLag(ctx, client, t, gauge); err != nil && ctx.Err() == nil {
+				// The gauge keeps its last value: with the broker away no
+				// message is written either, so it is still about right.
+				if held, ok := failLog.allow(time.Now()); ok {
+					c.log.WarnContext(ctx, "refresh consumer lag failed", "not_logged", held, "err", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		gauge.Set(0)
+	}
+}
+
+// refreshLag sets gauge to the messages between each partition's next
+// offset for Run and its end, listed by the broker now: right while Run is
+// stuck or the topic is quiet, when the reader fetches nothing. Partitions
+// from which Run has not yet received a message since the last rebalance
+// are not counted until it does.
+func (c *Consumer) refreshLag(ctx context.Context, client *kafka.Client, t *lagTracker, gauge prometheus.Gauge) error {
+	// The one Stats call of the consumer: it resets kafka-go's counters, so
+	// a second caller would steal the rebalances from this one.
+	if c.reader.Stats().Rebalances > 0 {
+		t.rebalanced()
+	}
+	next := t.positions()
+	if len(next) == 0 {
+		gauge.Set(0)
+		return nil
+	}
+	req := &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{}}
+	for tp := range next {
+		req.Topics[tp.topic] = append(req.Topics[tp.topic], kafka.LastOffsetOf(tp.partition))
+	}
+	listCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := client.ListOffsets(listCtx, req)
+	if err != nil {
+		return fmt.Errorf("list end offsets: %w", err)
+	}
+	var lag int64
+	for topic, parts := range resp.Topics {
+		for _, p := range parts {
+			if p.Error != nil {
+				return fmt.Errorf("list end offset of %s/%d: %w", topic, p.Partition, p.Error)
+			}
+			if n, ok := next[topicPartition{topic, p.Partition}]; ok {
+				lag += max(0, p.LastOffset-n)
+			}
+		}
+	}
+	gauge.Set(float64(lag))
+	return nil
 }
 
 // skipCommitEvery bounds how many skipped offsets wait for a commit; after a

@@ -1,69 +1,17 @@
 package server
 
 import (
-	"os"
-	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
-// envNames lists the env tags of t's fields, nested structs included.
-func envNames(t reflect.Type) []string {
-	var names []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if name := f.Tag.Get("env"); name != "" {
-			names = append(names, name)
-		} else if f.Type.Kind() == reflect.Struct {
-			names = append(names, envNames(f.Type)...)
-		}
-	}
-	return names
-}
-
-// readmeConfigVars lists the variables of the table in the README's
-// "## Configuration" section, in order.
-func readmeConfigVars(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	start := strings.Index(text, "\n## Configuration\n")
-	if start < 0 {
-		t.Fatal("README.md has no ## Configuration section")
-	}
-	section := text[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
-	row := regexp.MustCompile("(?m)^\\| `([A-Z0-9_]+)` \\|")
-	var vars []string
-	for _, m := range row.FindAllStringSubmatch(section, -1) {
-		vars = append(vars, m[1])
-	}
-	return vars
-}
-
 func TestREADMEConfigurationTableMatchesConfig(t *testing.T) {
-	inStruct := envNames(reflect.TypeOf(Config{}))
-	inREADME := readmeConfigVars(t)
-	if len(inREADME) == 0 {
-		t.Fatal("README.md's Configuration table has no rows")
-	}
-	a, b := slices.Sorted(slices.Values(inStruct)), slices.Sorted(slices.Values(inREADME))
-	if !slices.Equal(a, b) {
-		t.Errorf("README Configuration table and Config differ:\nConfig: %v\nREADME: %v", a, b)
-	}
-	if len(slices.Compact(b)) != len(inREADME) {
-		t.Errorf("README Configuration table names a variable twice: %v", inREADME)
-	}
+	platformtest.WantREADMEConfigTable(t, "../README.md", Config{})
 }
 
 func TestLoadConfig(t *testing.T) {

@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
 // from sends a request as client ip (X-Forwarded-For through the trusted
@@ -51,7 +55,8 @@ func (s *stack) metric(sample string) int {
 // buckets are untouched.
 func TestFailedAuthIsLimitedPerIPBeforeTheLookup(t *testing.T) {
 	t.Parallel()
-	s := start(t, map[string]string{"FAILED_AUTH_RATE_LIMIT": "3"})
+	// A frozen clock: the refusals must all fall in one minute window.
+	s := start(t, map[string]string{"FAILED_AUTH_RATE_LIMIT": "3"}, platform.WithClock(platformtest.NewClock(time.Now()).Now))
 	f := s.settingsFixture()
 	const attacker, other = "203.0.113.80", "198.51.100.80"
 	settingsPath := "/api/v1/programs/" + itoa(f.program) + "/settings"

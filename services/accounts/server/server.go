@@ -71,6 +71,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Sessions:  issuer,
 		Now:       p.Now,
 		Consumers: cfg.CatalogConsumers,
+		Stopping:  p.Stopping(),
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/obs/obstest"
+	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	"github.com/svc-dev/svc/services/accounts/server"
 )
@@ -32,13 +34,13 @@ type stack struct {
 
 // start runs the real accounts service on a fresh database and an embedded
 // broker, with extra environment on top.
-func start(t *testing.T, extra map[string]string) *stack {
+func start(t *testing.T, extra map[string]string, opts ...platform.Option) *stack {
 	t.Helper()
 	env := platformtest.With(platformtest.Env(t), map[string]string{
 		"ADMIN_TOKEN":         adminToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
 	})
-	inst := platformtest.Start(t, server.Spec(), platformtest.With(env, extra))
+	inst := platformtest.Start(t, server.Spec(), platformtest.With(env, extra), opts...)
 	return &stack{t: t, base: "http://" + inst.Addr(), pool: inst.Platform().Pool}
 }
 
@@ -361,6 +363,40 @@ func TestCatalogSyncBarrier(t *testing.T) {
 			t.Fatalf("envelope %s", r.raw)
 		}
 	})
+	t.Run("a wait ends with 503 when the service shuts down", func(t *testing.T) {
+		t.Parallel()
+		// A wait may last 60 s; the shutdown grace is shorter. The waiting
+		// client is told to retry, not left to a cut connection or a 504
+		// from a process that has stopped serving.
+		env := platformtest.With(platformtest.Env(t), map[string]string{
+			"ADMIN_TOKEN": adminToken, "SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(testSeed),
+			"CATALOG_CONSUMERS": "ghost", "SHUTDOWN_GRACE": "2s",
+		})
+		inst := platformtest.Start(t, server.Spec(), env)
+		s := &stack{t: t, base: "http://" + inst.Addr(), pool: inst.Platform().Pool}
+		seq := s.admin("POST", "/admin/v1/partners", `{"name":"P","email":"p@x.example"}`).header.Get("X-Catalog-Seq")
+		got := make(chan reply, 1)
+		go func() { got <- s.admin("GET", "/admin/v1/catalog/sync?seq="+seq+"&timeout=60s", "") }()
+		waiting := func() bool {
+			return obstest.Metric(t, inst.Platform().Registry, "http_requests_in_flight", "route", "admin_catalog_sync") == 1
+		}
+		for deadline := time.Now().Add(10 * time.Second); !waiting(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the sync request never started waiting")
+			}
+		}
+		if err := inst.Stop(); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
+		r := <-got
+		if r.status != 503 || r.body["data"] != nil {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		e := r.body["error"].(map[string]any)
+		if e["name"] != "ServiceUnavailableError" || !strings.Contains(e["message"].(string), "shutting down") {
+			t.Fatalf("envelope %s", r.raw)
+		}
+	})
 	t.Run("bad parameters", func(t *testing.T) {
 		t.Parallel()
 		s := start(t, nil)
@@ -371,7 +407,8 @@ func TestCatalogSyncBarrier(t *testing.T) {
 
 func TestAdminRateLimited(t *testing.T) {
 	t.Parallel()
-	s := start(t, map[string]string{"ADMIN_RATE_LIMIT": "2"})
+	// A frozen clock: a burst must not straddle two minute windows.
+	s := start(t, map[string]string{"ADMIN_RATE_LIMIT": "2"}, platform.WithClock(platformtest.NewClock(time.Now()).Now))
 	for i := 0; i < 2; i++ {
 		r := s.admin("POST", "/admin/v1/partners", `{"name":"P","email":"p@x.example"}`)
 		if r.status != 201 || r.header.Get("X-RateLimit-Limit") != "2" || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(1-i) {

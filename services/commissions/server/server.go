@@ -1,16 +1,28 @@
 // Package server is commissions' wiring: its Spec for the platform and the
 // wire function that builds the service from the opened platform. The
 // commissions issue fills it (sales, commissions, refunds, balances); today
-// it keeps its catalog replica and serves the platform's health, readiness
-// and metrics routes.
+// it keeps its catalog replica, runs the ledger's approval scheduler and
+// backstop, and serves the ledger's admin routes beside the platform's.
 package server
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svc-dev/svc/libs/catalogsync"
+	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/commissions/internal/attribution"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger/endpoints"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger/httpapi"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger/pgstore"
 	"github.com/svc-dev/svc/services/commissions/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/commissions/migrations"
 )
@@ -26,15 +38,109 @@ func Spec() platform.Spec {
 		// Commissions keeps a replica of the catalog: the barrier's
 		// progress tables live in its schema.
 		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
-		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied},
-		Wire:            wire,
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicCommissions},
+		// The ledger's events are the history of the money: kept forever,
+		// like the catalog (not compacted: the key is the program id).
+		TopicConfigs: map[string]map[string]string{eventsv1.TopicCommissions: {"retention.ms": "-1"}},
+		Wire:         wire,
 	}
 }
 
-// wire builds commissions on the opened platform.
+// wire builds commissions on the opened platform from its Config alone.
 func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
+	cfg, err := LoadConfig(p.Env)
+	if err != nil {
+		return nil, err
+	}
+	deps, err := newDependencies(cfg, p.Logger, p.Tracer, p.Propagator)
+	if err != nil {
+		return nil, err
+	}
+	// The sale route (next) is built with deps.attribution; no route uses
+	// it yet.
+	_ = deps
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
-	return nil, nil
+	metrics, err := newRunnerMetrics(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	svc, err := ledger.New(ledger.Config{
+		Store:    pgstore.New(p.Pool),
+		Now:      p.Now,
+		OnRefund: func(outcome string) { metrics.refunds.WithLabelValues(outcome).Inc() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	run := &runners{ledger: svc, now: p.Now, logger: p.Logger, metrics: metrics, cfg: cfg}
+	p.AddRunner(run.approveLoop)
+	p.AddRunner(run.backstopLoop)
+
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.AdminRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("ADMIN_RATE_LIMIT: %w", err)
+	}
+	refusals, err := ratelimit.NewRefusalCounter(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	failedLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.FailedAuthRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("FAILED_AUTH_RATE_LIMIT: %w", err)
+	}
+	if cfg.AdminToken == "" {
+		p.Logger.Info("no ADMIN_TOKEN: every /admin/v1/ route of commissions answers 401")
+	}
+	set := endpoints.New(adminService{Service: svc, run: run}, obs.Tracing(p.Tracer.Tracer("svc/"+p.Name)))
+	return httpapi.Routes(set, httpapi.Config{
+		AdminToken: cfg.AdminToken,
+		Logger:     p.Logger,
+		Limit:      ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("admin"), ratelimit.WithOnRefuse(refusals.Inc)),
+		FailedAuth: ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc)),
+	}), nil
+}
+
+// adminService is the ledger with the approval scheduler's single run, as
+// the admin endpoints need them.
+type adminService struct {
+	*ledger.Service
+	run *runners
+}
+
+// ApproveDueNow runs the approval scheduler once, with its metrics.
+func (a adminService) ApproveDueNow(ctx context.Context) (int, error) { return a.run.approve(ctx) }
+
+// dependencies are the clients of the other services commissions calls,
+// one per dependency, built once in wire and shared by the routes that
+// need them.
+type dependencies struct {
+	// attribution asks tracking for a payment's attribution decision. The
+	// sale route (next) takes it; nil without TRACKING_URL or
+	// INTERNAL_TOKEN, and that route then answers 500 `Sale tracking
+	// failed` (a sale is never recorded without tracking's decision).
+	attribution *attribution.Client
+}
+
+// newDependencies builds the clients from cfg, tracing with the platform's
+// provider and propagator. A missing setting is logged, not fatal: no route
+// uses the client yet, and tracking's public routes need none of it.
+func newDependencies(cfg Config, logger *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (dependencies, error) {
+	var d dependencies
+	switch {
+	case cfg.TrackingURL == "":
+		logger.Info("no TRACKING_URL: no attribution client (the sale route will answer 500 until it is set)")
+		return d, nil
+	case cfg.InternalToken == "":
+		logger.Warn("TRACKING_URL is set but INTERNAL_TOKEN is not: no attribution client (tracking refuses calls without it)")
+		return d, nil
+	}
+	c, err := attribution.New(cfg.TrackingURL, cfg.InternalToken, cfg.AttributionTimeout, attribution.WithTracing(tp, prop))
+	if err != nil {
+		return d, fmt.Errorf("TRACKING_URL: %w", err)
+	}
+	logger.Info("attribution client ready", "tracking_url", cfg.TrackingURL, "timeout", cfg.AttributionTimeout.String())
+	d.attribution = c
+	return d, nil
 }

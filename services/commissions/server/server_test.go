@@ -68,6 +68,16 @@ func TestCommissionsKeepsACatalogReplicaBehindTheBarrier(t *testing.T) {
 		"commission_type": "percent", "commission_rate": 12.5, "duration_months": 6, "hold_days": 14}, &prog))
 	must(a.Call(ctx, "POST", fmt.Sprintf("/admin/v1/programs/%d/keys", prog.ID), map[string]any{"test": false}, &key))
 	must(a.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", prog.ID), map[string]any{"commission_rate": 15}, nil))
+	// The program's currency and lead reward reach the replica: set on
+	// create, changed by a patch, defaults (USD, 0) when never sent.
+	var vnd, eur struct {
+		ID int64 `json:"id"`
+	}
+	must(a.Call(ctx, "POST", "/admin/v1/programs", map[string]any{"advertiser_id": adv.ID, "name": "Dong", "domain": "brand.example",
+		"commission_type": "fixed", "commission_rate": 50000, "currency": "VND", "lead_commission": 20000}, &vnd))
+	must(a.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", vnd.ID), map[string]any{"lead_commission": 25000}, nil))
+	must(a.Call(ctx, "POST", "/admin/v1/programs", map[string]any{"advertiser_id": adv.ID, "name": "Euro", "domain": "brand.example",
+		"commission_type": "recurring_fixed", "commission_rate": 9.99, "currency": "EUR", "lead_commission": 1.25}, &eur))
 	must(a.Sync(ctx, 30*time.Second))
 
 	pool := c.Platform().Pool
@@ -75,6 +85,18 @@ func TestCommissionsKeepsACatalogReplicaBehindTheBarrier(t *testing.T) {
 		var rate string
 		_ = pool.QueryRow(context.Background(), `SELECT commission_rate FROM programs WHERE id = $1`, prog.ID).Scan(&rate)
 		t.Fatalf("program %d not in commissions' replica as last written (rate %q)", prog.ID, rate)
+	}
+	for _, want := range []struct {
+		id             int64
+		currency, lead string
+	}{{prog.ID, "USD", "0"}, {vnd.ID, "VND", "25000"}, {eur.ID, "EUR", "1.25"}} {
+		var currency, lead string
+		if err := pool.QueryRow(ctx, `SELECT currency, lead_commission FROM programs WHERE id = $1`, want.id).Scan(&currency, &lead); err != nil {
+			t.Fatalf("program %d: %v", want.id, err)
+		}
+		if currency != want.currency || lead != want.lead {
+			t.Fatalf("program %d in the replica: currency %q lead_commission %q, want %q %q", want.id, currency, lead, want.currency, want.lead)
+		}
 	}
 	if n := count(t, pool, `SELECT count(*) FROM api_keys WHERE id = $1 AND program_id = $2 AND NOT test`, key.ID, prog.ID); n != 1 {
 		t.Fatalf("key %d not in commissions' replica", key.ID)
@@ -98,5 +120,24 @@ func TestCommissionsKeepsACatalogReplicaBehindTheBarrier(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM programs WHERE id = $1 AND commission_rate::numeric = 15`, prog.ID); n != 1 {
 		t.Fatal("an older catalog event overwrote the program")
+	}
+	// An event published before accounts sent currency and lead_commission
+	// (both empty) means what such a program meant then: USD, no lead
+	// reward. (Another epoch, so the watermark checked above is untouched.)
+	const oldID = 1 << 40
+	old, err := proto.Marshal(&eventsv1.Program{Id: oldID, AdvertiserId: adv.ID, CommissionType: "fixed", CommissionRate: "5", UpdatedAt: timestamppb.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = pg.InTx(context.Background(), pool, func(tx pgx.Tx) error {
+		return consumer.Applier{Service: server.Name, Now: time.Now}.Apply(context.Background(), tx, &eventsv1.Envelope{
+			Id: "before-currency", Type: eventsv1.TypeProgramUpserted, Epoch: "before-currency", Seq: 1, Payload: old,
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM programs WHERE id = $1 AND currency = 'USD' AND lead_commission = '0'`, int64(oldID)); n != 1 {
+		t.Fatal("an event without currency and lead_commission did not get USD and 0")
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/enrich/enrichtest"
 )
 
@@ -282,7 +284,9 @@ func TestClickTestModeAndKeys(t *testing.T) {
 
 func TestClickRateLimit(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, map[string]string{"TRACK_CLICK_RATE_LIMIT": "3"})
+	// A frozen clock: the window is a calendar minute, and a burst that
+	// straddled two would see a fresh allowance.
+	s := startStackOn(t, platformtest.NewClock(time.Now()), map[string]string{"TRACK_CLICK_RATE_LIMIT": "3"})
 	f := s.fixture()
 	body := jsonBody(map[string]any{"affiliate_url": "https://brand.example/?aff=" + f.codeA})
 	for i := 0; i < 3; i++ {

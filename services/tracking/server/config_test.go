@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
 // readmeConfig parses the README's configuration table: variable → default
@@ -44,7 +45,7 @@ func readmeConfig(t *testing.T) (names []string, defaults map[string]string) {
 
 func TestREADMEConfigTableIsConfig(t *testing.T) {
 	names, defaults := readmeConfig(t)
-	if want := envNames(); !slices.Equal(names, want) {
+	if want := platformtest.EnvNames(Config{}); !slices.Equal(names, want) {
 		t.Fatalf("README configuration table lists\n%v\nConfig reads (in field order)\n%v", names, want)
 	}
 	// The defaults are LoadConfig's, read with nothing set.
@@ -81,7 +82,7 @@ func TestLoadConfig(t *testing.T) {
 			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
 			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4", "TRACK_SALE_RATE_LIMIT": "5",
 			"FAILED_AUTH_RATE_LIMIT":   "8",
-			"PROCESSOR_WEBHOOK_SECRET": "whsec", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7",
+			"PROCESSOR_WEBHOOK_SECRET": "whsec", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": "itok",
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -89,6 +90,7 @@ func TestLoadConfig(t *testing.T) {
 		want := Config{
 			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
 			VisitRateLimit: 3, ConfigRateLimit: 4, SaleRateLimit: 5, FailedAuthRateLimit: 8, ProcessorWebhookSecret: "whsec", ClickWriters: 6, ClickGroupMax: 7,
+			InternalToken: "itok",
 		}
 		if cfg != want {
 			t.Fatalf("got %+v, want %+v", cfg, want)

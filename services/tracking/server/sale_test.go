@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
@@ -381,12 +382,17 @@ func TestSaleErrors(t *testing.T) {
 
 func TestSaleTestModeAndLimit(t *testing.T) {
 	t.Parallel()
-	s := startStack(t, map[string]string{"TRACK_SALE_RATE_LIMIT": "4"})
+	// The service's clock moves only when told, from the start of a minute:
+	// the limit's burst must not straddle two minute windows. Each sale
+	// below first moves it a millisecond (a generated test id is the time).
+	clock := platformtest.NewClock(time.Now().Truncate(time.Minute).Add(time.Second))
+	s := startStackOn(t, clock, map[string]string{"TRACK_SALE_RATE_LIMIT": "4"})
 	f := s.fixture()
 	cid := s.click(f.codeA, nil)
 
 	wantTest := func(r reply) string {
 		t.Helper()
+		clock.Advance(time.Millisecond)
 		d, _ := r.body["data"].(map[string]any)
 		if r.status != 200 || r.body["success"] != true || r.body["message"] != "Test sale recorded" || d == nil ||
 			d["test_mode"] != true || d["programId"] != float64(f.progServer) || d["eventId"] == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/bearer"
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
@@ -90,6 +91,12 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The internal token is held only as its hash from here on.
+	internalToken := bearer.New(cfg.InternalToken)
+	if !internalToken.Configured() {
+		p.Logger.Info("no INTERNAL_TOKEN: " + httpapi.AttributionsPath + " answers 503 (the commissions service cannot ask for attributions)")
+	}
+	cfg.InternalToken = ""
 	if cfg.ProcessorWebhookSecret == "" {
 		p.Logger.Info("no PROCESSOR_WEBHOOK_SECRET: payment-processor events are not received (" + httpapi.ProcessorWebhookPath + " is not served)")
 	}
@@ -103,6 +110,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Origins:  svc.OriginAllowedSomewhere,
 		// Secrets go from the environment to the verifier only, never to logs.
 		ProcessorSecret: cfg.ProcessorWebhookSecret,
+		InternalToken:   internalToken,
 		Extra: []platform.Route{
 			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
 		},

@@ -18,12 +18,19 @@ import (
 // AdminToken is the admin API's token unless the test sets ADMIN_TOKEN.
 const AdminToken = "stacktest-admin"
 
+// InternalToken is the service-to-service token (tracking's
+// /internal/v1/ routes, commissions' attribution client) unless the test
+// sets INTERNAL_TOKEN.
+const InternalToken = "stacktest-internal"
+
 // Defaults are the variables the services require that platformtest.Env
-// does not set: the admin token and a fixed session signing key. A test's
-// own values replace them.
+// does not set: the admin token, the internal token shared by tracking and
+// commissions, and a fixed session signing key. A test's own values
+// replace them.
 func Defaults() map[string]string {
 	return map[string]string{
 		"ADMIN_TOKEN":         AdminToken,
+		"INTERNAL_TOKEN":      InternalToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, ed25519.SeedSize)),
 	}
 }

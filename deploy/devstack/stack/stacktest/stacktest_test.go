@@ -38,6 +38,13 @@ func TestStartRunsTheStack(t *testing.T) {
 		t.Fatalf("accounts read TRACKING_URL %q (tracking is %s), CATALOG_CONSUMERS %q, ADMIN_TOKEN %q, ADMIN_RATE_LIMIT %q",
 			read["TRACKING_URL"], s.URL("tracking"), read["CATALOG_CONSUMERS"], read["ADMIN_TOKEN"], read["ADMIN_RATE_LIMIT"])
 	}
+	// Commissions asks tracking for attribution decisions with the
+	// internal token tracking holds.
+	c, tr := s.Instance("commissions").Platform().Env.Values(), s.Instance("tracking").Platform().Env.Values()
+	if c["TRACKING_URL"] != s.URL("tracking") || c["INTERNAL_TOKEN"] != stacktest.InternalToken || tr["INTERNAL_TOKEN"] != stacktest.InternalToken {
+		t.Fatalf("commissions read TRACKING_URL %q (tracking is %s), INTERNAL_TOKEN set %v; tracking's INTERNAL_TOKEN set %v",
+			c["TRACKING_URL"], s.URL("tracking"), c["INTERNAL_TOKEN"] == stacktest.InternalToken, tr["INTERNAL_TOKEN"] == stacktest.InternalToken)
+	}
 }
 
 // A subset starts alone, without the wiring to services left out.

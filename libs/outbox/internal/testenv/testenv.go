@@ -101,6 +101,61 @@ func (e *Env) Count(t testing.TB, query string, args ...any) int {
 	return n
 }
 
+// Conn opens a connection of its own, outside Pool, with search_path
+// Schema, closed when the test ends: a checker that outlives the pool's
+// backends being terminated.
+func (e *Env) Conn(t testing.TB) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(e.DSN)
+	if err != nil {
+		t.Fatalf("parse dsn: %v", err)
+	}
+	cfg.RuntimeParams["search_path"] = Schema
+	conn, err := pgx.ConnectConfig(Ctx(t), cfg)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// CountOn runs a count query on conn.
+func CountOn(t testing.TB, conn *pgx.Conn, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(Ctx(t), query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// TerminateOthers terminates every other backend of conn's database (the
+// pool's, relays' lock connections, consumers', autovacuum's) and waits up
+// to 10 s for each to exit; it returns how many went.
+func TerminateOthers(t testing.TB, conn *pgx.Conn) int {
+	t.Helper()
+	return CountOn(t, conn, `
+		SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+}
+
+// TerminateRelayLockHolder terminates the backend holding an advisory lock
+// in conn's database (the active relay's lock connection) and waits up to
+// 10 s for it to exit; it returns how many went (1 while a relay is active).
+func TerminateRelayLockHolder(ctx context.Context, conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (int, error) {
+	var n int
+	err := conn.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 10000)) FROM pg_locks
+		WHERE locktype = 'advisory' AND granted
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("terminate the relay lock holder: %w", err)
+	}
+	return n, nil
+}
+
 // TopicSize is the number of records ever written to topic (sum of the
 // partitions' end offsets); nothing is deleted by retention in tests.
 func (e *Env) TopicSize(t testing.TB, topic string) int64 {

@@ -365,6 +365,16 @@ type Program struct {
 	AllowedOrigins []string               `protobuf:"bytes,14,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
 	CreatedAt      *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	UpdatedAt      *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// ISO 4217 code, upper case: "USD", "EUR" or "VND". The currency of the
+	// fixed rewards (commission_rate of the fixed types, lead_commission) and
+	// of payouts. Empty in events published before the field existed: read
+	// it as "USD".
+	Currency string `protobuf:"bytes,17,opt,name=currency,proto3" json:"currency,omitempty"`
+	// Decimal string in major units of currency, such as "2.5": the fixed
+	// reward per settled lead, with no more decimals than the currency has;
+	// "0" for none. Empty in events published before the field existed: read
+	// it as "0".
+	LeadCommission string `protobuf:"bytes,18,opt,name=lead_commission,json=leadCommission,proto3" json:"lead_commission,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -509,6 +519,20 @@ func (x *Program) GetUpdatedAt() *timestamppb.Timestamp {
 		return x.UpdatedAt
 	}
 	return nil
+}
+
+func (x *Program) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *Program) GetLeadCommission() string {
+	if x != nil {
+		return x.LeadCommission
+	}
+	return ""
 }
 
 // Event type "catalog.api_key.upserted". Carries a hash of the key, never the
@@ -957,7 +981,7 @@ const file_svc_events_v1_catalog_proto_rawDesc = "" +
 	"\x0fcharges_enabled\x18\x03 \x01(\bR\x0echargesEnabled\x12'\n" +
 	"\x0fpayouts_enabled\x18\x04 \x01(\bR\x0epayoutsEnabled\x12+\n" +
 	"\x11details_submitted\x18\x05 \x01(\bR\x10detailsSubmitted\x12=\n" +
-	"\fconnected_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\"\xb7\x05\n" +
+	"\fconnected_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vconnectedAt\"\xfc\x05\n" +
 	"\aProgram\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12#\n" +
 	"\radvertiser_id\x18\x02 \x01(\x03R\fadvertiserId\x12\x12\n" +
@@ -977,7 +1001,9 @@ const file_svc_events_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xe6\x02\n" +
+	"updated_at\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
+	"\bcurrency\x18\x11 \x01(\tR\bcurrency\x12'\n" +
+	"\x0flead_commission\x18\x12 \x01(\tR\x0eleadCommission\"\xe6\x02\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1d\n" +
 	"\n" +

@@ -11,6 +11,11 @@ const (
 	// TopicTracking carries tracking's ClickRecorded, LeadRecorded,
 	// VisitRecorded and SaleRecorded events.
 	TopicTracking = "tracking.events.v1"
+	// TopicCommissions carries the commissions ledger's LedgerSaleRecorded,
+	// CommissionCreated, CommissionStatusChanged, RefundRecorded,
+	// BalanceChanged, NotificationCreated and WithdrawalChanged events. It
+	// is kept without expiry: it is the history of the money.
+	TopicCommissions = "commissions.events.v1"
 )
 
 // Envelope.Type values, one per payload message. Consumers switch on these to
@@ -29,4 +34,12 @@ const (
 	TypeLeadRecorded           = "tracking.lead.recorded"
 	TypeVisitRecorded          = "tracking.visit.recorded"
 	TypeSaleRecorded           = "tracking.sale.recorded"
+
+	TypeLedgerSaleRecorded      = "commissions.sale.recorded"
+	TypeCommissionCreated       = "commissions.commission.created"
+	TypeCommissionStatusChanged = "commissions.commission.status_changed"
+	TypeRefundRecorded          = "commissions.refund.recorded"
+	TypeBalanceChanged          = "commissions.balance.changed"
+	TypeNotificationCreated     = "commissions.notification.created"
+	TypeWithdrawalChanged       = "commissions.withdrawal.changed"
 )

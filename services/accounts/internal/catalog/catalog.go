@@ -7,6 +7,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/svc-dev/svc/libs/errkind"
@@ -19,6 +20,12 @@ import (
 // consumer applied the sequence: a real timeout (504 GatewayTimeoutError),
 // so it wraps no kind (not errkind.Unavailable: nothing is down).
 var ErrSyncTimeout = errors.New("timed out")
+
+// ErrShuttingDown ends a sync barrier wait when the service begins to shut
+// down: a wait may last up to a minute, longer than the shutdown grace,
+// and the client is better told to retry (against another replica) than
+// cut off.
+var ErrShuttingDown = fmt.Errorf("the service is shutting down; retry the request: %w", errkind.Unavailable)
 
 // FieldError is a validation failure that names the offending field. Its
 // message is the one the client sees.
@@ -72,11 +79,28 @@ const (
 	ProcessorConnected    = "connected"
 )
 
+// Currencies a program may pay in: the currency of its fixed rewards
+// (fixed and recurring_fixed commission_rate, lead_commission) and of its
+// payouts. Codes are ISO 4217, upper case, matched exactly like the other
+// enumerated program fields.
+const (
+	CurrencyUSD = "USD"
+	CurrencyEUR = "EUR"
+	CurrencyVND = "VND"
+)
+
+// currencyDecimals is each currency's number of decimal places in major
+// units (cents for USD and EUR, none for VND), as commissions' money rules
+// count them.
+var currencyDecimals = map[string]int{CurrencyUSD: 2, CurrencyEUR: 2, CurrencyVND: 0}
+
 // Defaults of a new program.
 const (
 	DefaultAttributionWindowDays = 60
 	DefaultHoldDays              = 30
 	DefaultDurationMonths        = 0
+	DefaultCurrency              = CurrencyUSD
+	DefaultLeadCommission        = "0" // no lead reward
 )
 
 type Advertiser struct {
@@ -128,6 +152,8 @@ type Program struct {
 	PaymentTrackingMode   string
 	Processor             ProcessorConnection
 	AllowedOrigins        []string
+	Currency              string // CurrencyUSD, CurrencyEUR or CurrencyVND
+	LeadCommission        string // canonical decimal in major units of Currency, "0" for none
 	CreatedAt             time.Time
 	UpdatedAt             time.Time
 }

@@ -43,6 +43,9 @@ type ProgramInput struct {
 	AllowedOrigins        []string
 	AllowedOriginsSet     bool
 	Processor             *ProcessorInput
+	// Currency is a JSON string; LeadCommission the raw JSON value.
+	Currency       *string
+	LeadCommission *string
 }
 
 type ProcessorInput struct {
@@ -86,6 +89,20 @@ const (
 	MsgCookieDuration      = "cookie_duration must be a whole number of days from 1 to 365"
 	msgCommissionTypeValid = "percent, fixed, recurring_percent, recurring_fixed"
 )
+
+// Messages of the program's currency and its fixed rewards.
+const (
+	MsgCurrency          = "currency must be one of: USD, EUR, VND"
+	MsgLeadCommission    = "lead_commission must be a non-negative number"
+	MsgLeadCommissionMax = "lead_commission is too large"
+)
+
+// TooManyDecimals is the message of an amount in major units of the
+// program's currency (lead_commission, a fixed commission_rate) with more
+// decimal places than the currency has: it is refused, never rounded.
+func TooManyDecimals(field, currency string) string {
+	return fmt.Sprintf("%s must have at most %d decimals for %s", field, currencyDecimals[currency], currency)
+}
 
 // InvalidCommissionType is the spec's message for an unknown commission type.
 func InvalidCommissionType(v string) string {
@@ -299,6 +316,16 @@ func (in ProgramInput) validateFields(create bool) error {
 	if in.PaymentTrackingMode != nil && *in.PaymentTrackingMode != PaymentProcessorConnect && *in.PaymentTrackingMode != PaymentS2S {
 		return invalid("payment_tracking_mode", "payment_tracking_mode must be one of: processor_connect, s2s")
 	}
+	if in.Currency != nil {
+		if _, ok := currencyDecimals[*in.Currency]; !ok {
+			return invalid("currency", MsgCurrency)
+		}
+	}
+	if in.LeadCommission != nil {
+		if _, err := parseLeadCommission(*in.LeadCommission); err != nil {
+			return err
+		}
+	}
 	if in.AllowedOriginsSet {
 		if _, err := normalizeOrigins(in.AllowedOrigins); err != nil {
 			return err
@@ -369,6 +396,9 @@ func (in ProgramInput) apply(p *Program) error {
 	if in.PaymentTrackingMode != nil {
 		p.PaymentTrackingMode = *in.PaymentTrackingMode
 	}
+	if err := in.applyMoney(p); err != nil {
+		return err
+	}
 	if in.AllowedOriginsSet {
 		o, err := normalizeOrigins(in.AllowedOrigins)
 		if err != nil {
@@ -400,6 +430,75 @@ func (in ProgramInput) apply(p *Program) error {
 		}
 	}
 	return nil
+}
+
+// applyMoney sets the currency and the lead reward and checks the amounts
+// in major units of the program's currency against its decimals: the lead
+// reward, and the rate of a fixed type. A check runs when the request sends
+// one of the fields it depends on, so a program stored before the currency
+// existed (a fixed rate of 4 decimals) can still change its other settings.
+func (in ProgramInput) applyMoney(p *Program) error {
+	if in.Currency != nil {
+		p.Currency = *in.Currency
+	}
+	if in.LeadCommission != nil {
+		v, err := parseLeadCommission(*in.LeadCommission)
+		if err != nil {
+			return err
+		}
+		p.LeadCommission = v
+	}
+	if isFixed(p.CommissionType) && (in.Currency != nil || in.CommissionType != nil || in.CommissionRate != nil) &&
+		!fitsCurrency(p.CommissionRate, p.Currency) {
+		return invalid("commission_rate", TooManyDecimals("commission_rate", p.Currency))
+	}
+	if (in.Currency != nil || in.LeadCommission != nil) && !fitsCurrency(p.LeadCommission, p.Currency) {
+		return invalid("lead_commission", TooManyDecimals("lead_commission", p.Currency))
+	}
+	return nil
+}
+
+// parseLeadCommission accepts a JSON number of 0 or more, below 100000000
+// (the column's range), and returns it as an exact canonical decimal (no
+// trailing zeros, every decimal sent kept: the currency's limit is checked
+// by applyMoney, never by rounding).
+func parseLeadCommission(raw string) (string, error) {
+	r, ok := JSONNumber(raw)
+	if !ok || r.Sign() < 0 {
+		return "", invalid("lead_commission", MsgLeadCommission)
+	}
+	if r.Cmp(big.NewRat(100_000_000, 1)) >= 0 {
+		return "", invalid("lead_commission", MsgLeadCommissionMax)
+	}
+	if n := decimalPlaces(r); n > 0 {
+		return r.FloatString(n), nil
+	}
+	return r.FloatString(0), nil
+}
+
+// decimalPlaces is the number of decimal places of a value read from
+// decimal text (its denominator divides a power of ten).
+func decimalPlaces(r *big.Rat) int {
+	x := new(big.Rat).Set(r)
+	ten := big.NewRat(10, 1)
+	n := 0
+	for !x.IsInt() {
+		x.Mul(x, ten)
+		n++
+	}
+	return n
+}
+
+// fitsCurrency reports whether the canonical decimal v has no more decimal
+// places than currency has. An unknown currency (refused by validateFields)
+// is not checked here.
+func fitsCurrency(v, currency string) bool {
+	d, ok := currencyDecimals[currency]
+	if !ok {
+		return true
+	}
+	r, ok := new(big.Rat).SetString(v)
+	return !ok || decimalPlaces(r) <= d
 }
 
 type numRange struct {
@@ -456,6 +555,12 @@ func validCommissionType(t string) bool {
 
 func isPercent(t string) bool {
 	return t == CommissionPercent || t == CommissionRecurringPercent
+}
+
+// isFixed reports the types whose commission_rate is an amount in major
+// units of the program's currency.
+func isFixed(t string) bool {
+	return t == CommissionFixed || t == CommissionRecurringFixed
 }
 
 // parseRate accepts a positive decimal with at most four decimal places (the

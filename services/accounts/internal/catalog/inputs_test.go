@@ -55,6 +55,27 @@ func TestProgramInputValidation(t *testing.T) {
 			p.AllowedOrigins, p.AllowedOriginsSet = []string{"https://shop.example.com/cart"}, true
 		}, "allowed_origins", msgOrigins},
 		{"bad domain", func(p *ProgramInput) { p.Domain = sp("not a host") }, "domain", "domain must be a host name like shop.example.com"},
+		{"currency in lower case", func(p *ProgramInput) { p.Currency = sp("usd") }, "currency", "currency must be one of: USD, EUR, VND"},
+		{"currency unsupported", func(p *ProgramInput) { p.Currency = sp("GBP") }, "currency", MsgCurrency},
+		{"currency empty", func(p *ProgramInput) { p.Currency = sp("") }, "currency", MsgCurrency},
+		{"lead commission negative", func(p *ProgramInput) { p.LeadCommission = sp("-1") }, "lead_commission", "lead_commission must be a non-negative number"},
+		{"lead commission a string", func(p *ProgramInput) { p.LeadCommission = sp(`"5"`) }, "lead_commission", MsgLeadCommission},
+		{"lead commission a boolean", func(p *ProgramInput) { p.LeadCommission = sp("true") }, "lead_commission", MsgLeadCommission},
+		{"lead commission too large", func(p *ProgramInput) { p.LeadCommission = sp("1e8") }, "lead_commission", "lead_commission is too large"},
+		{"lead commission 3 decimals for USD (default)", func(p *ProgramInput) { p.LeadCommission = sp("2.505") }, "lead_commission",
+			"lead_commission must have at most 2 decimals for USD"},
+		{"lead commission 3 decimals for EUR", func(p *ProgramInput) {
+			p.Currency, p.LeadCommission = sp("EUR"), sp("0.001")
+		}, "lead_commission", "lead_commission must have at most 2 decimals for EUR"},
+		{"lead commission with decimals for VND", func(p *ProgramInput) {
+			p.Currency, p.LeadCommission = sp("VND"), sp("1000.5")
+		}, "lead_commission", "lead_commission must have at most 0 decimals for VND"},
+		{"fixed rate with decimals for VND", func(p *ProgramInput) {
+			p.CommissionType, p.Currency = sp("fixed"), sp("VND")
+		}, "commission_rate", "commission_rate must have at most 0 decimals for VND"},
+		{"recurring fixed rate 3 decimals for USD", func(p *ProgramInput) {
+			p.CommissionType, p.CommissionRate = sp("recurring_fixed"), sp("5.125")
+		}, "commission_rate", "commission_rate must have at most 2 decimals for USD"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +83,7 @@ func TestProgramInputValidation(t *testing.T) {
 			tc.mutate(&in)
 			err := in.validateFields(true)
 			if err == nil {
-				p := Program{}
+				p := Program{Currency: DefaultCurrency, LeadCommission: DefaultLeadCommission}
 				err = in.apply(&p)
 			}
 			var fe *FieldError
@@ -130,5 +151,90 @@ func TestLinkInputValidation(t *testing.T) {
 	l, err := LinkInput{PartnerID: &id, Code: &ok}.validate(9)
 	if err != nil || !l.Active || l.ProgramID != 9 {
 		t.Fatalf("got %+v %v, want an active link in program 9", l, err)
+	}
+}
+
+func TestProgramMoneyFieldsApply(t *testing.T) {
+	tests := []struct {
+		name, ctype, rate, currency, lead string
+		wantCurrency, wantLead            string
+	}{
+		{"defaults stay when not sent", "percent", "12.5", "", "", "USD", "0"},
+		{"USD with cents", "fixed", "2.5", "USD", "2.50", "USD", "2.5"},
+		{"EUR", "recurring_fixed", "10.99", "EUR", "0.01", "EUR", "0.01"},
+		{"VND whole amounts", "fixed", "50000", "VND", "1000", "VND", "1000"},
+		{"VND lead written as 1000.0", "percent", "12.5", "VND", "1000.0", "VND", "1000"},
+		{"exponent read exactly", "percent", "12.5", "USD", "25e-1", "USD", "2.5"},
+		{"percent rate keeps 4 decimals in VND", "percent", "12.3456", "VND", "0", "VND", "0"},
+		{"zero lead", "percent", "10", "EUR", "0.00", "EUR", "0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := validProgram()
+			in.CommissionType, in.CommissionRate = sp(tc.ctype), sp(tc.rate)
+			if tc.currency != "" {
+				in.Currency = sp(tc.currency)
+			}
+			if tc.lead != "" {
+				in.LeadCommission = sp(tc.lead)
+			}
+			if err := in.validateFields(true); err != nil {
+				t.Fatal(err)
+			}
+			p := Program{Currency: DefaultCurrency, LeadCommission: DefaultLeadCommission}
+			if err := in.apply(&p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Currency != tc.wantCurrency || p.LeadCommission != tc.wantLead {
+				t.Fatalf("currency %q lead %q, want %q %q", p.Currency, p.LeadCommission, tc.wantCurrency, tc.wantLead)
+			}
+		})
+	}
+}
+
+// A patch is checked against the stored program: the currency's decimals
+// apply to the stored lead reward and fixed rate when the patch changes the
+// currency, the type or the amounts, and not when it changes something
+// else (a program stored before currencies existed may have a fixed rate of
+// 4 decimals).
+func TestPatchChecksMoneyAgainstStoredProgram(t *testing.T) {
+	tests := []struct {
+		name    string
+		stored  Program
+		patch   ProgramInput
+		field   string
+		message string
+	}{
+		{"currency to VND with a lead in cents", Program{CommissionType: CommissionPercent, CommissionRate: "10", Currency: "USD", LeadCommission: "2.5"},
+			ProgramInput{Currency: sp("VND")}, "lead_commission", "lead_commission must have at most 0 decimals for VND"},
+		{"currency to VND with a fixed rate in cents", Program{CommissionType: CommissionFixed, CommissionRate: "4.99", Currency: "USD", LeadCommission: "0"},
+			ProgramInput{Currency: sp("VND")}, "commission_rate", "commission_rate must have at most 0 decimals for VND"},
+		{"type to fixed in VND", Program{CommissionType: CommissionPercent, CommissionRate: "12.5", Currency: "VND", LeadCommission: "0"},
+			ProgramInput{CommissionType: sp("fixed")}, "commission_rate", "commission_rate must have at most 0 decimals for VND"},
+		{"lead with cents in a VND program", Program{CommissionType: CommissionPercent, CommissionRate: "10", Currency: "VND", LeadCommission: "0"},
+			ProgramInput{LeadCommission: sp("0.5")}, "lead_commission", "lead_commission must have at most 0 decimals for VND"},
+		{"old fixed rate of 4 decimals, name changed", Program{CommissionType: CommissionFixed, CommissionRate: "5.1234", Currency: "USD", LeadCommission: "0"},
+			ProgramInput{Name: sp("Renamed")}, "", ""},
+		{"currency to EUR keeps a lead in cents", Program{CommissionType: CommissionPercent, CommissionRate: "10", Currency: "USD", LeadCommission: "2.5"},
+			ProgramInput{Currency: sp("EUR")}, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.patch.validateFields(false); err != nil {
+				t.Fatalf("field check: %v", err)
+			}
+			p := tc.stored
+			err := tc.patch.apply(&p)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("got %v, want the patch applied", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || fe.Message != tc.message {
+				t.Fatalf("got %v, want %s: %q", err, tc.field, tc.message)
+			}
+		})
 	}
 }

@@ -75,6 +75,9 @@ type Config struct {
 	Now       func() time.Time
 	Consumers []string      // services the sync barrier waits for
 	SyncPoll  time.Duration // how often the barrier re-reads consumer progress
+	// Stopping, when closed, ends sync barrier waits with ErrShuttingDown
+	// (platform.Platform.Stopping). Nil: waits end only by themselves.
+	Stopping <-chan struct{}
 }
 
 type service struct {
@@ -117,6 +120,8 @@ func (s *service) CreateProgram(ctx context.Context, in ProgramInput) (Program, 
 		PaymentTrackingMode:   PaymentProcessorConnect,
 		Processor:             ProcessorConnection{Status: ProcessorNotConnected},
 		AllowedOrigins:        []string{},
+		Currency:              DefaultCurrency,
+		LeadCommission:        DefaultLeadCommission,
 	}
 	if err := in.validateFields(true); err != nil {
 		return Program{}, 0, err
@@ -306,6 +311,8 @@ func (s *service) WaitForSync(ctx context.Context, seq Seq, timeout time.Duratio
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("catalog sequence %d not applied by every consumer within %s: %w", seq, timeout, ErrSyncTimeout)
+		case <-s.cfg.Stopping:
+			return fmt.Errorf("catalog sequence %d: %w", seq, ErrShuttingDown)
 		case <-t.C:
 		}
 	}

@@ -140,6 +140,10 @@ type Customer struct {
 	SignupDate time.Time
 	// ProcessorCustomerID is saved from the first attributed payment.
 	ProcessorCustomerID string
+	// FirstLinkID is the link of the customer's first click.
+	FirstLinkID int64
+	// FirstPurchaseDate is zero until the customer converts.
+	FirstPurchaseDate time.Time
 	// PartnerLinked: a partner-program record links the first partner to
 	// the customer's program (loaded for sales only).
 	PartnerLinked bool
@@ -259,6 +263,14 @@ type Store interface {
 	// whatever the outcome; a decision that is Refused writes only that.
 	Pay(ctx context.Context, req PaymentRequest, decide func(Customer) (PaymentDecision, error)) (PaymentResult, error)
 	RecordTestSale(ctx context.Context, rec TestSaleRecord) (int64, error)
+	// Attribute answers the decision stored under req.TransactionID if
+	// there is one (Replayed). Otherwise it resolves req.Ref to a customer
+	// (locked), passes it to decide, applies what decide returns as Pay
+	// does but records no sale (a settled lead, the conversion, their
+	// customer events) and stores the decision, all in one transaction;
+	// a concurrent call that stored a decision first wins, and this one's
+	// changes roll back. Nothing is stored when no customer matches.
+	Attribute(ctx context.Context, req AttributionRequest, decide func(Customer) (PaymentDecision, error)) (AttributionResult, error)
 	// RecordProcessorEvent stores an event this service does not act on;
 	// duplicate is true when the event id was already stored.
 	RecordProcessorEvent(ctx context.Context, ev ProcessorEvent) (duplicate bool, err error)

@@ -31,6 +31,9 @@ type Service interface {
 	Sale(ctx context.Context, in SaleInput) (SaleOutput, error)
 	// ProcessorPayment acts on one payment-processor event.
 	ProcessorPayment(ctx context.Context, in PaymentInput) (PaymentOutput, error)
+	// Attribute decides whether a payment is attributed (the commissions
+	// service's POST /internal/v1/attributions), once per transaction id.
+	Attribute(ctx context.Context, in AttributionInput) (AttributionOutput, error)
 }
 
 // ProgramRef is a program id as a client sent it (string or integer).

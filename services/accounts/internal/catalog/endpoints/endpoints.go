@@ -5,6 +5,7 @@ package endpoints
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -88,7 +89,8 @@ func (r Response[T]) CatalogSeq() catalog.Seq { return r.Seq }
 
 var (
 	_ endpoint.Failer = Response[IDData]{}
-	_ endpoint.Failer = Response[ProgramView]{}
+	_ endpoint.Failer = Response[AdminProgramView]{}
+	_ endpoint.Failer = Response[[]AdminProgramView]{}
 	_ endpoint.Failer = Response[UserView]{}
 	_ endpoint.Failer = Response[[]PartnerView]{}
 	_ endpoint.Failer = Response[[]LinkView]{}
@@ -165,11 +167,12 @@ type GetProgramRequest struct{ ID int64 }
 func makeGetProgram(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		p, err := svc.GetProgram(ctx, req.(GetProgramRequest).ID)
-		return respond(NewProgramView(p), 0, err)
+		return respond(NewAdminProgramView(p), 0, err)
 	}
 }
 
-// ProgramView is a program as the admin API shows it.
+// ProgramView is a program as the admin API and the command-line routes
+// (init, programs) show it.
 type ProgramView struct {
 	AdvertiserID          int64         `json:"advertiser_id"`
 	AllowedOrigins        []string      `json:"allowed_origins"`
@@ -229,6 +232,27 @@ func NewProgramView(p catalog.Program) ProgramView {
 	}
 }
 
+// AdminProgramView is a program as the admin API shows it: ProgramView and
+// the money settings only the admin API sets and shows (currency,
+// lead_commission). The command-line routes answer ProgramView alone, so
+// their public contract (api/openapi.yaml) does not change.
+type AdminProgramView struct {
+	ProgramView
+	Currency string `json:"currency"`
+	// LeadCommission is the stored decimal rendered exactly as a JSON number
+	// (never through a float).
+	LeadCommission json.Number `json:"lead_commission"`
+}
+
+// NewAdminProgramView renders p for the admin API.
+func NewAdminProgramView(p catalog.Program) AdminProgramView {
+	v := AdminProgramView{ProgramView: NewProgramView(p), Currency: p.Currency, LeadCommission: json.Number(p.LeadCommission)}
+	if v.LeadCommission == "" {
+		v.LeadCommission = "0" // the zero Program of a failed read
+	}
+	return v
+}
+
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // FindUserRequest looks a user up by email (nil when not sent).
@@ -268,7 +292,7 @@ type ListProgramsRequest struct{ AdvertiserID *int64 }
 func makeListPrograms(svc catalog.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
 		ps, err := svc.ListPrograms(ctx, req.(ListProgramsRequest).AdvertiserID)
-		return respond(views(ps, NewProgramView), 0, err)
+		return respond(views(ps, NewAdminProgramView), 0, err)
 	}
 }
 

@@ -131,6 +131,8 @@ func programInput(f *fields) catalog.ProgramInput {
 		HoldDays:              f.raw("hold_days"),
 		LeadAuthPolicy:        f.str("lead_auth_policy"),
 		PaymentTrackingMode:   f.str("payment_tracking_mode"),
+		Currency:              f.str("currency"),
+		LeadCommission:        f.raw("lead_commission"),
 	}
 	if f.obj.Has("allowed_origins") {
 		in.AllowedOrigins, in.AllowedOriginsSet = f.strings("allowed_origins")

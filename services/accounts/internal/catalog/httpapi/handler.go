@@ -4,15 +4,13 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
+	"github.com/svc-dev/svc/libs/auth/bearer"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 
 	"github.com/svc-dev/svc/libs/httpkit"
@@ -46,17 +44,11 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	created := encodeResponse(http.StatusCreated, enc)
 	ok := encodeResponse(http.StatusOK, enc)
+	guard := bearer.AdminGuard(cfg.AdminToken, cfg.Limit, cfg.FailedAuth)
 	h := func(e func(ctx context.Context, req any) (any, error), dec kithttp.DecodeRequestFunc, enc kithttp.EncodeResponseFunc) http.Handler {
 		// Query values (email, code) reach the database: refuse NUL first.
 		h := http.Handler(kithttp.NewServer(e, httpkit.RefuseNULQuery(dec), enc, opts...))
-		if cfg.Limit != nil {
-			h = cfg.Limit(h)
-		}
-		h = adminOnly(cfg.AdminToken, h)
-		if cfg.FailedAuth != nil {
-			h = cfg.FailedAuth(h)
-		}
-		return h
+		return guard(h)
 	}
 	return []httpkit.Route{
 		{Pattern: "POST /admin/v1/advertisers", Name: "admin_create_advertiser", Handler: h(set.CreateAdvertiser, decodeAdvertiser, created)},
@@ -79,26 +71,6 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "POST /admin/v1/sessions", Name: "admin_issue_session", Handler: h(set.IssueSession, decodeSession, created)},
 		{Pattern: "GET /admin/v1/catalog/sync", Name: "admin_catalog_sync", Handler: h(set.WaitForSync, decodeSync, ok)},
 	}
-}
-
-// adminOnly refuses requests without the admin token before anything else
-// runs. Both sides are hashed first so the comparison takes the same time
-// whatever the lengths.
-func adminOnly(token string, next http.Handler) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		if !strings.HasPrefix(h, "Bearer ") {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, "Missing or malformed Authorization header. Expected: Bearer <admin_token>")
-			return
-		}
-		got := sha256.Sum256([]byte(strings.TrimPrefix(h, "Bearer ")))
-		if token == "" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, "Invalid admin token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // answer is every admin endpoint's response (an endpoints.Response[T]).

@@ -174,14 +174,15 @@ func (s *Store) GetUser(ctx context.Context, id int64) (catalog.User, error) {
 const programColumns = `id, advertiser_id, name, domain, commission_type, commission_rate::text, duration_months,
 	cookie_duration, attribution_window_days, hold_days, lead_auth_policy, payment_tracking_mode,
 	processor_status, processor_account_id, charges_enabled, payouts_enabled, details_submitted, connected_at,
-	allowed_origins, created_at, updated_at`
+	allowed_origins, currency, trim_scale(lead_commission)::text, created_at, updated_at`
 
 func scanProgram(row pgx.Row) (catalog.Program, error) {
 	var p catalog.Program
 	err := row.Scan(&p.ID, &p.AdvertiserID, &p.Name, &p.Domain, &p.CommissionType, &p.CommissionRate, &p.DurationMonths,
 		&p.CookieDuration, &p.AttributionWindowDays, &p.HoldDays, &p.LeadAuthPolicy, &p.PaymentTrackingMode,
 		&p.Processor.Status, &p.Processor.AccountID, &p.Processor.ChargesEnabled, &p.Processor.PayoutsEnabled,
-		&p.Processor.DetailsSubmitted, &p.Processor.ConnectedAt, &p.AllowedOrigins, &p.CreatedAt, &p.UpdatedAt)
+		&p.Processor.DetailsSubmitted, &p.Processor.ConnectedAt, &p.AllowedOrigins, &p.Currency, &p.LeadCommission,
+		&p.CreatedAt, &p.UpdatedAt)
 	return p, err
 }
 
@@ -209,6 +210,8 @@ func programEvent(p catalog.Program) *eventsv1.Program {
 		AllowedOrigins: p.AllowedOrigins,
 		CreatedAt:      ts(p.CreatedAt),
 		UpdatedAt:      ts(p.UpdatedAt),
+		Currency:       p.Currency,
+		LeadCommission: p.LeadCommission,
 	}
 	if p.CookieDuration != nil {
 		ev.CookieDuration = int32(*p.CookieDuration)
@@ -221,13 +224,14 @@ func (s *Store) CreateProgram(ctx context.Context, p catalog.Program) (catalog.P
 	err := s.write(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `INSERT INTO programs (advertiser_id, name, domain, commission_type, commission_rate,
 			duration_months, cookie_duration, attribution_window_days, hold_days, lead_auth_policy, payment_tracking_mode,
-			processor_status, processor_account_id, charges_enabled, payouts_enabled, details_submitted, connected_at, allowed_origins)
-			VALUES ($1,$2,$3,$4,$5::numeric,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)
+			processor_status, processor_account_id, charges_enabled, payouts_enabled, details_submitted, connected_at, allowed_origins,
+			currency, lead_commission)
+			VALUES ($1,$2,$3,$4,$5::numeric,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20::numeric)
 			RETURNING `+programColumns,
 			p.AdvertiserID, p.Name, p.Domain, p.CommissionType, p.CommissionRate, p.DurationMonths, p.CookieDuration,
 			p.AttributionWindowDays, p.HoldDays, p.LeadAuthPolicy, p.PaymentTrackingMode, p.Processor.Status,
 			p.Processor.AccountID, p.Processor.ChargesEnabled, p.Processor.PayoutsEnabled, p.Processor.DetailsSubmitted,
-			p.Processor.ConnectedAt, p.AllowedOrigins)
+			p.Processor.ConnectedAt, p.AllowedOrigins, p.Currency, p.LeadCommission)
 		var err error
 		if p, err = scanProgram(row); err != nil {
 			return fmt.Errorf("insert program: %w", err)
@@ -269,12 +273,13 @@ func (s *Store) UpdateProgram(ctx context.Context, id int64, fn func(*catalog.Pr
 		row := tx.QueryRow(ctx, `UPDATE programs SET name=$2, domain=$3, commission_type=$4, commission_rate=$5::numeric,
 			duration_months=$6, cookie_duration=$7, attribution_window_days=$8, hold_days=$9, lead_auth_policy=$10,
 			payment_tracking_mode=$11, processor_status=$12, processor_account_id=$13, charges_enabled=$14,
-			payouts_enabled=$15, details_submitted=$16, connected_at=$17, allowed_origins=$18, updated_at=now()
+			payouts_enabled=$15, details_submitted=$16, connected_at=$17, allowed_origins=$18, currency=$19,
+			lead_commission=$20::numeric, updated_at=now()
 			WHERE id=$1 RETURNING `+programColumns,
 			id, p.Name, p.Domain, p.CommissionType, p.CommissionRate, p.DurationMonths, p.CookieDuration,
 			p.AttributionWindowDays, p.HoldDays, p.LeadAuthPolicy, p.PaymentTrackingMode, p.Processor.Status,
 			p.Processor.AccountID, p.Processor.ChargesEnabled, p.Processor.PayoutsEnabled, p.Processor.DetailsSubmitted,
-			p.Processor.ConnectedAt, p.AllowedOrigins)
+			p.Processor.ConnectedAt, p.AllowedOrigins, p.Currency, p.LeadCommission)
 		if p, err = scanProgram(row); err != nil {
 			return fmt.Errorf("update program %d: %w", id, err)
 		}

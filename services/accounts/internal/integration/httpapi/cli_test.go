@@ -504,7 +504,7 @@ func TestCLIKeyLookupFailureIs500WithTheRequestID(t *testing.T) {
 }
 
 func TestCLIStatusRateLimitHasNoRequestID(t *testing.T) {
-	s := startStack(t, false, map[string]string{"CLI_RATE_LIMIT": "2"})
+	s := startStackOn(t, platformtest.NewClock(time.Now()), false, map[string]string{"CLI_RATE_LIMIT": "2"})
 	_, key := s.program(nil)
 	for i := range 2 {
 		if r := s.status(key); r.status != http.StatusOK {

@@ -1,6 +1,7 @@
 // Package consumer is the Kafka transport of commissions' catalog replica:
 // it applies accounts catalog events (topic accounts.catalog.v1) to
-// commissions' own copy of the programs and program API keys, inside the
+// commissions' own copy of the programs (commission terms, currency, lead
+// reward) and program API keys, inside the
 // inbox transaction the platform opens for each event, and advances the
 // catalog watermark the sync barrier waits on.
 package consumer
@@ -38,6 +39,26 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 	return catalogsync.Applied(ctx, tx, a.Service, env.GetEpoch(), env.GetSeq(), a.Now())
 }
 
+// Defaults of a program event published before accounts sent the
+// program's currency and lead reward: what such a program meant then.
+const (
+	DefaultCurrency       = "USD"
+	DefaultLeadCommission = "0"
+)
+
+// programMoney is the event's currency and lead reward, the defaults for
+// the empty fields of an older event.
+func programMoney(p *eventsv1.Program) (currency, lead string) {
+	currency, lead = p.GetCurrency(), p.GetLeadCommission()
+	if currency == "" {
+		currency = DefaultCurrency
+	}
+	if lead == "" {
+		lead = DefaultLeadCommission
+	}
+	return currency, lead
+}
+
 func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 	seq := env.GetSeq()
 	switch env.GetType() {
@@ -46,16 +67,18 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 		if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
 			return fmt.Errorf("decode program event %s: %w", env.GetId(), err)
 		}
+		currency, lead := programMoney(&p)
 		_, err := tx.Exec(ctx, `INSERT INTO programs (id, advertiser_id, commission_type, commission_rate,
-				duration_months, hold_days, catalog_seq, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8)
+				duration_months, hold_days, currency, lead_commission, catalog_seq, updated_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
 			ON CONFLICT (id) DO UPDATE SET advertiser_id = EXCLUDED.advertiser_id,
 				commission_type = EXCLUDED.commission_type, commission_rate = EXCLUDED.commission_rate,
 				duration_months = EXCLUDED.duration_months, hold_days = EXCLUDED.hold_days,
+				currency = EXCLUDED.currency, lead_commission = EXCLUDED.lead_commission,
 				catalog_seq = EXCLUDED.catalog_seq, updated_at = EXCLUDED.updated_at
 			WHERE programs.catalog_seq < EXCLUDED.catalog_seq`,
 			p.GetId(), p.GetAdvertiserId(), p.GetCommissionType(), p.GetCommissionRate(),
-			p.GetDurationMonths(), p.GetHoldDays(), seq, p.GetUpdatedAt().AsTime())
+			p.GetDurationMonths(), p.GetHoldDays(), currency, lead, seq, p.GetUpdatedAt().AsTime())
 		if err != nil {
 			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}

@@ -7,6 +7,7 @@ package endpoints
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/go-kit/kit/endpoint"
 
@@ -23,6 +24,9 @@ type Set struct {
 	Sale   endpoint.Endpoint
 	// ProcessorEvent handles one payment-processor webhook delivery.
 	ProcessorEvent endpoint.Endpoint
+	// Attribution decides a payment's attribution for the commissions
+	// service (internal route).
+	Attribution endpoint.Endpoint
 }
 
 // New builds the set, wrapping each endpoint in mw (the first outermost).
@@ -34,6 +38,7 @@ func New(svc ingest.Service, mw ...obs.EndpointMiddleware) Set {
 		Config:         obs.Decorate("config", MakeConfigEndpoint(svc), mw...),
 		Sale:           obs.Decorate("sale", MakeSaleEndpoint(svc), mw...),
 		ProcessorEvent: obs.Decorate("processor_event", MakeProcessorEventEndpoint(svc), mw...),
+		Attribution:    obs.Decorate("attribution", MakeAttributionEndpoint(svc), mw...),
 	}
 }
 
@@ -45,6 +50,7 @@ var (
 	_ endpoint.Failer = ConfigResponse{}
 	_ endpoint.Failer = SaleResponse{}
 	_ endpoint.Failer = ProcessorEventResponse{}
+	_ endpoint.Failer = AttributionResponse{}
 )
 
 // Requests are the decoded inputs of the use cases (the transport checks
@@ -56,6 +62,7 @@ type (
 	ConfigRequest         = ingest.ProgramRef
 	SaleRequest           = ingest.SaleInput
 	ProcessorEventRequest = ingest.PaymentInput
+	AttributionRequest    = ingest.AttributionInput
 )
 
 // TestData is data of a test-mode answer (click, lead, sale).
@@ -229,6 +236,60 @@ func MakeProcessorEventEndpoint(svc ingest.Service) endpoint.Endpoint {
 			return ProcessorEventResponse{Err: err}, infrastructure(err)
 		}
 		return ProcessorEventResponse{Received: true, Outcome: out.Outcome, Duplicate: out.Duplicate, SaleID: out.SaleID}, nil
+	}
+}
+
+// AttributionResponse answers POST /internal/v1/attributions: the decision
+// in the platform envelope's data.
+type AttributionResponse struct {
+	Data *AttributionData `json:"data"`
+	Err  error            `json:"-"`
+}
+
+// AttributionData is one attribution decision. The commissions service
+// builds its client on these types.
+type AttributionData struct {
+	Outcome           string            `json:"outcome"`
+	CustomerID        int64             `json:"customer_id"`
+	ClickID           string            `json:"click_id"`
+	PartnerID         int64             `json:"partner_id"`
+	LinkID            int64             `json:"link_id"`
+	CustomerStatus    string            `json:"customer_status"`
+	FirstPurchaseDate *time.Time        `json:"first_purchase_date,omitempty"`
+	Refusal           *AttributionError `json:"refusal,omitempty"`
+	Replayed          bool              `json:"replayed"`
+}
+
+// AttributionError is why a payment is not attributed: code
+// "no_attribution" and the sale route's message for the same rule.
+type AttributionError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Failed implements endpoint.Failer.
+func (r AttributionResponse) Failed() error { return r.Err }
+
+// MakeAttributionEndpoint decides (or answers the stored decision of) one
+// payment's attribution.
+func MakeAttributionEndpoint(svc ingest.Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		out, err := svc.Attribute(ctx, request.(AttributionRequest))
+		if err != nil {
+			return AttributionResponse{Err: err}, infrastructure(err)
+		}
+		d := &AttributionData{
+			Outcome: out.Outcome, CustomerID: out.CustomerID, ClickID: out.ClickID, PartnerID: out.PartnerID, LinkID: out.LinkID,
+			CustomerStatus: out.CustomerStatus, Replayed: out.Replayed,
+		}
+		if !out.FirstPurchaseDate.IsZero() {
+			t := out.FirstPurchaseDate.UTC()
+			d.FirstPurchaseDate = &t
+		}
+		if out.Outcome == ingest.AttributionRefused {
+			d.Refusal = &AttributionError{Code: out.RefusalCode, Message: out.RefusalMessage}
+		}
+		return AttributionResponse{Data: d}, nil
 	}
 }
 

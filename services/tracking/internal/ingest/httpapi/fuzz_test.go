@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/bearer"
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/outbox"
@@ -168,6 +169,28 @@ func (m *memStore) apply(c *ingest.Customer, d ingest.PaymentDecision, at time.T
 	m.customers[c.ClickID] = *c
 }
 
+// Attribute decides by click id only and stores nothing: the fuzz targets
+// do not drive the internal route (server/attribution_test.go does).
+func (m *memStore) Attribute(_ context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.customers[req.Ref.ClickID]
+	if !ok {
+		return ingest.AttributionResult{}, nil
+	}
+	d, err := decide(c)
+	if err != nil {
+		return ingest.AttributionResult{}, err
+	}
+	a := ingest.Attribution{TransactionID: req.TransactionID, ProgramID: req.Ref.ProgramID, Outcome: ingest.AttributionAttributed,
+		CustomerID: c.ID, ClickID: c.ClickID, PartnerID: c.FirstPartnerID, CustomerStatus: c.Status, Source: req.Source, DecidedAt: req.At}
+	if d.Refused != nil {
+		a.Outcome = ingest.AttributionRefused
+		a.RefusalCode, a.RefusalMessage = ingest.Refusal(d.Refused)
+	}
+	return ingest.AttributionResult{Found: true, Decision: a}, nil
+}
+
 func (m *memStore) RecordTestSale(context.Context, ingest.TestSaleRecord) (int64, error) {
 	return 1, nil
 }
@@ -222,6 +245,7 @@ func newHandler(t testing.TB, store ingest.Store, keys apikey.Store) http.Handle
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: fuzzNow,
 		Keys: &apikey.Authenticator{Store: keys, Now: fuzzNow}, IPs: ips, Limiters: limiters,
 		OnLimit: func(string) {}, Origins: svc.OriginAllowedSomewhere, ProcessorSecret: fuzzSecret,
+		InternalToken: bearer.New(fuzzInternalToken),
 	})
 	mux := http.NewServeMux()
 	for _, r := range routes {
@@ -262,7 +286,7 @@ var seeds = []string{
 // Postgres refuses (U+0000, a lone surrogate or a huge number in a stored
 // event). It needs the test Postgres (TEST_DATABASE_URL, see libs/pg/pgtest).
 func FuzzClickAndLead(f *testing.F) {
-	for _, s := range append(append(append([]string{}, seeds...), saleSeeds...), eventSeeds...) {
+	for _, s := range append(append(append(append([]string{}, seeds...), saleSeeds...), eventSeeds...), attributionSeeds...) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -274,12 +298,15 @@ func FuzzClickAndLead(f *testing.F) {
 			paths []string
 		}{
 			{mem, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit"}},
-			{db, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", salePath, webhookPath}},
+			{db, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", salePath, webhookPath, attributionPath}},
 		} {
 			for _, path := range leg.paths {
 				header := http.Header{}
 				if withKey || path == salePath {
 					header.Set("Authorization", "Bearer svc_live_fuzzkey")
+				}
+				if path == attributionPath {
+					header.Set("Authorization", "Bearer "+fuzzInternalToken)
 				}
 				if withKey {
 					header.Set("Origin", "https://shop.example")
@@ -340,8 +367,10 @@ func pgHandler(t testing.TB) http.Handler {
 }
 
 const (
-	salePath    = "/api/v1/track/sale"
-	webhookPath = httpapi.ProcessorWebhookPath
+	salePath          = "/api/v1/track/sale"
+	webhookPath       = httpapi.ProcessorWebhookPath
+	attributionPath   = httpapi.AttributionsPath
+	fuzzInternalToken = "fuzz-internal-token"
 )
 
 func post(h http.Handler, path, body string, header http.Header) *httptest.ResponseRecorder {
@@ -431,6 +460,17 @@ var saleSeeds = []string{
 	`{"transaction_id":"txn_27","amount_cents":1000,"currency":840,"click_id":"cust_1_2"}`,
 	`{"transaction_id":"txn_28","amount_cents":1000,"currency":{},"click_id":5}`,
 	`null`, `[]`, ``, `{`, `{"a":1}{"b":2}`,
+}
+
+// attributionSeeds are internal attribution requests: decided, replayed,
+// settling, refused (another program), not found, then broken shapes.
+var attributionSeeds = []string{
+	`{"program_id":1,"transaction_id":"attr_1","click_id":"cust_1_2","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
+	`{"program_id":1,"transaction_id":"attr_2","click_id":"cust_1_3","amount_cents":1000,"currency":"eur","occurred_at":"2027-01-15T07:00:00Z","settle_lead":true,"source":"processor","processor_customer_id":"cus_2"}`,
+	`{"program_id":1,"transaction_id":"attr_3","email_hash":"0000000000000000000000000000000000000000000000000000000000000000","customer_key":"k","amount_cents":1,"currency":"VND","occurred_at":"1970-01-01T00:00:00Z","source":"api"}`,
+	`{"program_id":2,"transaction_id":"attr_1","click_id":"cust_1_2","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
+	`{"program_id":1,"transaction_id":"attr_4\u0000","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
+	`{"program_id":1e400,"transaction_id":"","amount_cents":-1,"currency":null,"occurred_at":"9999-12-31T23:59:59Z","source":"web"}`,
 }
 
 // eventSeeds are processor events of each type and outcome, then broken

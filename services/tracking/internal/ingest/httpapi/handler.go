@@ -15,6 +15,7 @@ import (
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/bearer"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
@@ -70,6 +71,10 @@ type Config struct {
 	// ProcessorSecret verifies payment-processor webhook signatures; the
 	// webhook route is served only when it is set.
 	ProcessorSecret string
+	// InternalToken authenticates the other services on the /internal/v1
+	// routes (its SHA-256 only; nil: not configured, those routes answer
+	// 503).
+	InternalToken bearer.Token
 	// Extra routes served by the service (the browser tracker).
 	Extra []httpkit.Route
 }
@@ -110,6 +115,10 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "OPTIONS /api/v1/track/visit", Name: "track_preflight", Handler: cors.preflight()},
 		{Pattern: "OPTIONS /api/v1/track/config", Name: "track_preflight", Handler: cors.preflight()},
 	}
+	// Internal: on tracking's own port only (neither the gateway nor the
+	// Ingress routes /internal/), for the commissions service.
+	attribution := internalOnly(cfg.InternalToken, server(set.Attribution, decodeAttribution(cfg.Now), attributionErrors))
+	routes = append(routes, httpkit.Route{Pattern: "POST " + AttributionsPath, Name: "internal_attribution", Handler: attribution})
 	if cfg.ProcessorSecret != "" {
 		hook := server(set.ProcessorEvent, decodeProcessorEvent(cfg.ProcessorSecret, cfg.Now), processorErrors)
 		routes = append(routes, httpkit.Route{Pattern: "POST " + ProcessorWebhookPath, Name: "processor_webhook", Handler: hook})

@@ -109,11 +109,11 @@ func (w *clickWriter) commit(group []*clickJob) {
 	// taken must be finished.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	err := pg.InTx(ctx, w.pool, func(tx pgx.Tx) error { return writeClicks(ctx, tx, group) })
+	err := w.write(ctx, group)
 	if err != nil && len(group) > 1 {
 		w.logger.Warn("click group failed; retrying its clicks one by one", "clicks", len(group), "err", err)
 		for _, j := range group {
-			j.err = pg.InTx(ctx, w.pool, func(tx pgx.Tx) error { return writeClicks(ctx, tx, []*clickJob{j}) })
+			j.err = w.write(ctx, []*clickJob{j})
 			close(j.done)
 		}
 		return
@@ -121,6 +121,68 @@ func (w *clickWriter) commit(group []*clickJob) {
 	for _, j := range group {
 		j.err = err
 		close(j.done)
+	}
+}
+
+// write stores group in one transaction. An error does not always mean
+// nothing was stored: when the connection drops after COMMIT was sent, the
+// server may have committed without the answer arriving. Writing the
+// group again would then record every click twice, so after an error the
+// group's click events (their ids were allocated inside the transaction)
+// are looked up: all there means committed, none there means rolled back.
+func (w *clickWriter) write(ctx context.Context, group []*clickJob) error {
+	for _, j := range group {
+		j.res.EventID = 0
+	}
+	err := pg.InTx(ctx, w.pool, func(tx pgx.Tx) error { return writeClicks(ctx, tx, group) })
+	if err == nil {
+		return nil
+	}
+	ids := make([]int64, 0, len(group))
+	for _, j := range group {
+		if j.res.EventID == 0 {
+			// Failed before its events were built: nothing can have
+			// committed.
+			return err
+		}
+		ids = append(ids, j.res.EventID)
+	}
+	committed, cerr := w.committed(ctx, ids)
+	if cerr != nil {
+		// Unknown outcome: report the failure rather than risk a second copy.
+		return fmt.Errorf("%w (and whether it committed is unknown: %v)", err, cerr)
+	}
+	if committed {
+		w.logger.Warn("click group committed although its commit reported an error", "clicks", len(group), "err", err)
+		return nil
+	}
+	return err
+}
+
+// committed reports whether the click events ids were stored, retrying
+// while the database is unreachable (the error that brought us here is
+// usually a dropped connection) until ctx ends.
+func (w *clickWriter) committed(ctx context.Context, ids []int64) (bool, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		var n int
+		err := w.pool.QueryRow(ctx, `SELECT count(*) FROM affiliate_click_events WHERE id = ANY($1)`, ids).Scan(&n)
+		switch {
+		case err == nil && n == len(ids):
+			return true, nil
+		case err == nil && n == 0:
+			return false, nil
+		case err == nil:
+			return false, fmt.Errorf("%d of the group's %d click events stored", n, len(ids))
+		case !pg.IsTransient(err):
+			return false, fmt.Errorf("look up click events: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false, fmt.Errorf("look up click events: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
 	}
 }
 

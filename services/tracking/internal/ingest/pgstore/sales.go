@@ -120,7 +120,7 @@ func (s *Store) Pay(ctx context.Context, req ingest.PaymentRequest, decide func(
 			}
 			res.Refused = d.Refused
 			if d.Refused == nil {
-				if err := s.applyPayment(ctx, tx, c, d, req, &res); err != nil {
+				if err := s.applyPayment(ctx, tx, c, d, req, true, &res); err != nil {
 					return err
 				}
 			}
@@ -135,7 +135,12 @@ func (s *Store) Pay(ctx context.Context, req ingest.PaymentRequest, decide func(
 	return res, err
 }
 
-func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, d ingest.PaymentDecision, req ingest.PaymentRequest, res *ingest.PaymentResult) error {
+// applyPayment writes a payment decision for the locked customer c: the
+// settled lead, then (with a sale) the customer's conversion or its
+// sale_recorded_at. With recordSale the sale row and its event are written
+// too (the sale route and processor events); without, the sale is the
+// caller's to record (an attribution decision for the commissions service).
+func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, d ingest.PaymentDecision, req ingest.PaymentRequest, recordSale bool, res *ingest.PaymentResult) error {
 	at := req.At
 	if d.SettleLead {
 		ld := ingest.LeadDecision{CustomerKey: req.Ref.CustomerKey, EmailHash: req.Ref.EmailHash, EventName: "processor_checkout"}
@@ -157,18 +162,20 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 		return nil
 	}
 	sale := d.Sale
-	var customerID, partnerID any = c.ID, c.FirstPartnerID
-	err := tx.QueryRow(ctx, `INSERT INTO sales (processor_event_id, program_id, customer_id, partner_id, click_id, amount_cents,
-			currency, occurred_at, provider, provider_payment_id, livemode, source, payment_kind, processor_customer_id, api_key_id, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,NULLIF($15, 0),$16) RETURNING id`,
-		sale.TransactionID, c.ProgramID, customerID, partnerID, c.ClickID, sale.AmountCents, sale.Currency, sale.OccurredAt,
-		sale.Provider, sale.ProviderPaymentID, sale.Livemode, sale.Source, sale.PaymentKind, sale.ProcessorCustomerID, sale.APIKeyID, at).
-		Scan(&res.SaleID)
-	if pg.IsUniqueViolation(err) {
-		return s.raceLost(ctx, sale.TransactionID)
-	}
-	if err != nil {
-		return fmt.Errorf("store sale: %w", err)
+	if recordSale {
+		var customerID, partnerID any = c.ID, c.FirstPartnerID
+		err := tx.QueryRow(ctx, `INSERT INTO sales (processor_event_id, program_id, customer_id, partner_id, click_id, amount_cents,
+				currency, occurred_at, provider, provider_payment_id, livemode, source, payment_kind, processor_customer_id, api_key_id, created_at)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,NULLIF($15, 0),$16) RETURNING id`,
+			sale.TransactionID, c.ProgramID, customerID, partnerID, c.ClickID, sale.AmountCents, sale.Currency, sale.OccurredAt,
+			sale.Provider, sale.ProviderPaymentID, sale.Livemode, sale.Source, sale.PaymentKind, sale.ProcessorCustomerID, sale.APIKeyID, at).
+			Scan(&res.SaleID)
+		if pg.IsUniqueViolation(err) {
+			return s.raceLost(ctx, sale.TransactionID)
+		}
+		if err != nil {
+			return fmt.Errorf("store sale: %w", err)
+		}
 	}
 	ev := &eventsv1.SaleRecorded{
 		SaleId: res.SaleID, TransactionId: sale.TransactionID, ProgramId: c.ProgramID, CustomerId: c.ID, ClickId: c.ClickID,
@@ -180,6 +187,7 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 	if sale.ProcessorCustomerID != "" && c.ProcessorCustomerID == "" {
 		processorID = sale.ProcessorCustomerID
 	}
+	var err error
 	if d.Convert {
 		ev.Converted, ev.CustomerStatus = true, "conversion"
 		ev.FirstPurchaseDate = timestamppb.New(sale.OccurredAt)
@@ -193,6 +201,9 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 	}
 	if err != nil {
 		return fmt.Errorf("record sale on customer: %w", err)
+	}
+	if !recordSale {
+		return nil
 	}
 	return publish(ctx, tx, eventsv1.TypeSaleRecorded, c.ProgramID, at, ev)
 }

@@ -238,16 +238,19 @@ const customerColumns = `c.id, c.click_id, c.program_id, c.status, c.first_partn
 	c.sale_recorded_at IS NOT NULL,
 	EXISTS (SELECT 1 FROM lead_events le WHERE le.customer_id = c.id AND NOT le.is_test AND le.status = 'provisional'),
 	COALESCE(p.id, 0), COALESCE(p.attribution_window_days, 0), COALESCE(p.lead_auth_policy, 'server_required'), COALESCE(p.allowed_origins, '{}'),
-	c.created_at, c.signup_date, COALESCE(c.processor_customer_id, '')`
+	c.created_at, c.signup_date, COALESCE(c.processor_customer_id, ''), c.first_link_id, c.first_purchase_date`
 
 func scanCustomer(row pgx.Row) (ingest.Customer, error) {
 	var c ingest.Customer
-	var signup *time.Time
+	var signup, firstPurchase *time.Time
 	err := row.Scan(&c.ID, &c.ClickID, &c.ProgramID, &c.Status, &c.FirstPartnerID, &c.CustomerKey, &c.SaleRecorded,
 		&c.HasProvisional, &c.Program.ID, &c.Program.AttributionWindowDays, &c.Program.LeadAuthPolicy, &c.Program.AllowedOrigins,
-		&c.FirstClickAt, &signup, &c.ProcessorCustomerID)
+		&c.FirstClickAt, &signup, &c.ProcessorCustomerID, &c.FirstLinkID, &firstPurchase)
 	if signup != nil {
 		c.SignupDate = *signup
+	}
+	if firstPurchase != nil {
+		c.FirstPurchaseDate = *firstPurchase
 	}
 	return c, err
 }

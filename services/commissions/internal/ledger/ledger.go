@@ -1,0 +1,336 @@
+// Package ledger is the commissions service's money ledger: sales, their
+// commissions, refunds, partner balances, withdrawals and notifications. It
+// applies the rules of package money (which it never re-implements) to the
+// records a Store keeps, each use case in one transaction of the Store with
+// the events of what it changed. It imports no pgx, net/http or kafka.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/services/commissions/internal/money"
+)
+
+// The domain's errors, each wrapping one errkind kind.
+var (
+	// ErrSaleNotFound: no sale has the transaction id (in the program).
+	ErrSaleNotFound = fmt.Errorf("sale not found for transaction_id: %w", errkind.NotFound)
+	// ErrCommissionNotFound, ErrWithdrawalNotFound: no such id.
+	ErrCommissionNotFound = fmt.Errorf("commission not found: %w", errkind.NotFound)
+	ErrWithdrawalNotFound = fmt.Errorf("withdrawal not found: %w", errkind.NotFound)
+	// ErrWithdrawalNotOpen: paying or cancelling a withdrawal that is
+	// already paid or cancelled.
+	ErrWithdrawalNotOpen = fmt.Errorf("withdrawal is not open: %w", errkind.Conflict)
+	// ErrInvalidAmount: a withdrawal that is not positive, or more than
+	// is available.
+	ErrInvalidAmount = fmt.Errorf("invalid amount: %w", errkind.Invalid)
+	// ErrInvalidInput: a sale or refund input that breaks a precondition
+	// the transport should have checked.
+	ErrInvalidInput = fmt.Errorf("invalid input: %w", errkind.Invalid)
+	// ErrPartnerRequired: the sale has no partner to pay (the spec's
+	// "partnerId required to create commission"); the sale is stored.
+	ErrPartnerRequired = fmt.Errorf("partnerId required to create commission: %w", errkind.Invalid)
+	// ErrProgramUnknown: the program is not (yet) in the catalog replica,
+	// or its terms are unusable; the commission waits for the backstop.
+	ErrProgramUnknown = fmt.Errorf("program terms unavailable: %w", errkind.Internal)
+)
+
+// DuplicateSaleError is a transaction id that is already recorded; SaleID
+// names the sale that stands (the 409's error.details.sale_id).
+type DuplicateSaleError struct{ SaleID int64 }
+
+func (e *DuplicateSaleError) Error() string {
+	return fmt.Sprintf("duplicate transaction_id: sale %d already recorded", e.SaleID)
+}
+
+// Unwrap makes the error a conflict.
+func (e *DuplicateSaleError) Unwrap() error { return errkind.Conflict }
+
+// CommissionNotCreatedError is a sale that was stored (its transaction id
+// is consumed) whose commission was not: Cause says why (ErrPartnerRequired,
+// ErrProgramUnknown). A sale without a partner is final; one whose terms
+// were unavailable is picked up by EnsureCommission.
+type CommissionNotCreatedError struct {
+	SaleID int64
+	Cause  error
+}
+
+func (e *CommissionNotCreatedError) Error() string {
+	return fmt.Sprintf("sale %d stored, commission not created: %v", e.SaleID, e.Cause)
+}
+
+// Unwrap gives the cause, which wraps the kind.
+func (e *CommissionNotCreatedError) Unwrap() error { return e.Cause }
+
+// Sources of a sale.
+const (
+	SourceAPI       = "api"
+	SourceProcessor = "processor"
+)
+
+// Commission kinds.
+const (
+	KindSale = "sale"
+	KindLead = "lead"
+)
+
+// Commission states of a sale (Sale.CommissionState) beyond money's
+// reasons: "" is undecided.
+const (
+	StateCreated   = "created"
+	StateNoPartner = "no_partner"
+)
+
+// Sale is a recorded sale.
+type Sale struct {
+	ID            int64
+	TransactionID string
+	ProgramID     int64
+	CustomerID    int64
+	PartnerID     int64
+	Amount        money.Amount
+	RefundedCents int64
+	Test          bool
+	Source        string
+	// CommissionState: "" until decided, then StateCreated, StateNoPartner
+	// or the money.Reason none was due.
+	CommissionState string
+	OccurredAt      time.Time
+	CreatedAt       time.Time
+}
+
+// Commission is a partner's commission on a sale or a lead.
+type Commission struct {
+	ID         int64
+	SaleID     int64 // 0 for a lead commission
+	ProgramID  int64
+	PartnerID  int64
+	CustomerID int64
+	Kind       string
+	Status     money.Status
+	// Amount as created; Refunded is the sum of refund deductions so far.
+	Amount     money.Amount
+	Refunded   int64
+	Credited   bool
+	Reason     string
+	HoldUntil  time.Time
+	ApprovedAt *time.Time
+	CreatedAt  time.Time
+}
+
+// Net is what the commission is worth after refunds.
+func (c Commission) Net() money.Amount {
+	return money.Amount{Minor: c.Amount.Minor - c.Refunded, Currency: c.Amount.Currency}
+}
+
+// Program is the replica's program, as the ledger needs it.
+type Program struct {
+	ID           int64
+	AdvertiserID int64
+	Terms        money.ProgramTerms
+	HoldDays     int
+}
+
+// Refund is one applied refund of a sale.
+type Refund struct {
+	ID           int64
+	SaleID       int64
+	CommissionID int64 // 0: the sale has no commission
+	RefundID     string
+	Requested    int64
+	Applied      int64
+	Deduction    int64
+	Debited      int64
+	Currency     money.Currency // of the deduction; "" without commission
+	Reason       string
+	CreatedAt    time.Time
+}
+
+// Balance is a partner's balance in one currency; it may be negative.
+type Balance struct {
+	PartnerID int64
+	Amount    money.Amount
+	// Open is the total of the open withdrawals; Available is
+	// max(Amount - Open, 0).
+	Open      int64
+	Available int64
+}
+
+// Entry kinds of the balance journal.
+const (
+	EntryCredit     = "credit"
+	EntryDeduction  = "deduction"
+	EntryWithdrawal = "withdrawal"
+)
+
+// Entry is one journal entry of a balance.
+type Entry struct {
+	PartnerID    int64
+	Delta        money.Amount
+	Kind         string
+	CommissionID int64
+	RefundID     int64
+	WithdrawalID int64
+	// ProgramID of the commission, for the event's key.
+	ProgramID int64
+	At        time.Time
+}
+
+// Withdrawal statuses.
+const (
+	WithdrawalOpen      = "open"
+	WithdrawalPaid      = "paid"
+	WithdrawalCancelled = "cancelled"
+)
+
+// Withdrawal is a payout of a partner's balance.
+type Withdrawal struct {
+	ID        int64
+	PartnerID int64
+	Amount    money.Amount
+	Requested int64
+	Status    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Notification recipients and kinds.
+const (
+	RecipientPartner    = "partner"
+	RecipientAdvertiser = "advertiser"
+
+	NotifyCommissionReversed = "commission_reversed"
+	NotifyCommissionRefunded = "commission_refunded"
+	// NotifyRefundReview: a refund reduced a commission already paid out;
+	// the advertiser reviews it by hand.
+	NotifyRefundReview = "refund_manual_review"
+)
+
+// Notification is an in-app notification; Payload is a JSON object.
+type Notification struct {
+	ID            int64
+	RecipientKind string
+	RecipientID   int64
+	Kind          string
+	Payload       map[string]any
+	// ProgramID keys its event.
+	ProgramID int64
+	CreatedAt time.Time
+}
+
+// StatusChange is a commission's status change, for its event.
+type StatusChange struct {
+	From      money.Status
+	Deduction int64
+	At        time.Time
+}
+
+// WithdrawalChange names what happened to a withdrawal, for its event.
+type WithdrawalChange string
+
+// Withdrawal changes.
+const (
+	WithdrawalOpened  WithdrawalChange = "opened"
+	WithdrawalReduced WithdrawalChange = "reduced"
+	WithdrawalPaidOut WithdrawalChange = "paid"
+	WithdrawalDropped WithdrawalChange = "cancelled"
+)
+
+// Store keeps the ledger. Atomic runs fn in one transaction: every write
+// of Tx, with the outbox event it implies, commits or rolls back together.
+type Store interface {
+	Atomic(ctx context.Context, fn func(Tx) error) error
+
+	SaleByTransaction(ctx context.Context, programID int64, transactionID string) (Sale, error)
+	Commission(ctx context.Context, id int64) (Commission, error)
+	SalesWithoutCommission(ctx context.Context, olderThan time.Time, limit int) ([]int64, error)
+	Balances(ctx context.Context, partnerID int64) ([]Balance, error)
+	Withdrawals(ctx context.Context, partnerID int64) ([]Withdrawal, error)
+	Notifications(ctx context.Context, recipientKind string, recipientID int64, limit int) ([]Notification, error)
+	// SaleByID reads a sale without locking it; ErrSaleNotFound.
+	SaleByID(ctx context.Context, id int64) (Sale, error)
+	// SaleCommissionIDs lists the ids of a sale's commissions (at most
+	// one today: a sale has one sale commission), oldest first.
+	SaleCommissionIDs(ctx context.Context, saleID int64) ([]int64, error)
+	// OldestDueSince is the hold_until of the oldest pending commission
+	// whose hold ended at now; ok false when none is due.
+	OldestDueSince(ctx context.Context, now time.Time) (since time.Time, ok bool, err error)
+	// CountSalesWithoutCommission counts the undecided sales recorded
+	// before olderThan (the backstop's backlog).
+	CountSalesWithoutCommission(ctx context.Context, olderThan time.Time) (int64, error)
+}
+
+// Tx is the ledger's operations inside one transaction. Each write stores
+// the event of its change in the outbox (the pgstore documents which).
+type Tx interface {
+	// Program reads the replica's program; ErrProgramUnknown when absent.
+	Program(ctx context.Context, id int64) (Program, error)
+	// LockCustomer serialises the commission decisions of one customer of
+	// a program until the transaction ends (their history must not race).
+	LockCustomer(ctx context.Context, programID, customerID int64) error
+	// CustomerHistory is what the customer's sale commissions in the
+	// program were, as money needs it.
+	CustomerHistory(ctx context.Context, programID, customerID int64) (money.History, error)
+
+	// InsertSale stores s (ID, CreatedAt filled); a transaction id already
+	// recorded is a *DuplicateSaleError naming the sale.
+	InsertSale(ctx context.Context, s *Sale) error
+	// LockSale reads and locks a sale by id, or by transaction id within a
+	// program (programID 0: any program); ErrSaleNotFound.
+	LockSale(ctx context.Context, id int64) (Sale, error)
+	LockSaleByTransaction(ctx context.Context, programID int64, transactionID string) (Sale, error)
+	SetCommissionState(ctx context.Context, saleID int64, state string) error
+	SetSaleRefunded(ctx context.Context, saleID, refunded int64) error
+
+	// InsertCommission stores c unless the sale (or the lead) already has
+	// one; created reports whether it did.
+	InsertCommission(ctx context.Context, c *Commission) (created bool, err error)
+	// LeadCommission reads the lead commission of a customer in a program.
+	LeadCommission(ctx context.Context, programID, customerID int64) (Commission, bool, error)
+	// SaleCommission reads and locks the commission of a sale.
+	SaleCommission(ctx context.Context, saleID int64) (Commission, bool, error)
+	// UpdateCommission writes c's status, refunded amount, credited,
+	// reason and approval time.
+	UpdateCommission(ctx context.Context, c Commission, ch StatusChange) error
+	// DuePending locks up to limit pending commissions whose hold ended,
+	// skipping those another transaction holds.
+	DuePending(ctx context.Context, now time.Time, limit int) ([]Commission, error)
+	// CreditedCommissions lists the partner's credited commissions in a
+	// currency, oldest first.
+	CreditedCommissions(ctx context.Context, partnerID int64, c money.Currency) ([]Commission, error)
+
+	// RefundApplied reports whether the refund was applied already: by
+	// refund id, or, without one, by the same positive requested amount.
+	RefundApplied(ctx context.Context, saleID int64, refundID string, requested int64) (bool, error)
+	InsertRefund(ctx context.Context, r *Refund, s Sale) error
+
+	// PostEntry appends e to the journal and moves the balance by its
+	// delta; it returns the balance after.
+	PostEntry(ctx context.Context, e Entry) (money.Amount, error)
+	// LockBalance reads and locks a balance (zero when none).
+	LockBalance(ctx context.Context, partnerID int64, c money.Currency) (money.Amount, error)
+	// OpenWithdrawals lists the open withdrawals, oldest first, locked.
+	OpenWithdrawals(ctx context.Context, partnerID int64, c money.Currency) ([]Withdrawal, error)
+	PaidTotal(ctx context.Context, partnerID int64, c money.Currency) (int64, error)
+	InsertWithdrawal(ctx context.Context, w *Withdrawal) error
+	LockWithdrawal(ctx context.Context, id int64) (Withdrawal, error)
+	UpdateWithdrawal(ctx context.Context, w Withdrawal, ch WithdrawalChange) error
+
+	InsertNotification(ctx context.Context, n *Notification) error
+}
+
+// internal marks a money precondition broken by stored data (or a bug) as
+// an internal error, keeping money's own error for errors.Is.
+func internal(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, errkind.Internal) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: %w: %w", what, errkind.Internal, err)
+}

@@ -1,0 +1,649 @@
+// Package pgstore is the Postgres implementation of ledger.Store, over the
+// commissions schema (migration 00003) and the catalog replica's programs.
+// Every write of a transaction stores the event of its change in the outbox
+// (topic commissions.events.v1) in the same transaction:
+//
+//	InsertSale          LedgerSaleRecorded
+//	InsertCommission    CommissionCreated (only when it creates one)
+//	UpdateCommission    CommissionStatusChanged
+//	InsertRefund        RefundRecorded
+//	PostEntry           BalanceChanged
+//	InsertWithdrawal,
+//	UpdateWithdrawal    WithdrawalChanged
+//	InsertNotification  NotificationCreated
+//
+// Locks are always taken in one order: sale, customer (an advisory lock),
+// commission, balance, withdrawals.
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svc-dev/svc/libs/outbox"
+	"github.com/svc-dev/svc/libs/pg"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+	"github.com/svc-dev/svc/services/commissions/internal/money"
+)
+
+// Source is the Envelope.source of the ledger's events.
+const Source = "commissions"
+
+// Store implements ledger.Store.
+type Store struct{ pool *pgxpool.Pool }
+
+var _ ledger.Store = (*Store)(nil)
+
+// New returns a store over a pool whose search_path is the commissions
+// schema (pg.Options.Schema).
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Atomic runs fn in one transaction.
+func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
+	return pg.InTx(ctx, s.pool, func(t pgx.Tx) error { return fn(&tx{tx: t}) })
+}
+
+// tx implements ledger.Tx.
+type tx struct{ tx pgx.Tx }
+
+var _ ledger.Tx = (*tx)(nil)
+
+// publish stores one event in the outbox.
+func (t *tx) publish(ctx context.Context, typ string, programID int64, at time.Time, msg proto.Message) error {
+	payload, err := proto.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("marshal %s: %w", typ, err)
+	}
+	env := &eventsv1.Envelope{Type: typ, OccurredAt: timestamppb.New(at), ProgramId: programID, Source: Source, Payload: payload}
+	if _, err := outbox.Enqueue(ctx, t.tx, eventsv1.TopicCommissions, env); err != nil {
+		return err
+	}
+	return nil
+}
+
+func ts(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+// Program reads the replica's program.
+func (t *tx) Program(ctx context.Context, id int64) (ledger.Program, error) {
+	p := ledger.Program{ID: id}
+	err := t.tx.QueryRow(ctx, `SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission
+		FROM programs WHERE id = $1`, id).Scan(&p.AdvertiserID, &p.Terms.CommissionType, &p.Terms.CommissionRate,
+		&p.Terms.DurationMonths, &p.HoldDays, &p.Terms.Currency, &p.Terms.LeadCommission)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Program{}, fmt.Errorf("program %d not in the catalog replica: %w", id, ledger.ErrProgramUnknown)
+	}
+	if err != nil {
+		return ledger.Program{}, fmt.Errorf("load program %d: %w", id, err)
+	}
+	return p, nil
+}
+
+// LockCustomer takes a transaction advisory lock on (program, customer).
+func (t *tx) LockCustomer(ctx context.Context, programID, customerID int64) error {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("commissions.customer:" + strconv.FormatInt(programID, 10) + ":" + strconv.FormatInt(customerID, 10)))
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+		return fmt.Errorf("lock customer %d of program %d: %w", customerID, programID, err)
+	}
+	return nil
+}
+
+// CustomerHistory: the time of the customer's first sale with a commission,
+// and whether one exists (any status).
+func (t *tx) CustomerHistory(ctx context.Context, programID, customerID int64) (money.History, error) {
+	var first *time.Time
+	err := t.tx.QueryRow(ctx, `SELECT min(s.occurred_at) FROM commissions c JOIN sales s ON s.id = c.sale_id
+		WHERE c.kind = 'sale' AND c.program_id = $1 AND c.customer_id = $2`, programID, customerID).Scan(&first)
+	if err != nil {
+		return money.History{}, fmt.Errorf("history of customer %d: %w", customerID, err)
+	}
+	if first == nil {
+		return money.History{}, nil
+	}
+	return money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}, nil
+}
+
+const saleColumns = `id, transaction_id, program_id, customer_id, partner_id, amount_cents, currency, refunded_cents,
+	is_test, source, COALESCE(commission_state, ''), occurred_at, created_at`
+
+func scanSale(row pgx.Row) (ledger.Sale, error) {
+	var s ledger.Sale
+	var cur string
+	err := row.Scan(&s.ID, &s.TransactionID, &s.ProgramID, &s.CustomerID, &s.PartnerID, &s.Amount.Minor, &cur, &s.RefundedCents,
+		&s.Test, &s.Source, &s.CommissionState, &s.OccurredAt, &s.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Sale{}, ledger.ErrSaleNotFound
+	}
+	s.Amount.Currency = money.Currency(cur)
+	s.OccurredAt, s.CreatedAt = s.OccurredAt.UTC(), s.CreatedAt.UTC()
+	return s, err
+}
+
+// InsertSale inserts s; a transaction id already recorded (by a committed
+// transaction, or one that commits while this one waits on the unique
+// key) is a *ledger.DuplicateSaleError naming that sale.
+func (t *tx) InsertSale(ctx context.Context, s *ledger.Sale) error {
+	err := t.tx.QueryRow(ctx, `INSERT INTO sales (transaction_id, program_id, customer_id, partner_id, amount_cents, currency,
+			is_test, source, occurred_at, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
+		ON CONFLICT (transaction_id) DO NOTHING RETURNING id`,
+		s.TransactionID, s.ProgramID, s.CustomerID, s.PartnerID, s.Amount.Minor, string(s.Amount.Currency),
+		s.Test, s.Source, s.OccurredAt, s.CreatedAt).Scan(&s.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var prev int64
+		if err := t.tx.QueryRow(ctx, `SELECT id FROM sales WHERE transaction_id = $1`, s.TransactionID).Scan(&prev); err != nil {
+			return fmt.Errorf("load duplicate sale %q: %w", s.TransactionID, err)
+		}
+		return &ledger.DuplicateSaleError{SaleID: prev}
+	}
+	if err != nil {
+		return fmt.Errorf("store sale %q: %w", s.TransactionID, err)
+	}
+	return t.publish(ctx, eventsv1.TypeLedgerSaleRecorded, s.ProgramID, s.CreatedAt, &eventsv1.LedgerSaleRecorded{
+		SaleId: s.ID, TransactionId: s.TransactionID, ProgramId: s.ProgramID, CustomerId: s.CustomerID, PartnerId: s.PartnerID,
+		AmountCents: s.Amount.Minor, Currency: string(s.Amount.Currency), IsTest: s.Test, Source: s.Source, OccurredAt: ts(s.OccurredAt),
+	})
+}
+
+// LockSale reads and locks a sale by id.
+func (t *tx) LockSale(ctx context.Context, id int64) (ledger.Sale, error) {
+	s, err := scanSale(t.tx.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales WHERE id = $1 FOR UPDATE`, id))
+	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
+		return s, fmt.Errorf("lock sale %d: %w", id, err)
+	}
+	return s, err
+}
+
+// LockSaleByTransaction reads and locks the sale of a transaction id, in
+// programID (0: any).
+func (t *tx) LockSaleByTransaction(ctx context.Context, programID int64, transactionID string) (ledger.Sale, error) {
+	s, err := scanSale(t.tx.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales
+		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) FOR UPDATE`, transactionID, programID))
+	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
+		return s, fmt.Errorf("lock sale %q: %w", transactionID, err)
+	}
+	return s, err
+}
+
+func (t *tx) SetCommissionState(ctx context.Context, saleID int64, state string) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE sales SET commission_state = $2 WHERE id = $1`, saleID, state); err != nil {
+		return fmt.Errorf("record commission state of sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
+func (t *tx) SetSaleRefunded(ctx context.Context, saleID, refunded int64) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE sales SET refunded_cents = $2 WHERE id = $1`, saleID, refunded); err != nil {
+		return fmt.Errorf("record refunded total of sale %d: %w", saleID, err)
+	}
+	return nil
+}
+
+const commissionColumns = `id, COALESCE(sale_id, 0), program_id, partner_id, customer_id, kind, status, amount, currency,
+	refunded_amount, credited, reason, hold_until, approved_at, created_at`
+
+func scanCommission(row pgx.Row) (ledger.Commission, error) {
+	var c ledger.Commission
+	var status, cur string
+	err := row.Scan(&c.ID, &c.SaleID, &c.ProgramID, &c.PartnerID, &c.CustomerID, &c.Kind, &status, &c.Amount.Minor, &cur,
+		&c.Refunded, &c.Credited, &c.Reason, &c.HoldUntil, &c.ApprovedAt, &c.CreatedAt)
+	c.Status, c.Amount.Currency = money.Status(status), money.Currency(cur)
+	c.HoldUntil, c.CreatedAt = c.HoldUntil.UTC(), c.CreatedAt.UTC()
+	if c.ApprovedAt != nil {
+		at := c.ApprovedAt.UTC()
+		c.ApprovedAt = &at
+	}
+	return c, err
+}
+
+func scanCommissions(rows pgx.Rows, err error) ([]ledger.Commission, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ledger.Commission
+	for rows.Next() {
+		c, err := scanCommission(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// InsertCommission inserts c unless its sale (or its lead) has one.
+func (t *tx) InsertCommission(ctx context.Context, c *ledger.Commission) (bool, error) {
+	var saleID any
+	if c.SaleID != 0 {
+		saleID = c.SaleID
+	}
+	err := t.tx.QueryRow(ctx, `INSERT INTO commissions (sale_id, program_id, partner_id, customer_id, kind, status, amount, currency,
+			credited, reason, hold_until, approved_at, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13)
+		ON CONFLICT DO NOTHING RETURNING id`,
+		saleID, c.ProgramID, c.PartnerID, c.CustomerID, c.Kind, string(c.Status), c.Amount.Minor, string(c.Amount.Currency),
+		c.Credited, c.Reason, c.HoldUntil, c.ApprovedAt, c.CreatedAt).Scan(&c.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("store commission of sale %d: %w", c.SaleID, err)
+	}
+	return true, t.publish(ctx, eventsv1.TypeCommissionCreated, c.ProgramID, c.CreatedAt, &eventsv1.CommissionCreated{
+		CommissionId: c.ID, SaleId: c.SaleID, ProgramId: c.ProgramID, PartnerId: c.PartnerID, CustomerId: c.CustomerID,
+		Kind: c.Kind, Status: string(c.Status), Amount: c.Amount.Minor, Currency: string(c.Amount.Currency),
+		HoldUntil: ts(c.HoldUntil), CreatedAt: ts(c.CreatedAt),
+	})
+}
+
+// LeadCommission reads the lead commission of a customer in a program.
+func (t *tx) LeadCommission(ctx context.Context, programID, customerID int64) (ledger.Commission, bool, error) {
+	c, err := scanCommission(t.tx.QueryRow(ctx, `SELECT `+commissionColumns+` FROM commissions
+		WHERE program_id = $1 AND customer_id = $2 AND kind = 'lead'`, programID, customerID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Commission{}, false, nil
+	}
+	if err != nil {
+		return ledger.Commission{}, false, fmt.Errorf("load lead commission of customer %d: %w", customerID, err)
+	}
+	return c, true, nil
+}
+
+// SaleCommission reads and locks the commission of a sale.
+func (t *tx) SaleCommission(ctx context.Context, saleID int64) (ledger.Commission, bool, error) {
+	c, err := scanCommission(t.tx.QueryRow(ctx, `SELECT `+commissionColumns+` FROM commissions
+		WHERE sale_id = $1 AND kind = 'sale' FOR UPDATE`, saleID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Commission{}, false, nil
+	}
+	if err != nil {
+		return ledger.Commission{}, false, fmt.Errorf("lock commission of sale %d: %w", saleID, err)
+	}
+	return c, true, nil
+}
+
+// UpdateCommission writes the mutable fields of c.
+func (t *tx) UpdateCommission(ctx context.Context, c ledger.Commission, ch ledger.StatusChange) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE commissions SET status = $2, refunded_amount = $3, credited = $4, reason = $5,
+			approved_at = $6, updated_at = $7 WHERE id = $1`,
+		c.ID, string(c.Status), c.Refunded, c.Credited, c.Reason, c.ApprovedAt, ch.At); err != nil {
+		return fmt.Errorf("update commission %d: %w", c.ID, err)
+	}
+	return t.publish(ctx, eventsv1.TypeCommissionStatusChanged, c.ProgramID, ch.At, &eventsv1.CommissionStatusChanged{
+		CommissionId: c.ID, SaleId: c.SaleID, ProgramId: c.ProgramID, PartnerId: c.PartnerID,
+		FromStatus: string(ch.From), ToStatus: string(c.Status), Amount: c.Amount.Minor, RefundedAmount: c.Refunded,
+		Currency: string(c.Amount.Currency), Deduction: ch.Deduction, Credited: c.Credited, Reason: c.Reason, ChangedAt: ts(ch.At),
+	})
+}
+
+// DuePending locks pending commissions whose hold ended, skipping locked ones.
+func (t *tx) DuePending(ctx context.Context, now time.Time, limit int) ([]ledger.Commission, error) {
+	cs, err := scanCommissions(t.tx.Query(ctx, `SELECT `+commissionColumns+` FROM commissions
+		WHERE status = 'pending' AND hold_until <= $1 ORDER BY hold_until, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit))
+	if err != nil {
+		return nil, fmt.Errorf("lock due commissions: %w", err)
+	}
+	return cs, nil
+}
+
+// CreditedCommissions lists the partner's credited commissions in c, oldest first.
+func (t *tx) CreditedCommissions(ctx context.Context, partnerID int64, c money.Currency) ([]ledger.Commission, error) {
+	cs, err := scanCommissions(t.tx.Query(ctx, `SELECT `+commissionColumns+` FROM commissions
+		WHERE partner_id = $1 AND currency = $2 AND credited ORDER BY created_at, id`, partnerID, string(c)))
+	if err != nil {
+		return nil, fmt.Errorf("credited commissions of partner %d: %w", partnerID, err)
+	}
+	return cs, nil
+}
+
+// RefundApplied: a refund of the sale with that refund id, or, without
+// one, with the same requested amount and no refund id.
+func (t *tx) RefundApplied(ctx context.Context, saleID int64, refundID string, requested int64) (bool, error) {
+	var found bool
+	var err error
+	if refundID != "" {
+		err = t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = $1 AND refund_id = $2)`, saleID, refundID).Scan(&found)
+	} else {
+		err = t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = $1 AND refund_id IS NULL AND requested_cents = $2)`,
+			saleID, requested).Scan(&found)
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up refund of sale %d: %w", saleID, err)
+	}
+	return found, nil
+}
+
+// InsertRefund stores r; s is the sale after it.
+func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) error {
+	var commissionID, refundID, cur any
+	if r.CommissionID != 0 {
+		commissionID, cur = r.CommissionID, string(r.Currency)
+	}
+	if r.RefundID != "" {
+		refundID = r.RefundID
+	}
+	err := t.tx.QueryRow(ctx, `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
+			debited, currency, reason, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) RETURNING id`,
+		r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, r.CreatedAt).Scan(&r.ID)
+	if err != nil {
+		return fmt.Errorf("store refund of sale %d: %w", r.SaleID, err)
+	}
+	return t.publish(ctx, eventsv1.TypeRefundRecorded, s.ProgramID, r.CreatedAt, &eventsv1.RefundRecorded{
+		RefundId: r.ID, SaleId: s.ID, TransactionId: s.TransactionID, ProgramId: s.ProgramID, CommissionId: r.CommissionID,
+		ExternalRefundId: r.RefundID, RequestedCents: r.Requested, AmountCents: r.Applied, SaleRefundedCents: s.RefundedCents,
+		SaleCurrency: string(s.Amount.Currency), Deduction: r.Deduction, Debited: r.Debited, Currency: string(r.Currency),
+		Reason: r.Reason, CreatedAt: ts(r.CreatedAt),
+	})
+}
+
+// PostEntry appends e and moves the balance (created at zero when new).
+// BalanceChanged is keyed 0: balances are not per program, and one key
+// keeps all their changes in one order.
+func (t *tx) PostEntry(ctx context.Context, e ledger.Entry) (money.Amount, error) {
+	cur := string(e.Delta.Currency)
+	var bal int64
+	err := t.tx.QueryRow(ctx, `INSERT INTO balances (partner_id, currency, balance, updated_at) VALUES ($1,$2,$3,$4)
+		ON CONFLICT (partner_id, currency) DO UPDATE SET balance = balances.balance + EXCLUDED.balance, updated_at = EXCLUDED.updated_at
+		RETURNING balance`, e.PartnerID, cur, e.Delta.Minor, e.At).Scan(&bal)
+	if err != nil {
+		return money.Amount{}, fmt.Errorf("move balance of partner %d: %w", e.PartnerID, err)
+	}
+	var id int64
+	err = t.tx.QueryRow(ctx, `INSERT INTO balance_entries (partner_id, currency, delta, kind, commission_id, refund_id, withdrawal_id,
+			balance_after, created_at)
+		VALUES ($1,$2,$3,$4,NULLIF($5, 0),NULLIF($6, 0),NULLIF($7, 0),$8,$9) RETURNING id`,
+		e.PartnerID, cur, e.Delta.Minor, e.Kind, e.CommissionID, e.RefundID, e.WithdrawalID, bal, e.At).Scan(&id)
+	if err != nil {
+		return money.Amount{}, fmt.Errorf("journal %s of partner %d: %w", e.Kind, e.PartnerID, err)
+	}
+	out := money.Amount{Minor: bal, Currency: e.Delta.Currency}
+	return out, t.publish(ctx, eventsv1.TypeBalanceChanged, 0, e.At, &eventsv1.BalanceChanged{
+		EntryId: id, PartnerId: e.PartnerID, Currency: cur, Delta: e.Delta.Minor, Balance: bal, Kind: e.Kind,
+		CommissionId: e.CommissionID, WithdrawalId: e.WithdrawalID, ProgramId: e.ProgramID, CreatedAt: ts(e.At),
+	})
+}
+
+// LockBalance reads and locks a balance; a partner without one has zero
+// (and nothing to lock: the first PostEntry creates the row).
+func (t *tx) LockBalance(ctx context.Context, partnerID int64, c money.Currency) (money.Amount, error) {
+	out := money.Amount{Currency: c}
+	err := t.tx.QueryRow(ctx, `SELECT balance FROM balances WHERE partner_id = $1 AND currency = $2 FOR UPDATE`,
+		partnerID, string(c)).Scan(&out.Minor)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return out, fmt.Errorf("lock balance of partner %d: %w", partnerID, err)
+	}
+	return out, nil
+}
+
+const withdrawalColumns = `id, partner_id, currency, amount, requested_amount, status, created_at, updated_at`
+
+func scanWithdrawal(row pgx.Row) (ledger.Withdrawal, error) {
+	var w ledger.Withdrawal
+	var cur string
+	err := row.Scan(&w.ID, &w.PartnerID, &cur, &w.Amount.Minor, &w.Requested, &w.Status, &w.CreatedAt, &w.UpdatedAt)
+	w.Amount.Currency = money.Currency(cur)
+	w.CreatedAt, w.UpdatedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC()
+	return w, err
+}
+
+func scanWithdrawals(rows pgx.Rows, err error) ([]ledger.Withdrawal, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ledger.Withdrawal
+	for rows.Next() {
+		w, err := scanWithdrawal(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}
+
+// OpenWithdrawals lists and locks the open withdrawals, oldest first.
+func (t *tx) OpenWithdrawals(ctx context.Context, partnerID int64, c money.Currency) ([]ledger.Withdrawal, error) {
+	ws, err := scanWithdrawals(t.tx.Query(ctx, `SELECT `+withdrawalColumns+` FROM withdrawals
+		WHERE partner_id = $1 AND currency = $2 AND status = 'open' ORDER BY id FOR UPDATE`, partnerID, string(c)))
+	if err != nil {
+		return nil, fmt.Errorf("open withdrawals of partner %d: %w", partnerID, err)
+	}
+	return ws, nil
+}
+
+// PaidTotal sums the partner's paid withdrawals in c.
+func (t *tx) PaidTotal(ctx context.Context, partnerID int64, c money.Currency) (int64, error) {
+	var n int64
+	err := t.tx.QueryRow(ctx, `SELECT COALESCE(sum(amount), 0)::bigint FROM withdrawals
+		WHERE partner_id = $1 AND currency = $2 AND status = 'paid'`, partnerID, string(c)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("paid withdrawals of partner %d: %w", partnerID, err)
+	}
+	return n, nil
+}
+
+func (t *tx) withdrawalEvent(ctx context.Context, w ledger.Withdrawal, ch ledger.WithdrawalChange) error {
+	return t.publish(ctx, eventsv1.TypeWithdrawalChanged, 0, w.UpdatedAt, &eventsv1.WithdrawalChanged{
+		WithdrawalId: w.ID, PartnerId: w.PartnerID, Currency: string(w.Amount.Currency), Amount: w.Amount.Minor,
+		RequestedAmount: w.Requested, Status: w.Status, Change: string(ch), ChangedAt: ts(w.UpdatedAt),
+	})
+}
+
+func (t *tx) InsertWithdrawal(ctx context.Context, w *ledger.Withdrawal) error {
+	err := t.tx.QueryRow(ctx, `INSERT INTO withdrawals (partner_id, currency, amount, requested_amount, status, created_at, updated_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7) RETURNING id`,
+		w.PartnerID, string(w.Amount.Currency), w.Amount.Minor, w.Requested, w.Status, w.CreatedAt, w.UpdatedAt).Scan(&w.ID)
+	if err != nil {
+		return fmt.Errorf("store withdrawal of partner %d: %w", w.PartnerID, err)
+	}
+	return t.withdrawalEvent(ctx, *w, ledger.WithdrawalOpened)
+}
+
+// LockWithdrawal locks the partner's balance, then the withdrawal: the
+// order every use case takes them in.
+func (t *tx) LockWithdrawal(ctx context.Context, id int64) (ledger.Withdrawal, error) {
+	var partner int64
+	var cur string
+	err := t.tx.QueryRow(ctx, `SELECT partner_id, currency FROM withdrawals WHERE id = $1`, id).Scan(&partner, &cur)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Withdrawal{}, fmt.Errorf("withdrawal %d: %w", id, ledger.ErrWithdrawalNotFound)
+	}
+	if err != nil {
+		return ledger.Withdrawal{}, fmt.Errorf("load withdrawal %d: %w", id, err)
+	}
+	if _, err := t.LockBalance(ctx, partner, money.Currency(cur)); err != nil {
+		return ledger.Withdrawal{}, err
+	}
+	w, err := scanWithdrawal(t.tx.QueryRow(ctx, `SELECT `+withdrawalColumns+` FROM withdrawals WHERE id = $1 FOR UPDATE`, id))
+	if err != nil {
+		return ledger.Withdrawal{}, fmt.Errorf("lock withdrawal %d: %w", id, err)
+	}
+	return w, nil
+}
+
+func (t *tx) UpdateWithdrawal(ctx context.Context, w ledger.Withdrawal, ch ledger.WithdrawalChange) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE withdrawals SET amount = $2, status = $3, updated_at = $4 WHERE id = $1`,
+		w.ID, w.Amount.Minor, w.Status, w.UpdatedAt); err != nil {
+		return fmt.Errorf("update withdrawal %d: %w", w.ID, err)
+	}
+	return t.withdrawalEvent(ctx, w, ch)
+}
+
+func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) error {
+	payload, err := json.Marshal(n.Payload)
+	if err != nil {
+		return fmt.Errorf("encode notification: %w", err)
+	}
+	err = t.tx.QueryRow(ctx, `INSERT INTO notifications (recipient_kind, recipient_id, kind, payload, created_at)
+		VALUES ($1,$2,$3,$4,$5) RETURNING id`, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt).Scan(&n.ID)
+	if err != nil {
+		return fmt.Errorf("store notification: %w", err)
+	}
+	return t.publish(ctx, eventsv1.TypeNotificationCreated, n.ProgramID, n.CreatedAt, &eventsv1.NotificationCreated{
+		NotificationId: n.ID, RecipientKind: n.RecipientKind, RecipientId: n.RecipientID, Kind: n.Kind,
+		PayloadJson: string(payload), CreatedAt: ts(n.CreatedAt),
+	})
+}
+
+// SaleByTransaction reads a sale by transaction id in programID (0: any).
+func (s *Store) SaleByTransaction(ctx context.Context, programID int64, transactionID string) (ledger.Sale, error) {
+	sale, err := scanSale(s.pool.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales
+		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint)`, transactionID, programID))
+	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
+		return sale, fmt.Errorf("load sale %q: %w", transactionID, err)
+	}
+	return sale, err
+}
+
+// Commission reads a commission.
+func (s *Store) Commission(ctx context.Context, id int64) (ledger.Commission, error) {
+	c, err := scanCommission(s.pool.QueryRow(ctx, `SELECT `+commissionColumns+` FROM commissions WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, fmt.Errorf("commission %d: %w", id, ledger.ErrCommissionNotFound)
+	}
+	if err != nil {
+		return c, fmt.Errorf("load commission %d: %w", id, err)
+	}
+	return c, nil
+}
+
+// SalesWithoutCommission lists undecided sales created before olderThan.
+func (s *Store) SalesWithoutCommission(ctx context.Context, olderThan time.Time, limit int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM sales WHERE commission_state IS NULL AND created_at < $1
+		ORDER BY created_at, id LIMIT $2`, olderThan, limit)
+	if err != nil {
+		return nil, fmt.Errorf("sales without commission: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("sales without commission: %w", err)
+	}
+	return ids, nil
+}
+
+// Balances lists the partner's balances with their open withdrawals.
+func (s *Store) Balances(ctx context.Context, partnerID int64) ([]ledger.Balance, error) {
+	rows, err := s.pool.Query(ctx, `SELECT b.currency, b.balance,
+			COALESCE((SELECT sum(w.amount) FROM withdrawals w
+				WHERE w.partner_id = b.partner_id AND w.currency = b.currency AND w.status = 'open'), 0)::bigint
+		FROM balances b WHERE b.partner_id = $1 ORDER BY b.currency`, partnerID)
+	if err != nil {
+		return nil, fmt.Errorf("balances of partner %d: %w", partnerID, err)
+	}
+	defer rows.Close()
+	var out []ledger.Balance
+	for rows.Next() {
+		b := ledger.Balance{PartnerID: partnerID}
+		var cur string
+		if err := rows.Scan(&cur, &b.Amount.Minor, &b.Open); err != nil {
+			return nil, fmt.Errorf("balances of partner %d: %w", partnerID, err)
+		}
+		b.Amount.Currency = money.Currency(cur)
+		b.Available = max(b.Amount.Minor-b.Open, 0)
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// Withdrawals lists the partner's withdrawals, newest first.
+func (s *Store) Withdrawals(ctx context.Context, partnerID int64) ([]ledger.Withdrawal, error) {
+	ws, err := scanWithdrawals(s.pool.Query(ctx, `SELECT `+withdrawalColumns+` FROM withdrawals
+		WHERE partner_id = $1 ORDER BY id DESC`, partnerID))
+	if err != nil {
+		return nil, fmt.Errorf("withdrawals of partner %d: %w", partnerID, err)
+	}
+	return ws, nil
+}
+
+// Notifications lists a recipient's latest notifications, newest first.
+func (s *Store) Notifications(ctx context.Context, recipientKind string, recipientID int64, limit int) ([]ledger.Notification, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, kind, payload, created_at FROM notifications
+		WHERE recipient_kind = $1 AND recipient_id = $2 ORDER BY id DESC LIMIT $3`, recipientKind, recipientID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("notifications of %s %d: %w", recipientKind, recipientID, err)
+	}
+	defer rows.Close()
+	var out []ledger.Notification
+	for rows.Next() {
+		n := ledger.Notification{RecipientKind: recipientKind, RecipientID: recipientID}
+		var payload []byte
+		if err := rows.Scan(&n.ID, &n.Kind, &payload, &n.CreatedAt); err != nil {
+			return nil, fmt.Errorf("notifications of %s %d: %w", recipientKind, recipientID, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(payload))
+		dec.UseNumber() // amounts stay integers, never float64
+		if err := dec.Decode(&n.Payload); err != nil {
+			return nil, fmt.Errorf("notification %d payload: %w", n.ID, err)
+		}
+		n.CreatedAt = n.CreatedAt.UTC()
+		out = append(out, n)
+	}
+	return out, rows.Err()
+}
+
+// SaleByID reads a sale without locking it.
+func (s *Store) SaleByID(ctx context.Context, id int64) (ledger.Sale, error) {
+	sale, err := scanSale(s.pool.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales WHERE id = $1`, id))
+	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
+		return sale, fmt.Errorf("load sale %d: %w", id, err)
+	}
+	return sale, err
+}
+
+// SaleCommissionIDs lists the ids of a sale's commissions, oldest first.
+func (s *Store) SaleCommissionIDs(ctx context.Context, saleID int64) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM commissions WHERE sale_id = $1 ORDER BY id`, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("commissions of sale %d: %w", saleID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("commissions of sale %d: %w", saleID, err)
+	}
+	return ids, nil
+}
+
+// OldestDueSince is the earliest hold_until of the pending commissions due
+// at now (the partial index commissions_due serves it).
+func (s *Store) OldestDueSince(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	var since *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT min(hold_until) FROM commissions
+		WHERE status = 'pending' AND hold_until <= $1`, now).Scan(&since); err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest due commission: %w", err)
+	}
+	if since == nil {
+		return time.Time{}, false, nil
+	}
+	return since.UTC(), true, nil
+}
+
+// CountSalesWithoutCommission counts the undecided sales created before
+// olderThan (the partial index sales_undecided serves it).
+func (s *Store) CountSalesWithoutCommission(ctx context.Context, olderThan time.Time) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sales
+		WHERE commission_state IS NULL AND created_at < $1`, olderThan).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sales without commission: %w", err)
+	}
+	return n, nil
+}

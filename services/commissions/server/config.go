@@ -1,0 +1,77 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/svc-dev/svc/libs/obs"
+)
+
+// Config is commissions' whole configuration: every variable the service
+// reads besides the platform's common ones (HTTP_ADDR, DATABASE_URL,
+// KAFKA_BROKERS, LOG_LEVEL, TRUSTED_PROXIES, OTEL_*, …: libs/platform). The
+// env tag names each field's variable; LoadConfig reads them all, and the
+// README's Configuration table is checked against the tags
+// (config_test.go). Wire reads nothing but this struct.
+type Config struct {
+	// Admin API (/admin/v1/ on this service's port): the same token as
+	// accounts'. Unset: every admin route answers 401.
+	AdminToken          string `env:"ADMIN_TOKEN"` // secret
+	AdminRateLimit      int    `env:"ADMIN_RATE_LIMIT"`
+	FailedAuthRateLimit int    `env:"FAILED_AUTH_RATE_LIMIT"`
+
+	// Runners.
+	ApproveInterval  time.Duration `env:"APPROVE_INTERVAL"`
+	BackstopInterval time.Duration `env:"BACKSTOP_INTERVAL"`
+	BackstopGrace    time.Duration `env:"BACKSTOP_GRACE"`
+
+	// Tracking's attribution decisions (POST /internal/v1/attributions on
+	// tracking's own port), asked by the sale route. TrackingURL unset: no
+	// client is built. InternalToken is tracking's INTERNAL_TOKEN, sent as
+	// Bearer; AttributionTimeout bounds each call.
+	TrackingURL        string        `env:"TRACKING_URL"`
+	InternalToken      string        `env:"INTERNAL_TOKEN"` // secret
+	AttributionTimeout time.Duration `env:"ATTRIBUTION_TIMEOUT"`
+}
+
+// Defaults.
+const (
+	DefaultAdminRateLimit   = 1200
+	DefaultFailedAuthLimit  = 30
+	DefaultApproveInterval  = 30 * time.Second
+	DefaultBackstopInterval = time.Minute
+	DefaultBackstopGrace    = time.Minute
+	// DefaultAttributionTimeout is attribution.DefaultTimeout: tracking
+	// decides in one transaction, far below it when healthy.
+	DefaultAttributionTimeout = 5 * time.Second
+)
+
+// LoadConfig reads and validates commissions' configuration from env in
+// one place; every problem is reported at once.
+func LoadConfig(env *obs.Env) (Config, error) {
+	c := Config{
+		AdminToken:          env.String("ADMIN_TOKEN", ""),
+		AdminRateLimit:      env.Int("ADMIN_RATE_LIMIT", DefaultAdminRateLimit),
+		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
+		ApproveInterval:     env.Duration("APPROVE_INTERVAL", DefaultApproveInterval),
+		BackstopInterval:    env.Duration("BACKSTOP_INTERVAL", DefaultBackstopInterval),
+		BackstopGrace:       env.Duration("BACKSTOP_GRACE", DefaultBackstopGrace),
+		TrackingURL:         env.String("TRACKING_URL", ""),
+		InternalToken:       env.String("INTERNAL_TOKEN", ""),
+		AttributionTimeout:  env.Duration("ATTRIBUTION_TIMEOUT", DefaultAttributionTimeout),
+	}
+	for name, d := range map[string]time.Duration{
+		"APPROVE_INTERVAL": c.ApproveInterval, "BACKSTOP_INTERVAL": c.BackstopInterval, "ATTRIBUTION_TIMEOUT": c.AttributionTimeout,
+	} {
+		if d <= 0 {
+			env.Fail(fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	if c.BackstopGrace < 0 {
+		env.Fail(fmt.Errorf("BACKSTOP_GRACE must not be negative, got %s", c.BackstopGrace))
+	}
+	if err := env.Err(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+)
+
+// BackstopBatch is how many undecided sales one backstop run decides.
+const BackstopBatch = 500
+
+// runnerMetrics are the approval scheduler's and the backstop's metrics
+// (and the refunds' counter, fed by the ledger's OnRefund).
+type runnerMetrics struct {
+	approved        prometheus.Counter
+	approvalRuns    *prometheus.CounterVec
+	oldestDue       prometheus.Gauge
+	backlog         prometheus.Gauge
+	backstopRuns    *prometheus.CounterVec
+	backstopCreated prometheus.Counter
+	refunds         *prometheus.CounterVec
+}
+
+// Refund outcomes, every one pre-declared so a rate over it starts at 0.
+var refundOutcomes = []string{"reversed", "refunded", "skipped", ledger.OutcomeNoCommission}
+
+func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
+	m := &runnerMetrics{
+		approved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "commissions_approved_total", Help: "Pending commissions approved (and credited) by the approval scheduler or the approve-due route.",
+		}),
+		approvalRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commissions_approval_runs_total", Help: "Approval runs by outcome (ok, error).",
+		}, []string{"outcome"}),
+		oldestDue: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "commissions_oldest_due_pending_seconds",
+			Help: "How long the oldest pending commission whose hold has ended has been due, measured before each approval run: the scheduler's lag.",
+		}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "commissions_backstop_backlog", Help: "Sales older than BACKSTOP_GRACE whose commission is still undecided, measured at each backstop run.",
+		}),
+		backstopRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commissions_backstop_runs_total", Help: "Backstop runs by outcome (ok; error: the scan failed).",
+		}, []string{"outcome"}),
+		backstopCreated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "commissions_backstop_created_total", Help: "Sale commissions the backstop created.",
+		}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commissions_refunds_total", Help: "Applied refund calls by outcome (reversed, refunded, skipped, no_commission).",
+		}, []string{"outcome"}),
+	}
+	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range []string{"ok", "error"} {
+		m.approvalRuns.WithLabelValues(o)
+		m.backstopRuns.WithLabelValues(o)
+	}
+	for _, o := range refundOutcomes {
+		m.refunds.WithLabelValues(o)
+	}
+	return m, nil
+}
+
+// runners are commissions' background loops on the injected clock: each
+// run reads now from it; the interval between runs is real time.
+type runners struct {
+	ledger  *ledger.Service
+	now     func() time.Time
+	logger  *slog.Logger
+	metrics *runnerMetrics
+	cfg     Config
+}
+
+// every calls fn now and then every interval until ctx ends. A failed run
+// is logged and counted by fn and retried at the next tick: the loop never
+// stops the service.
+func every(ctx context.Context, interval time.Duration, fn func(context.Context)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// approve is one run of the approval scheduler: it measures the lag, then
+// approves every commission whose hold ended (ApproveDue locks with SKIP
+// LOCKED, so replicas share the work). It returns how many it approved.
+func (r *runners) approve(ctx context.Context) (int, error) {
+	now := r.now().UTC()
+	if lag, err := r.ledger.ApprovalLag(ctx, now); err != nil {
+		r.logger.WarnContext(ctx, "approval lag", "err", err)
+	} else {
+		r.metrics.oldestDue.Set(lag.Seconds())
+	}
+	n, err := r.ledger.ApproveDue(ctx, now)
+	r.metrics.approved.Add(float64(n))
+	if err != nil {
+		r.metrics.approvalRuns.WithLabelValues("error").Inc()
+		return n, err
+	}
+	r.metrics.approvalRuns.WithLabelValues("ok").Inc()
+	if n > 0 {
+		r.logger.InfoContext(ctx, "commissions approved", "count", n)
+	}
+	return n, nil
+}
+
+// approveLoop is the approval scheduler.
+func (r *runners) approveLoop(ctx context.Context) error {
+	return every(ctx, r.cfg.ApproveInterval, func(ctx context.Context) {
+		if _, err := r.approve(ctx); err != nil && ctx.Err() == nil {
+			r.logger.ErrorContext(ctx, "approval run failed", "err", err)
+		}
+	})
+}
+
+// backstop is one backstop run: the sales older than the grace whose
+// commission is undecided (RecordSale could not read the program's
+// terms) are decided by EnsureCommission, one transaction each.
+func (r *runners) backstop(ctx context.Context) {
+	olderThan := r.now().UTC().Add(-r.cfg.BackstopGrace)
+	if n, err := r.ledger.BackstopBacklog(ctx, olderThan); err != nil {
+		r.logger.WarnContext(ctx, "backstop backlog", "err", err)
+	} else {
+		r.metrics.backlog.Set(float64(n))
+	}
+	ids, err := r.ledger.SalesWithoutCommission(ctx, olderThan, BackstopBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.metrics.backstopRuns.WithLabelValues("error").Inc()
+			r.logger.ErrorContext(ctx, "backstop scan failed", "err", err)
+		}
+		return
+	}
+	// Counted once the run is over, so a test (or an operator) reading it
+	// knows every sale of the run was tried.
+	defer r.metrics.backstopRuns.WithLabelValues("ok").Inc()
+	decided, failed := 0, 0
+	var firstFailed int64
+	var firstErr error
+	for _, id := range ids {
+		res, err := r.ledger.EnsureCommission(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			// One line per run, not per sale: a program missing from the
+			// replica fails every one of its sales at every run.
+			if failed == 0 {
+				firstFailed, firstErr = id, err
+			}
+			failed++
+			continue
+		}
+		if !res.Decided {
+			continue
+		}
+		decided++
+		if res.State == ledger.StateCreated && res.Commission != nil {
+			r.metrics.backstopCreated.Inc()
+			r.logger.InfoContext(ctx, "backstop created a commission", "sale_id", id,
+				"commission_id", res.Commission.ID, "program_id", res.Commission.ProgramID)
+		} else {
+			r.logger.InfoContext(ctx, "backstop decided a sale without commission", "sale_id", id, "state", res.State)
+		}
+	}
+	if failed > 0 {
+		r.logger.WarnContext(ctx, "backstop could not decide sales", "count", failed, "sale_id", firstFailed, "err", firstErr)
+	}
+	if decided > 0 {
+		// The backlog shrank by what was decided.
+		if n, err := r.ledger.BackstopBacklog(ctx, olderThan); err == nil {
+			r.metrics.backlog.Set(float64(n))
+		}
+	}
+}
+
+// backstopLoop runs the backstop every BACKSTOP_INTERVAL.
+func (r *runners) backstopLoop(ctx context.Context) error {
+	return every(ctx, r.cfg.BackstopInterval, r.backstop)
+}

@@ -1,0 +1,120 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svc-dev/svc/libs/pg"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest"
+)
+
+// errAttributionRaceLost rolls back a decision whose transaction id a
+// concurrent call stored first.
+var errAttributionRaceLost = errors.New("attribution already decided by a concurrent call")
+
+const attributionColumns = `transaction_id, program_id, outcome, customer_id, click_id, partner_id, link_id, customer_status,
+	first_purchase_date, refusal_code, refusal_message, source, decided_at`
+
+func loadAttribution(ctx context.Context, q querier, txn string) (ingest.Attribution, bool, error) {
+	var a ingest.Attribution
+	var first *time.Time
+	err := q.QueryRow(ctx, `SELECT `+attributionColumns+` FROM attributions WHERE transaction_id = $1`, txn).Scan(
+		&a.TransactionID, &a.ProgramID, &a.Outcome, &a.CustomerID, &a.ClickID, &a.PartnerID, &a.LinkID, &a.CustomerStatus,
+		&first, &a.RefusalCode, &a.RefusalMessage, &a.Source, &a.DecidedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ingest.Attribution{}, false, nil
+	}
+	if err != nil {
+		return ingest.Attribution{}, false, fmt.Errorf("load attribution %q: %w", txn, err)
+	}
+	if first != nil {
+		a.FirstPurchaseDate = first.UTC()
+	}
+	a.DecidedAt = a.DecidedAt.UTC()
+	return a, true, nil
+}
+
+// Attribute makes and stores one attribution decision, or answers the one
+// stored under the transaction id. The customer is locked (FOR UPDATE) while
+// the rules run; the decision row is inserted last with ON CONFLICT DO
+// NOTHING, so of concurrent calls with one transaction id exactly one
+// commits its transition and decision: the others find the row (their
+// insert waits for the winner's commit), roll their changes back and answer
+// the stored decision.
+func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
+	var res ingest.AttributionResult
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		res = ingest.AttributionResult{}
+		prev, ok, err := loadAttribution(ctx, tx, req.TransactionID)
+		if err != nil {
+			return err
+		}
+		if ok {
+			res = ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}
+			return nil
+		}
+		c, ok, err := findSaleCustomer(ctx, tx, req.Ref)
+		if err != nil || !ok {
+			return err
+		}
+		d, err := decide(c)
+		if err != nil {
+			return err
+		}
+		a := ingest.Attribution{
+			TransactionID: req.TransactionID, ProgramID: req.Ref.ProgramID, CustomerID: c.ID, ClickID: c.ClickID,
+			PartnerID: c.FirstPartnerID, LinkID: c.FirstLinkID, CustomerStatus: c.Status, FirstPurchaseDate: c.FirstPurchaseDate,
+			Source: req.Source, DecidedAt: req.At,
+		}
+		if d.Refused != nil {
+			a.Outcome = ingest.AttributionRefused
+			a.RefusalCode, a.RefusalMessage = ingest.Refusal(d.Refused)
+		} else {
+			pr := ingest.PaymentResult{CustomerStatus: c.Status}
+			if err := s.applyPayment(ctx, tx, c, d, ingest.PaymentRequest{Ref: req.Ref, At: req.At}, false, &pr); err != nil {
+				return err
+			}
+			a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
+			if d.Convert && d.Sale != nil {
+				a.FirstPurchaseDate = d.Sale.OccurredAt
+			}
+		}
+		var first any
+		if !a.FirstPurchaseDate.IsZero() {
+			first = a.FirstPurchaseDate
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO attributions (`+attributionColumns+`)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) ON CONFLICT (transaction_id) DO NOTHING`,
+			a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
+			first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
+		if err != nil {
+			return fmt.Errorf("store attribution: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return errAttributionRaceLost
+		}
+		// Answer what a replay will read (timestamps at the column's
+		// microsecond precision).
+		a.DecidedAt = a.DecidedAt.Truncate(time.Microsecond)
+		if !a.FirstPurchaseDate.IsZero() {
+			a.FirstPurchaseDate = a.FirstPurchaseDate.UTC().Truncate(time.Microsecond)
+		}
+		res = ingest.AttributionResult{Found: true, Decision: a}
+		return nil
+	})
+	if errors.Is(err, errAttributionRaceLost) {
+		prev, ok, err := loadAttribution(ctx, s.pool, req.TransactionID)
+		if err != nil {
+			return ingest.AttributionResult{}, err
+		}
+		if !ok {
+			return ingest.AttributionResult{}, fmt.Errorf("attribution %q: a concurrent decision won but is not stored", req.TransactionID)
+		}
+		return ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}, nil
+	}
+	return res, err
+}
