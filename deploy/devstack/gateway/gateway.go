@@ -41,8 +41,9 @@ type Rule struct {
 // Rules is the routing table, by owning service.
 func Rules() []Rule {
 	return []Rule{
-		// Sales are recorded by tracking (under /api/v1/track/); only refunds
-		// wait for commissions.
+		// Money routes are commissions': sale and refund share one rate
+		// limit per API key, so they live in one service.
+		{Prefix: "/api/v1/track/sale", Service: "commissions", Public: true},
 		{Prefix: "/api/v1/track/refund", Service: "commissions", Public: true},
 		{Prefix: "/api/v1/track/", Service: "tracking", Public: true},
 		// The payment processor calls it from the internet; the signature,

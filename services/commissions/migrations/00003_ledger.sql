@@ -7,8 +7,10 @@
 
 CREATE TABLE sales (
     id               bigserial PRIMARY KEY,
-    -- The brand's or processor's id: globally unique, across programs.
-    transaction_id   text        NOT NULL UNIQUE,
+    -- The brand's or processor's id: unique across programs among live
+    -- sales, and separately among test sales (a test sale never consumes
+    -- a live id).
+    transaction_id   text        NOT NULL,
     program_id       bigint      NOT NULL,
     -- Tracking's customer id and the partner it attributes the sale to
     -- (0: none known).
@@ -23,11 +25,21 @@ CREATE TABLE sales (
     -- reason none is due (money.Reason, or 'no_partner'). The backstop
     -- (EnsureCommission) scans the NULLs.
     commission_state text,
+    -- A reserved sale holds its transaction id while tracking decides its
+    -- attribution: no event yet, invisible to refunds and reads. It is
+    -- completed (the event written) or deleted once the decision is known;
+    -- attribution_ref is what the backstop asks tracking again with when
+    -- the process that reserved it died.
+    reserved         boolean     NOT NULL DEFAULT false,
+    attribution_ref  jsonb,
     occurred_at      timestamptz NOT NULL,
-    created_at       timestamptz NOT NULL
+    created_at       timestamptz NOT NULL,
+    UNIQUE (is_test, transaction_id)
 );
 
-CREATE INDEX sales_undecided ON sales (created_at) WHERE commission_state IS NULL;
+CREATE INDEX sales_reserved ON sales (created_at) WHERE reserved;
+
+CREATE INDEX sales_undecided ON sales (created_at) WHERE commission_state IS NULL AND NOT reserved;
 CREATE INDEX sales_customer ON sales (program_id, customer_id);
 
 CREATE TABLE commissions (

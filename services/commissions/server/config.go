@@ -2,8 +2,10 @@ package server
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/obs"
 )
 
@@ -19,6 +21,12 @@ type Config struct {
 	AdminToken          string `env:"ADMIN_TOKEN"` // secret
 	AdminRateLimit      int    `env:"ADMIN_RATE_LIMIT"`
 	FailedAuthRateLimit int    `env:"FAILED_AUTH_RATE_LIMIT"`
+
+	// POST /api/v1/track/sale and /refund: one bucket per API key for
+	// both (the spec's 120/min combined); APIKeyDocsURL is the docs_url of
+	// key rotation warnings.
+	SaleRateLimit int    `env:"TRACK_SALE_RATE_LIMIT"`
+	APIKeyDocsURL string `env:"API_KEY_DOCS_URL"`
 
 	// Runners.
 	ApproveInterval  time.Duration `env:"APPROVE_INTERVAL"`
@@ -37,6 +45,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultAdminRateLimit   = 1200
+	DefaultSaleRateLimit    = 120
 	DefaultFailedAuthLimit  = 30
 	DefaultApproveInterval  = 30 * time.Second
 	DefaultBackstopInterval = time.Minute
@@ -53,6 +62,8 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		AdminToken:          env.String("ADMIN_TOKEN", ""),
 		AdminRateLimit:      env.Int("ADMIN_RATE_LIMIT", DefaultAdminRateLimit),
 		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
+		SaleRateLimit:       env.Int("TRACK_SALE_RATE_LIMIT", DefaultSaleRateLimit),
+		APIKeyDocsURL:       env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
 		ApproveInterval:     env.Duration("APPROVE_INTERVAL", DefaultApproveInterval),
 		BackstopInterval:    env.Duration("BACKSTOP_INTERVAL", DefaultBackstopInterval),
 		BackstopGrace:       env.Duration("BACKSTOP_GRACE", DefaultBackstopGrace),
@@ -66,6 +77,9 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		if d <= 0 {
 			env.Fail(fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if u, err := url.Parse(c.APIKeyDocsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		env.Fail(fmt.Errorf("API_KEY_DOCS_URL: %q is not an http(s) URL", c.APIKeyDocsURL))
 	}
 	if c.BackstopGrace < 0 {
 		env.Fail(fmt.Errorf("BACKSTOP_GRACE must not be negative, got %s", c.BackstopGrace))

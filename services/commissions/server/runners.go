@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+	"github.com/svc-dev/svc/services/commissions/internal/track"
 )
 
 // BackstopBatch is how many undecided sales one backstop run decides.
@@ -23,6 +24,7 @@ type runnerMetrics struct {
 	backstopRuns    *prometheus.CounterVec
 	backstopCreated prometheus.Counter
 	refunds         *prometheus.CounterVec
+	reserved        *prometheus.CounterVec
 }
 
 // Refund outcomes, every one pre-declared so a rate over it starts at 0.
@@ -52,8 +54,12 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commissions_refunds_total", Help: "Applied refund calls by outcome (reversed, refunded, skipped, no_commission).",
 		}, []string{"outcome"}),
+		reserved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commissions_backstop_reserved_total",
+			Help: "Reserved sales (their process died between reservation and record) the backstop decided again, by outcome (completed, released, failed).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds} {
+	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds, m.reserved} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,6 +71,9 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 	for _, o := range refundOutcomes {
 		m.refunds.WithLabelValues(o)
 	}
+	for _, o := range []string{"completed", "released", "failed"} {
+		m.reserved.WithLabelValues(o)
+	}
 	return m, nil
 }
 
@@ -72,6 +81,7 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 // run reads now from it; the interval between runs is real time.
 type runners struct {
 	ledger  *ledger.Service
+	track   *track.Service
 	now     func() time.Time
 	logger  *slog.Logger
 	metrics *runnerMetrics
@@ -126,11 +136,24 @@ func (r *runners) approveLoop(ctx context.Context) error {
 	})
 }
 
-// backstop is one backstop run: the sales older than the grace whose
-// commission is undecided (RecordSale could not read the program's
-// terms) are decided by EnsureCommission, one transaction each.
+// backstop is one backstop run. First the sales reserved before the grace
+// (their process died between the reservation and the record) are decided
+// again with tracking; then the sales older than the grace whose
+// commission is undecided (RecordSale could not read the program's terms)
+// are decided by EnsureCommission, one transaction each.
 func (r *runners) backstop(ctx context.Context) {
 	olderThan := r.now().UTC().Add(-r.cfg.BackstopGrace)
+	if reserved, err := r.ledger.ReservedSales(ctx, olderThan, BackstopBatch); err != nil {
+		if ctx.Err() == nil {
+			r.logger.ErrorContext(ctx, "backstop scan of reserved sales failed", "err", err)
+		}
+	} else if len(reserved) > 0 {
+		res := r.track.Resolve(ctx, reserved)
+		r.metrics.reserved.WithLabelValues("completed").Add(float64(res.Completed))
+		r.metrics.reserved.WithLabelValues("released").Add(float64(res.Released))
+		r.metrics.reserved.WithLabelValues("failed").Add(float64(res.Failed))
+		r.logger.InfoContext(ctx, "backstop decided reserved sales", "completed", res.Completed, "released", res.Released, "failed", res.Failed)
+	}
 	if n, err := r.ledger.BackstopBacklog(ctx, olderThan); err != nil {
 		r.logger.WarnContext(ctx, "backstop backlog", "err", err)
 	} else {

@@ -1,8 +1,7 @@
 // Package server is commissions' wiring: its Spec for the platform and the
-// wire function that builds the service from the opened platform. The
-// commissions issue fills it (sales, commissions, refunds, balances); today
-// it keeps its catalog replica, runs the ledger's approval scheduler and
-// backstop, and serves the ledger's admin routes beside the platform's.
+// wire function that builds the service from the opened platform: the
+// catalog replica, the sale and refund routes (attributed by tracking), the
+// ledger's approval scheduler and backstop, and the ledger's admin routes.
 package server
 
 import (
@@ -13,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
@@ -24,6 +24,9 @@ import (
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/httpapi"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/pgstore"
 	"github.com/svc-dev/svc/services/commissions/internal/replica/consumer"
+	"github.com/svc-dev/svc/services/commissions/internal/track"
+	trackendpoints "github.com/svc-dev/svc/services/commissions/internal/track/endpoints"
+	trackhttp "github.com/svc-dev/svc/services/commissions/internal/track/httpapi"
 	"github.com/svc-dev/svc/services/commissions/migrations"
 )
 
@@ -56,9 +59,6 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The sale route (next) is built with deps.attribution; no route uses
-	// it yet.
-	_ = deps
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
@@ -66,15 +66,24 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	store := pgstore.New(p.Pool)
 	svc, err := ledger.New(ledger.Config{
-		Store:    pgstore.New(p.Pool),
+		Store:    store,
 		Now:      p.Now,
 		OnRefund: func(outcome string) { metrics.refunds.WithLabelValues(outcome).Inc() },
 	})
 	if err != nil {
 		return nil, err
 	}
-	run := &runners{ledger: svc, now: p.Now, logger: p.Logger, metrics: metrics, cfg: cfg}
+	var attr track.Attributor
+	if deps.attribution != nil {
+		attr = deps.attribution
+	}
+	tracker, err := track.New(svc, attr, p.Now, p.Logger)
+	if err != nil {
+		return nil, err
+	}
+	run := &runners{ledger: svc, track: tracker, now: p.Now, logger: p.Logger, metrics: metrics, cfg: cfg}
 	p.AddRunner(run.approveLoop)
 	p.AddRunner(run.backstopLoop)
 
@@ -93,13 +102,32 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if cfg.AdminToken == "" {
 		p.Logger.Info("no ADMIN_TOKEN: every /admin/v1/ route of commissions answers 401")
 	}
-	set := endpoints.New(adminService{Service: svc, run: run}, obs.Tracing(p.Tracer.Tracer("svc/"+p.Name)))
-	return httpapi.Routes(set, httpapi.Config{
+	saleLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.SaleRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("TRACK_SALE_RATE_LIMIT: %w", err)
+	}
+	lookups, err := apikey.NewLookupCounter(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
+	failedAuth := ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc))
+	routes := trackhttp.Routes(trackendpoints.New(tracker, tracing), trackhttp.Config{
+		Logger: p.Logger,
+		Now:    p.Now,
+		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
+		// One bucket per key for sale and refund together: the same
+		// middleware (and limiter) wraps both routes.
+		Limit:      ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(refusals.Inc)),
+		FailedAuth: failedAuth,
+	})
+	set := endpoints.New(adminService{Service: svc, run: run}, tracing)
+	return append(routes, httpapi.Routes(set, httpapi.Config{
 		AdminToken: cfg.AdminToken,
 		Logger:     p.Logger,
 		Limit:      ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("admin"), ratelimit.WithOnRefuse(refusals.Inc)),
-		FailedAuth: ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc)),
-	}), nil
+		FailedAuth: failedAuth,
+	})...), nil
 }
 
 // adminService is the ledger with the approval scheduler's single run, as
@@ -116,16 +144,16 @@ func (a adminService) ApproveDueNow(ctx context.Context) (int, error) { return a
 // one per dependency, built once in wire and shared by the routes that
 // need them.
 type dependencies struct {
-	// attribution asks tracking for a payment's attribution decision. The
-	// sale route (next) takes it; nil without TRACKING_URL or
-	// INTERNAL_TOKEN, and that route then answers 500 `Sale tracking
+	// attribution asks tracking for a payment's attribution decision (the
+	// sale route and the backstop); nil without TRACKING_URL or
+	// INTERNAL_TOKEN, and a live sale then answers 500 `Sale tracking
 	// failed` (a sale is never recorded without tracking's decision).
 	attribution *attribution.Client
 }
 
 // newDependencies builds the clients from cfg, tracing with the platform's
-// provider and propagator. A missing setting is logged, not fatal: no route
-// uses the client yet, and tracking's public routes need none of it.
+// provider and propagator. A missing setting is logged, not fatal: the
+// refund, test-sale and admin routes work without tracking.
 func newDependencies(cfg Config, logger *slog.Logger, tp trace.TracerProvider, prop propagation.TextMapPropagator) (dependencies, error) {
 	var d dependencies
 	switch {

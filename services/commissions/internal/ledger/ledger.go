@@ -99,8 +99,14 @@ type Sale struct {
 	// CommissionState: "" until decided, then StateCreated, StateNoPartner
 	// or the money.Reason none was due.
 	CommissionState string
-	OccurredAt      time.Time
-	CreatedAt       time.Time
+	// Reserved: the sale holds its transaction id while its attribution is
+	// decided (ReserveSale); it has no event yet, and refunds and reads do
+	// not see it. AttributionRef is the caller's opaque JSON to decide it
+	// again with (the backstop).
+	Reserved       bool
+	AttributionRef []byte
+	OccurredAt     time.Time
+	CreatedAt      time.Time
 }
 
 // Commission is a partner's commission on a sale or a lead.
@@ -259,6 +265,12 @@ type Store interface {
 	// OldestDueSince is the hold_until of the oldest pending commission
 	// whose hold ended at now; ok false when none is due.
 	OldestDueSince(ctx context.Context, now time.Time) (since time.Time, ok bool, err error)
+	// TestSaleByTransaction reads the test sale of a transaction id;
+	// ErrSaleNotFound.
+	TestSaleByTransaction(ctx context.Context, transactionID string) (Sale, error)
+	// ReservedSales lists up to limit sales reserved before olderThan,
+	// oldest first.
+	ReservedSales(ctx context.Context, olderThan time.Time, limit int) ([]Sale, error)
 	// CountSalesWithoutCommission counts the undecided sales recorded
 	// before olderThan (the backstop's backlog).
 	CountSalesWithoutCommission(ctx context.Context, olderThan time.Time) (int64, error)
@@ -278,7 +290,14 @@ type Tx interface {
 
 	// InsertSale stores s (ID, CreatedAt filled); a transaction id already
 	// recorded is a *DuplicateSaleError naming the sale.
+	// A reserved sale (s.Reserved) writes no event: CompleteSale does.
 	InsertSale(ctx context.Context, s *Sale) error
+	// CompleteSale records a reserved sale with s's customer and partner
+	// and writes its event; a sale no longer reserved is ErrSaleNotFound.
+	CompleteSale(ctx context.Context, s *Sale) error
+	// DeleteReservedSale deletes a sale still reserved (deleted false when
+	// it is not).
+	DeleteReservedSale(ctx context.Context, id int64) (deleted bool, err error)
 	// LockSale reads and locks a sale by id, or by transaction id within a
 	// program (programID 0: any program); ErrSaleNotFound.
 	LockSale(ctx context.Context, id int64) (Sale, error)

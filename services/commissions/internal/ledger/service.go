@@ -97,47 +97,20 @@ type SaleResult struct {
 // cannot be (no partner, program terms unavailable) the sale commits and the
 // error is a *CommissionNotCreatedError carrying its id, as the result does.
 func (s *Service) RecordSale(ctx context.Context, in SaleInput) (SaleResult, error) {
-	cur, err := money.ParseCurrency(in.Currency)
+	sale, err := s.newSale(in)
 	if err != nil {
-		return SaleResult{}, fmt.Errorf("%w: %w", ErrUnsupportedCurrency, err)
-	}
-	switch {
-	case in.TransactionID == "":
-		return SaleResult{}, fmt.Errorf("%w: transaction id is required", ErrInvalidInput)
-	case in.AmountCents <= 0:
-		return SaleResult{}, fmt.Errorf("%w: amount %d is not positive", ErrInvalidInput, in.AmountCents)
-	case in.ProgramID <= 0:
-		return SaleResult{}, fmt.Errorf("%w: program id %d", ErrInvalidInput, in.ProgramID)
-	case in.Source != SourceAPI && in.Source != SourceProcessor:
-		return SaleResult{}, fmt.Errorf("%w: source %q", ErrInvalidInput, in.Source)
-	}
-	now := s.now().UTC()
-	at := in.OccurredAt
-	if at.IsZero() {
-		at = now
+		return SaleResult{}, err
 	}
 	var res SaleResult
 	var cause error
 	err = s.store.Atomic(ctx, func(tx Tx) error {
 		res, cause = SaleResult{}, nil
-		sale := Sale{
-			TransactionID: in.TransactionID, ProgramID: in.ProgramID, CustomerID: in.CustomerID, PartnerID: in.PartnerID,
-			Amount: money.Amount{Minor: in.AmountCents, Currency: cur}, Test: in.Test, Source: in.Source,
-			OccurredAt: at.UTC(), CreatedAt: now,
-		}
-		if err := tx.InsertSale(ctx, &sale); err != nil {
+		row := sale
+		if err := tx.InsertSale(ctx, &row); err != nil {
 			return err
 		}
-		res.Sale = sale
-		d, err := s.decide(ctx, tx, sale, now)
-		if err != nil {
-			return err
-		}
-		res.Commission, res.NoCommission, res.Sale.CommissionState, cause = d.commission, d.state, d.state, d.cause
-		if d.commission != nil {
-			res.NoCommission = ""
-		}
-		return nil
+		res, cause, err = s.decideSale(ctx, tx, row, row.CreatedAt)
+		return err
 	})
 	if err != nil {
 		return SaleResult{}, err
@@ -146,6 +119,128 @@ func (s *Service) RecordSale(ctx context.Context, in SaleInput) (SaleResult, err
 		return res, &CommissionNotCreatedError{SaleID: res.Sale.ID, Cause: cause}
 	}
 	return res, nil
+}
+
+// newSale checks in and builds the sale row RecordSale or ReserveSale
+// inserts.
+func (s *Service) newSale(in SaleInput) (Sale, error) {
+	cur, err := money.ParseCurrency(in.Currency)
+	if err != nil {
+		return Sale{}, fmt.Errorf("%w: %w", ErrUnsupportedCurrency, err)
+	}
+	switch {
+	case in.TransactionID == "":
+		return Sale{}, fmt.Errorf("%w: transaction id is required", ErrInvalidInput)
+	case in.AmountCents <= 0:
+		return Sale{}, fmt.Errorf("%w: amount %d is not positive", ErrInvalidInput, in.AmountCents)
+	case in.ProgramID <= 0:
+		return Sale{}, fmt.Errorf("%w: program id %d", ErrInvalidInput, in.ProgramID)
+	case in.Source != SourceAPI && in.Source != SourceProcessor:
+		return Sale{}, fmt.Errorf("%w: source %q", ErrInvalidInput, in.Source)
+	}
+	now := s.now().UTC()
+	at := in.OccurredAt
+	if at.IsZero() {
+		at = now
+	}
+	return Sale{
+		TransactionID: in.TransactionID, ProgramID: in.ProgramID, CustomerID: in.CustomerID, PartnerID: in.PartnerID,
+		Amount: money.Amount{Minor: in.AmountCents, Currency: cur}, Test: in.Test, Source: in.Source,
+		OccurredAt: at.UTC(), CreatedAt: now,
+	}, nil
+}
+
+// decideSale decides the commission of a just recorded sale: the result,
+// and the cause when the commission could not be created.
+func (s *Service) decideSale(ctx context.Context, tx Tx, sale Sale, now time.Time) (SaleResult, error, error) {
+	res := SaleResult{Sale: sale}
+	d, err := s.decide(ctx, tx, sale, now)
+	if err != nil {
+		return SaleResult{}, nil, err
+	}
+	res.Commission, res.NoCommission, res.Sale.CommissionState = d.commission, d.state, d.state
+	if d.commission != nil {
+		res.NoCommission = ""
+	}
+	return res, d.cause, nil
+}
+
+// ReserveSale stores a live sale whose attribution is not decided yet: it
+// holds the transaction id (a second sale with it is a *DuplicateSaleError
+// naming this one) but has no event, no commission, and is invisible to
+// refunds and reads until CompleteSale records it or ReleaseSale gives the
+// id back. ref is the caller's JSON to decide the attribution again with:
+// ReservedSales hands it to the backstop when the reserving process died.
+func (s *Service) ReserveSale(ctx context.Context, in SaleInput, ref []byte) (Sale, error) {
+	if in.Test {
+		return Sale{}, fmt.Errorf("%w: a test sale is recorded, never reserved", ErrInvalidInput)
+	}
+	sale, err := s.newSale(in)
+	if err != nil {
+		return Sale{}, err
+	}
+	sale.Reserved, sale.AttributionRef = true, ref
+	err = s.store.Atomic(ctx, func(tx Tx) error {
+		return tx.InsertSale(ctx, &sale)
+	})
+	return sale, err
+}
+
+// CompleteSale records a reserved sale as attributed to customerID and
+// partnerID (0: no partner) and decides its commission, with their events,
+// in one transaction: RecordSale's result and errors. A sale completed
+// before (by the backstop, or a concurrent call) is answered as it stands;
+// one released before is ErrSaleNotFound.
+func (s *Service) CompleteSale(ctx context.Context, saleID, customerID, partnerID int64) (SaleResult, error) {
+	var res SaleResult
+	var cause error
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		res, cause = SaleResult{}, nil
+		sale, err := tx.LockSale(ctx, saleID)
+		if err != nil {
+			return err
+		}
+		if !sale.Reserved {
+			res.Sale = sale
+			res.NoCommission = sale.CommissionState
+			if c, ok, err := tx.SaleCommission(ctx, sale.ID); err != nil {
+				return err
+			} else if ok {
+				res.Commission, res.NoCommission = &c, ""
+			}
+			return nil
+		}
+		sale.CustomerID, sale.PartnerID = customerID, partnerID
+		if err := tx.CompleteSale(ctx, &sale); err != nil {
+			return err
+		}
+		res, cause, err = s.decideSale(ctx, tx, sale, s.now().UTC())
+		return err
+	})
+	if err != nil {
+		return SaleResult{}, err
+	}
+	if cause != nil {
+		return res, &CommissionNotCreatedError{SaleID: res.Sale.ID, Cause: cause}
+	}
+	return res, nil
+}
+
+// ReleaseSale deletes a sale that is still reserved, giving its
+// transaction id back: tracking refused the payment or could not decide.
+// released is false when the sale was completed (or released) meanwhile.
+func (s *Service) ReleaseSale(ctx context.Context, saleID int64) (released bool, err error) {
+	err = s.store.Atomic(ctx, func(tx Tx) error {
+		released, err = tx.DeleteReservedSale(ctx, saleID)
+		return err
+	})
+	return released, err
+}
+
+// ReservedSales lists up to limit sales reserved before olderThan: the ones
+// the backstop decides again.
+func (s *Service) ReservedSales(ctx context.Context, olderThan time.Time, limit int) ([]Sale, error) {
+	return s.store.ReservedSales(ctx, olderThan, limit)
 }
 
 // decision is what decide did: the commission created (or found), the
@@ -341,6 +436,9 @@ func (s *Service) EnsureCommission(ctx context.Context, saleID int64) (EnsureRes
 		sale, err := tx.LockSale(ctx, saleID)
 		if err != nil {
 			return err
+		}
+		if sale.Reserved {
+			return fmt.Errorf("sale %d is reserved, not recorded: %w", saleID, ErrSaleNotFound)
 		}
 		if sale.CommissionState != "" {
 			res.State = sale.CommissionState
@@ -863,7 +961,11 @@ type SaleDetail struct {
 // SaleDetail reads the sale of a transaction id (any program) that is a
 // test sale when test is set, a live one otherwise; ErrSaleNotFound.
 func (s *Service) SaleDetail(ctx context.Context, transactionID string, test bool) (SaleDetail, error) {
-	sale, err := s.store.SaleByTransaction(ctx, 0, transactionID)
+	read := func() (Sale, error) { return s.store.SaleByTransaction(ctx, 0, transactionID) }
+	if test {
+		read = func() (Sale, error) { return s.store.TestSaleByTransaction(ctx, transactionID) }
+	}
+	sale, err := read()
 	if err != nil {
 		return SaleDetail{}, err
 	}

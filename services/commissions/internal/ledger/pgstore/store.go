@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -121,13 +122,16 @@ func (t *tx) CustomerHistory(ctx context.Context, programID, customerID int64) (
 }
 
 const saleColumns = `id, transaction_id, program_id, customer_id, partner_id, amount_cents, currency, refunded_cents,
-	is_test, source, COALESCE(commission_state, ''), occurred_at, created_at`
+	is_test, source, COALESCE(commission_state, ''), reserved, COALESCE(attribution_ref::text, ''), occurred_at, created_at`
 
 func scanSale(row pgx.Row) (ledger.Sale, error) {
 	var s ledger.Sale
-	var cur string
+	var cur, ref string
 	err := row.Scan(&s.ID, &s.TransactionID, &s.ProgramID, &s.CustomerID, &s.PartnerID, &s.Amount.Minor, &cur, &s.RefundedCents,
-		&s.Test, &s.Source, &s.CommissionState, &s.OccurredAt, &s.CreatedAt)
+		&s.Test, &s.Source, &s.CommissionState, &s.Reserved, &ref, &s.OccurredAt, &s.CreatedAt)
+	if ref != "" {
+		s.AttributionRef = []byte(ref)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.Sale{}, ledger.ErrSaleNotFound
 	}
@@ -140,15 +144,20 @@ func scanSale(row pgx.Row) (ledger.Sale, error) {
 // transaction, or one that commits while this one waits on the unique
 // key) is a *ledger.DuplicateSaleError naming that sale.
 func (t *tx) InsertSale(ctx context.Context, s *ledger.Sale) error {
+	var ref *string
+	if s.AttributionRef != nil {
+		r := string(s.AttributionRef)
+		ref = &r
+	}
 	err := t.tx.QueryRow(ctx, `INSERT INTO sales (transaction_id, program_id, customer_id, partner_id, amount_cents, currency,
-			is_test, source, occurred_at, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
-		ON CONFLICT (transaction_id) DO NOTHING RETURNING id`,
+			is_test, source, reserved, attribution_ref, occurred_at, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12)
+		ON CONFLICT (is_test, transaction_id) DO NOTHING RETURNING id`,
 		s.TransactionID, s.ProgramID, s.CustomerID, s.PartnerID, s.Amount.Minor, string(s.Amount.Currency),
-		s.Test, s.Source, s.OccurredAt, s.CreatedAt).Scan(&s.ID)
+		s.Test, s.Source, s.Reserved, ref, s.OccurredAt, s.CreatedAt).Scan(&s.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var prev int64
-		if err := t.tx.QueryRow(ctx, `SELECT id FROM sales WHERE transaction_id = $1`, s.TransactionID).Scan(&prev); err != nil {
+		if err := t.tx.QueryRow(ctx, `SELECT id FROM sales WHERE transaction_id = $1 AND is_test = $2`, s.TransactionID, s.Test).Scan(&prev); err != nil {
 			return fmt.Errorf("load duplicate sale %q: %w", s.TransactionID, err)
 		}
 		return &ledger.DuplicateSaleError{SaleID: prev}
@@ -156,6 +165,40 @@ func (t *tx) InsertSale(ctx context.Context, s *ledger.Sale) error {
 	if err != nil {
 		return fmt.Errorf("store sale %q: %w", s.TransactionID, err)
 	}
+	if s.Reserved {
+		// Its event is written when it is completed (CompleteSale).
+		return nil
+	}
+	return t.publishSale(ctx, s)
+}
+
+// CompleteSale turns a reserved sale into a recorded one with its
+// attribution, and writes its event; a sale no longer reserved is
+// ledger.ErrSaleNotFound.
+func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
+	tag, err := t.tx.Exec(ctx, `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3 WHERE id = $1 AND reserved`,
+		s.ID, s.CustomerID, s.PartnerID)
+	if err != nil {
+		return fmt.Errorf("complete sale %d: %w", s.ID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("complete sale %d: not reserved: %w", s.ID, ledger.ErrSaleNotFound)
+	}
+	s.Reserved = false
+	return t.publishSale(ctx, s)
+}
+
+// DeleteReservedSale deletes a sale that is still reserved; deleted false
+// when it is not (completed, or deleted before).
+func (t *tx) DeleteReservedSale(ctx context.Context, id int64) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `DELETE FROM sales WHERE id = $1 AND reserved`, id)
+	if err != nil {
+		return false, fmt.Errorf("release sale %d: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (t *tx) publishSale(ctx context.Context, s *ledger.Sale) error {
 	return t.publish(ctx, eventsv1.TypeLedgerSaleRecorded, s.ProgramID, s.CreatedAt, &eventsv1.LedgerSaleRecorded{
 		SaleId: s.ID, TransactionId: s.TransactionID, ProgramId: s.ProgramID, CustomerId: s.CustomerID, PartnerId: s.PartnerID,
 		AmountCents: s.Amount.Minor, Currency: string(s.Amount.Currency), IsTest: s.Test, Source: s.Source, OccurredAt: ts(s.OccurredAt),
@@ -175,7 +218,8 @@ func (t *tx) LockSale(ctx context.Context, id int64) (ledger.Sale, error) {
 // programID (0: any).
 func (t *tx) LockSaleByTransaction(ctx context.Context, programID int64, transactionID string) (ledger.Sale, error) {
 	s, err := scanSale(t.tx.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales
-		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) FOR UPDATE`, transactionID, programID))
+		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved
+		ORDER BY is_test LIMIT 1 FOR UPDATE`, transactionID, programID))
 	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
 		return s, fmt.Errorf("lock sale %q: %w", transactionID, err)
 	}
@@ -508,11 +552,58 @@ func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) err
 // SaleByTransaction reads a sale by transaction id in programID (0: any).
 func (s *Store) SaleByTransaction(ctx context.Context, programID int64, transactionID string) (ledger.Sale, error) {
 	sale, err := scanSale(s.pool.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales
-		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint)`, transactionID, programID))
+		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved
+		ORDER BY is_test LIMIT 1`, transactionID, programID))
 	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
 		return sale, fmt.Errorf("load sale %q: %w", transactionID, err)
 	}
 	return sale, err
+}
+
+// LookupKeyByHash finds a program API key in the catalog replica (the sale
+// and refund routes' apikey.Store).
+func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
+	var k apikey.Key
+	err := s.pool.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline, revoked
+		FROM api_keys WHERE key_hash = $1`, hash).
+		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.Revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apikey.Key{}, apikey.ErrKeyNotFound
+	}
+	if err != nil {
+		return apikey.Key{}, fmt.Errorf("look up api key: %w", err)
+	}
+	return k, nil
+}
+
+// TestSaleByTransaction reads the test sale of a transaction id.
+func (s *Store) TestSaleByTransaction(ctx context.Context, transactionID string) (ledger.Sale, error) {
+	sale, err := scanSale(s.pool.QueryRow(ctx, `SELECT `+saleColumns+` FROM sales
+		WHERE transaction_id = $1 AND is_test`, transactionID))
+	if err != nil && !errors.Is(err, ledger.ErrSaleNotFound) {
+		return sale, fmt.Errorf("load test sale %q: %w", transactionID, err)
+	}
+	return sale, err
+}
+
+// ReservedSales lists up to limit sales reserved before olderThan, oldest
+// first.
+func (s *Store) ReservedSales(ctx context.Context, olderThan time.Time, limit int) ([]ledger.Sale, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+saleColumns+` FROM sales WHERE reserved AND created_at < $1
+		ORDER BY created_at, id LIMIT $2`, olderThan, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reserved sales: %w", err)
+	}
+	defer rows.Close()
+	var out []ledger.Sale
+	for rows.Next() {
+		sale, err := scanSale(rows)
+		if err != nil {
+			return nil, fmt.Errorf("reserved sales: %w", err)
+		}
+		out = append(out, sale)
+	}
+	return out, rows.Err()
 }
 
 // Commission reads a commission.
@@ -529,7 +620,7 @@ func (s *Store) Commission(ctx context.Context, id int64) (ledger.Commission, er
 
 // SalesWithoutCommission lists undecided sales created before olderThan.
 func (s *Store) SalesWithoutCommission(ctx context.Context, olderThan time.Time, limit int) ([]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM sales WHERE commission_state IS NULL AND created_at < $1
+	rows, err := s.pool.Query(ctx, `SELECT id FROM sales WHERE commission_state IS NULL AND NOT reserved AND created_at < $1
 		ORDER BY created_at, id LIMIT $2`, olderThan, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sales without commission: %w", err)
@@ -642,7 +733,7 @@ func (s *Store) OldestDueSince(ctx context.Context, now time.Time) (time.Time, b
 func (s *Store) CountSalesWithoutCommission(ctx context.Context, olderThan time.Time) (int64, error) {
 	var n int64
 	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM sales
-		WHERE commission_state IS NULL AND created_at < $1`, olderThan).Scan(&n); err != nil {
+		WHERE commission_state IS NULL AND NOT reserved AND created_at < $1`, olderThan).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sales without commission: %w", err)
 	}
 	return n, nil
