@@ -129,6 +129,11 @@ func (c *client) sale(body map[string]any, headers ...string) reply {
 	return c.do("POST", "/api/v1/track/sale", body, headers...)
 }
 
+func (c *client) refund(body map[string]any, headers ...string) reply {
+	c.t.Helper()
+	return c.do("POST", "/api/v1/track/refund", body, headers...)
+}
+
 // want fails the test unless the status is status.
 func (r reply) want(t *testing.T, status int) reply {
 	t.Helper()

@@ -51,6 +51,27 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 		if dup.str("error", "code") != "duplicate_transaction" || dup.get("error", "details", "sale_id") == nil {
 			t.Fatalf("409: %s", dup.raw)
 		}
+		// The demo program pays 20% with no hold: an approved commission
+		// of 9.80; refunding 10.00 of 49.00 takes back 2.00 of it.
+		if sale.str("commission", "status") != "approved" || sale.get("commission", "amount") != 9.8 || sale.str("commission", "currency") != "USD" {
+			t.Fatalf("sale commission: %s", sale.raw)
+		}
+		commissionID := sale.get("commission", "id")
+		refundID := uniqueID("re")
+		ref := brand.refund(map[string]any{"transaction_id": txn, "refund_amount_cents": 1000, "refund_id": refundID, "reason": "refund"}).want(t, 200)
+		if ref.body["success"] != true || ref.str("status") != "refunded" || ref.get("deductionAmount") != 2.0 || ref.get("commission_id") != commissionID {
+			t.Fatalf("refund: %s", ref.raw)
+		}
+		again := brand.refund(map[string]any{"transaction_id": txn, "refund_amount_cents": 1000, "refund_id": refundID}).want(t, 200)
+		if again.str("status") != "skipped" || again.str("reason") != "refund already applied" || again.get("commission_id") != commissionID {
+			t.Fatalf("refund again: %s", again.raw)
+		}
+		brand.refund(map[string]any{"transaction_id": uniqueID("txn")}).wantPlatformError(t, 404, "NotFoundError", "Sale not found for transaction_id")
+		brand.refund(map[string]any{"transaction_id": txn, "reason": "oops"}).wantPlatformError(t, 400, "BadRequestError", "reason must be refund or chargeback")
+		test := next().withKey(s.TestKey).do("POST", "/api/v1/track/refund", `not even json`).want(t, 200)
+		if test.body["success"] != true || test.body["test"] != true || len(test.body) != 2 {
+			t.Fatalf("test key refund: %s", test.raw)
+		}
 	})
 
 	t.Run("track click error rows", func(t *testing.T) {
@@ -64,7 +85,7 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 
 	t.Run("a wrong Content-Type is a 400 on every JSON route", func(t *testing.T) {
 		c := next().withKey(s.LiveKey)
-		for _, path := range []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", "/api/v1/track/sale", "/api/v1/cli/init", "/api/v1/cli/test-event"} {
+		for _, path := range []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", "/api/v1/track/sale", "/api/v1/track/refund", "/api/v1/cli/init", "/api/v1/cli/test-event"} {
 			r := c.do("POST", path, nil, "Content-Type", "text/plain")
 			if r.status == 200 {
 				t.Fatalf("%s accepted text/plain without a body: %s", path, r.raw)
@@ -298,9 +319,13 @@ func TestSaleLimitPerKey(t *testing.T) {
 		var passed []reply
 		for i := 0; i < 120; i++ {
 			c := newClient(t, s, fmt.Sprintf("198.51.100.%d", i%200+1)).withKey(s.LiveKey)
-			r := c.sale(body())
-			if r.status != 400 || r.header.Get("X-RateLimit-Limit") != "120" {
-				t.Fatalf("sale %d: %d %v %s", i+1, r.status, r.header, r.raw)
+			// Sales and refunds share the key's one bucket.
+			r, want := c.sale(body()), 400
+			if i%2 == 1 {
+				r, want = c.refund(map[string]any{"transaction_id": uniqueID("txn")}), 404
+			}
+			if r.status != want || r.header.Get("X-RateLimit-Limit") != "120" {
+				t.Fatalf("call %d: %d %v %s", i+1, r.status, r.header, r.raw)
 			}
 			passed = append(passed, r)
 		}

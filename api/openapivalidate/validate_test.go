@@ -40,6 +40,7 @@ var wantOperations = []string{
 	"POST /api/v1/track/click",
 	"POST /api/v1/track/lead",
 	"POST /api/v1/track/sale",
+	"POST /api/v1/track/refund",
 	"POST /api/v1/track/visit",
 	"POST /api/v1/webhooks/processor",
 }
