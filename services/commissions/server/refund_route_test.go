@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -274,6 +275,11 @@ func TestRefundRoute(t *testing.T) {
 		if ns[0].Kind != "commission_reversed" || ns[1].Kind != "commission_refunded" {
 			t.Fatalf("notifications %+v, want reversed then refunded (newest first)", ns)
 		}
+		// The partner's notification names the sale, the reason and the
+		// amount (the issue: "amount, reason, sale").
+		if pl := ns[1].Payload; !hasValue(pl, "damaged") || !(hasValue(pl, txn) || hasValue(pl, float64(c.ID))) || !hasValue(pl, float64(250)) {
+			t.Fatalf("notification payload %v, want the reason, the sale and the 250 deducted", pl)
+		}
 	})
 
 	t.Run("without refund_id the same amount again is a retry; omitted amount refunds what is left", func(t *testing.T) {
@@ -467,6 +473,36 @@ func TestRefundRoute(t *testing.T) {
 		}
 		s.waitNotifications(t, "partners", p.partner, 34)
 	})
+
+	// Alone (the parallel subtests above wait until this function returns):
+	// it breaks the notifications table for a moment.
+	t.Run("notifications never change the response: refunded even when the notification cannot be written", func(t *testing.T) {
+		p := s.program(t, nil)
+		txn, c := s.approvedSale(t, p, 10000)
+		pool := s.st.Instance("commissions").Platform().Pool
+		ctx := context.Background()
+		if _, err := pool.Exec(ctx, `ALTER TABLE notifications RENAME TO notifications_away`); err != nil {
+			t.Fatal(err)
+		}
+		r := s.refund(t, p.key, refundOf(txn, 0, nil))
+		if _, err := pool.Exec(ctx, `ALTER TABLE notifications_away RENAME TO notifications`); err != nil {
+			t.Fatal(err)
+		}
+		wantRefund(t, r, "reversed", 10, c.ID)
+		if got := s.balances(t, p.partner); got != "USD 0/0/0" {
+			t.Fatalf("balances %q, want USD 0/0/0", got)
+		}
+	})
+}
+
+// hasValue reports whether one of m's values is v.
+func hasValue(m map[string]any, v any) bool {
+	for _, x := range m {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
 
 // Sale and refund count against one bucket per API key (spec: Limits,

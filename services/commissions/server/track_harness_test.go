@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
+	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
@@ -24,6 +25,7 @@ import (
 // gateway: every call of these tests (click, lead, sale, refund and the
 // admin API) goes through the gateway's URL, as a client's would.
 type trackStack struct {
+	st    *stack.Stack // for fault injection only; calls go through gw
 	gw    string
 	clock *platformtest.Clock
 	http  *http.Client
@@ -37,9 +39,12 @@ type trackStack struct {
 // trackEnv lifts the per-IP and per-token limits (click, lead, failed
 // authentications, admin, sale) out of the way: the stack's clock may stand
 // still, so a window never rolls over on its own. A test of a limit sets
-// its own value on top.
+// its own value on top. Each service's pool is kept small: several stacks
+// (and other packages' tests) share one Postgres server and its 100
+// connections.
 func trackEnv(extra map[string]string) map[string]string {
 	return platformtest.With(map[string]string{
+		"DB_MAX_CONNS":           "6",
 		"TRACK_CLICK_RATE_LIMIT": "1000000",
 		"TRACK_LEAD_RATE_LIMIT":  "1000000",
 		"FAILED_AUTH_RATE_LIMIT": "1000000",
@@ -58,7 +63,7 @@ func startTrack(t *testing.T, clock *platformtest.Clock, env map[string]string) 
 	t.Cleanup(gw.Close)
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &trackStack{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
+	return &trackStack{st: st, gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
 }
 
 // uniq is a fresh suffix for names, codes and transaction ids.
