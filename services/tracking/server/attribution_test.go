@@ -180,7 +180,7 @@ func TestAttributionDecisions(t *testing.T) {
 		t.Run("another program's replay of the id: 409, nothing written", func(t *testing.T) {
 			rows := s.attrRows()
 			r := s.attribute(attrBody(f.progBrowser, clock.Now(), map[string]any{"transaction_id": body["transaction_id"], "click_id": cid}))
-			wantSaleError(t, r, 409, "ConflictError", "duplicate_transaction", "transaction_id was already decided for another program")
+			wantCodedError(t, r, 409, "ConflictError", "duplicate_transaction", "transaction_id was already decided for another program")
 			if after := s.attrRows(); after != rows {
 				t.Fatalf("rows %v -> %v", rows, after)
 			}
@@ -197,6 +197,9 @@ func TestAttributionDecisions(t *testing.T) {
 			if c2 := s.customer(cid); !c2.first.Equal(*c.first) {
 				t.Fatalf("first purchase moved: %v -> %v", c.first, c2.first)
 			}
+			// A converted customer cannot go back to lead.
+			wantPlatformError(t, s.lead(map[string]any{"click_id": cid}, bearer(f.keyServer)...), 400, "BadRequestError",
+				"Customer status cannot be updated to lead. Current status: conversion")
 		})
 	})
 
@@ -204,6 +207,18 @@ func TestAttributionDecisions(t *testing.T) {
 		cid := s.click(f.codeA, nil)
 		wantSettled(t, s.lead(map[string]any{"click_id": cid, "customer_key": "attr-key"}, bearer(f.keyServer)...))
 		s.wantAttributed(t, s.attribute(attrBody(f.progServer, clock.Now(), map[string]any{"customer_key": "attr-key"})), cid, f.partner1, "conversion", false)
+	})
+
+	t.Run("click without a lead: attributed, converts without a signup date", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		paid := clock.Now()
+		d := s.wantAttributed(t, s.attribute(attrBody(f.progServer, paid, map[string]any{"click_id": cid})), cid, f.partner1, "conversion", false)
+		if d["first_purchase_date"] != paid.UTC().Format(time.RFC3339) {
+			t.Fatalf("first_purchase_date %v, want %s", d["first_purchase_date"], paid.UTC().Format(time.RFC3339))
+		}
+		if c := s.customer(cid); c.status != "conversion" || c.signup != nil || c.first == nil || !c.first.Equal(paid) {
+			t.Fatalf("customer %+v", c)
+		}
 	})
 
 	t.Run("attributed by email_hash and processor_customer_id (processor source); the processor id is saved", func(t *testing.T) {
@@ -292,7 +307,7 @@ func TestAttributionDecisions(t *testing.T) {
 			before := s.attrRows()
 			body := attrBody(f.progServer, clock.Now(), extra)
 			for i := 0; i < 2; i++ {
-				wantSaleError(t, s.attribute(body), 404, "NotFoundError", "customer_not_found", "Customer not found. Provide customer_key or click_id.")
+				wantCodedError(t, s.attribute(body), 404, "NotFoundError", "customer_not_found", "Customer not found. Provide customer_key or click_id.")
 			}
 			if after := s.attrRows(); after != before || s.attributionStored(body["transaction_id"]) != 0 {
 				t.Fatalf("rows %v -> %v", before, after)
@@ -301,7 +316,7 @@ func TestAttributionDecisions(t *testing.T) {
 		// The customer tracked later gets a decision under the same id.
 		cid := s.click(f.codeA, nil)
 		body := attrBody(f.progServer, clock.Now(), map[string]any{"click_id": "cust_3_3"})
-		wantSaleError(t, s.attribute(body), 404, "NotFoundError", "customer_not_found", "Customer not found. Provide customer_key or click_id.")
+		wantCodedError(t, s.attribute(body), 404, "NotFoundError", "customer_not_found", "Customer not found. Provide customer_key or click_id.")
 		body["click_id"] = cid
 		s.wantAttributed(t, s.attribute(body), cid, f.partner1, "conversion", false)
 	})
@@ -309,7 +324,7 @@ func TestAttributionDecisions(t *testing.T) {
 	t.Run("unknown program: 400, nothing stored", func(t *testing.T) {
 		cid := s.click(f.codeA, nil)
 		before := s.attrRows()
-		wantSaleError(t, s.attribute(attrBody(999999, clock.Now(), map[string]any{"click_id": cid})), 400, "BadRequestError",
+		wantCodedError(t, s.attribute(attrBody(999999, clock.Now(), map[string]any{"click_id": cid})), 400, "BadRequestError",
 			"invalid_request", "Unknown program_id")
 		if after := s.attrRows(); after != before {
 			t.Fatalf("rows %v -> %v", before, after)
@@ -327,7 +342,7 @@ func TestAttributionDecisions(t *testing.T) {
 		if _, err := s.pool.Exec(ctx, `ALTER TABLE attributions_away RENAME TO attributions`); err != nil {
 			t.Fatal(err)
 		}
-		wantSaleError(t, r, 500, "InternalServerError", "internal_error", "Attribution failed")
+		wantCodedError(t, r, 500, "InternalServerError", "internal_error", "Attribution failed")
 		if c := s.customer(cid); c.status != "click" || c.saleAt != nil {
 			t.Fatalf("a failed decision moved the customer: %+v", c)
 		}
@@ -354,8 +369,19 @@ func TestAttributionDecisions(t *testing.T) {
 		wantSettled(t, s.lead(map[string]any{"click_id": late}, bearer(f.keyBrowser)...))
 		before := s.customer(late)
 		wantRefused(t, s.attribute(attrBody(f.progBrowser, clock.Now(), map[string]any{"click_id": late})), late, window, false)
-		if c := s.customer(late); !reflect.DeepEqual(c, before) {
+		if c := s.customer(late); !reflect.DeepEqual(c, before) || c.status != "lead" {
 			t.Fatalf("refusal moved the customer: %+v -> %+v", before, c)
+		}
+
+		// A lead settled within the window makes its signup the reference:
+		// a payment long past the window is attributed, lead to conversion.
+		early := s.click(f.codeB, nil)
+		clock.Advance(29 * 24 * time.Hour)
+		wantSettled(t, s.lead(map[string]any{"click_id": early}, bearer(f.keyBrowser)...))
+		clock.Advance(60 * 24 * time.Hour)
+		s.wantAttributed(t, s.attribute(attrBody(f.progBrowser, clock.Now(), map[string]any{"click_id": early})), early, f.partner1, "conversion", false)
+		if c := s.customer(early); c.status != "conversion" || c.signup == nil || c.first == nil || !c.first.Equal(clock.Now().Truncate(time.Second)) {
+			t.Fatalf("customer %+v", c)
 		}
 	})
 }
@@ -480,7 +506,7 @@ func TestAttributionAuthAndValidation(t *testing.T) {
 		t.Run(row.name, func(t *testing.T) {
 			before, beforeAttr := s.rows(), s.attrRows()
 			r := s.call("POST", "/internal/v1/attributions", row.body, row.headers...)
-			wantSaleError(t, r, row.status, row.errName, row.code, row.message)
+			wantCodedError(t, r, row.status, row.errName, row.code, row.message)
 			if after, afterAttr := s.rows(), s.attrRows(); after != before || afterAttr != beforeAttr {
 				t.Fatalf("refused request wrote rows: %v %v -> %v %v", before, beforeAttr, after, afterAttr)
 			}
@@ -514,7 +540,7 @@ func TestAttributionNotConfigured(t *testing.T) {
 	s := startStack(t, map[string]string{"INTERNAL_TOKEN": ""})
 	for _, h := range [][]string{bearer(internalToken), bearer(""), {}} {
 		r := s.call("POST", "/internal/v1/attributions", jsonBody(attrBody(1, time.Now(), map[string]any{"click_id": "cust_1_1"})), h...)
-		wantSaleError(t, r, 503, "ServiceUnavailableError", "not_configured", "internal API not configured")
+		wantCodedError(t, r, 503, "ServiceUnavailableError", "not_configured", "internal API not configured")
 	}
 	if n := s.count(`SELECT count(*) FROM attributions`); n != 0 {
 		t.Fatalf("%d decisions stored", n)

@@ -21,17 +21,13 @@ type Config struct {
 	GeoIPDB string `env:"GEOIP_DB"`
 	// APIKeyDocsURL is the docs_url of key rotation warnings.
 	APIKeyDocsURL string `env:"API_KEY_DOCS_URL"`
-	// Per-minute rate limits (the spec's Limits table): per client IP, and
-	// for the sale route per API key.
+	// Per-minute rate limits per client IP (the spec's Limits table; the
+	// sale route's per-key limit, TRACK_SALE_RATE_LIMIT, is the commissions
+	// service's).
 	ClickRateLimit  int `env:"TRACK_CLICK_RATE_LIMIT"`
 	LeadRateLimit   int `env:"TRACK_LEAD_RATE_LIMIT"`
 	VisitRateLimit  int `env:"TRACK_VISIT_RATE_LIMIT"`
 	ConfigRateLimit int `env:"TRACK_CONFIG_RATE_LIMIT"`
-	SaleRateLimit   int `env:"TRACK_SALE_RATE_LIMIT"`
-	// FailedAuthRateLimit is how many failed authentications (401s) a
-	// client IP (IPv6: its /64) may cause a minute on the routes that check
-	// a Bearer key; past it, 429 before any key lookup.
-	FailedAuthRateLimit int `env:"FAILED_AUTH_RATE_LIMIT"`
 	// ProcessorWebhookSecret signs payment-processor deliveries; empty: the
 	// webhook route is not served. A secret: never logged.
 	ProcessorWebhookSecret string `env:"PROCESSOR_WEBHOOK_SECRET"`
@@ -56,8 +52,6 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		LeadRateLimit:          env.Int("TRACK_LEAD_RATE_LIMIT", 30),
 		VisitRateLimit:         env.Int("TRACK_VISIT_RATE_LIMIT", 120),
 		ConfigRateLimit:        env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
-		SaleRateLimit:          env.Int("TRACK_SALE_RATE_LIMIT", 120),
-		FailedAuthRateLimit:    env.Int("FAILED_AUTH_RATE_LIMIT", 30),
 		ProcessorWebhookSecret: env.String("PROCESSOR_WEBHOOK_SECRET", ""),
 		ClickWriters:           env.Int("CLICK_WRITERS", 2),
 		ClickGroupMax:          env.Int("CLICK_GROUP_MAX", 64),
@@ -77,7 +71,7 @@ func (c Config) validate() error {
 	}{
 		{"TRACK_CLICK_RATE_LIMIT", c.ClickRateLimit}, {"TRACK_LEAD_RATE_LIMIT", c.LeadRateLimit},
 		{"TRACK_VISIT_RATE_LIMIT", c.VisitRateLimit}, {"TRACK_CONFIG_RATE_LIMIT", c.ConfigRateLimit},
-		{"TRACK_SALE_RATE_LIMIT", c.SaleRateLimit}, {"FAILED_AUTH_RATE_LIMIT", c.FailedAuthRateLimit}, {"CLICK_WRITERS", c.ClickWriters}, {"CLICK_GROUP_MAX", c.ClickGroupMax},
+		{"CLICK_WRITERS", c.ClickWriters}, {"CLICK_GROUP_MAX", c.ClickGroupMax},
 	} {
 		if x.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d is not a positive number", x.name, x.v))

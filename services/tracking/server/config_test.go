@@ -71,7 +71,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := Config{
 			APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ClickRateLimit: 60, LeadRateLimit: 30, VisitRateLimit: 120,
-			ConfigRateLimit: 60, SaleRateLimit: 120, FailedAuthRateLimit: 30, ClickWriters: 2, ClickGroupMax: 64,
+			ConfigRateLimit: 60, ClickWriters: 2, ClickGroupMax: 64,
 		}
 		if cfg != want {
 			t.Fatalf("got %+v, want %+v", cfg, want)
@@ -80,8 +80,7 @@ func TestLoadConfig(t *testing.T) {
 	t.Run("every variable is read", func(t *testing.T) {
 		cfg, err := LoadConfig(env(map[string]string{
 			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
-			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4", "TRACK_SALE_RATE_LIMIT": "5",
-			"FAILED_AUTH_RATE_LIMIT":   "8",
+			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4",
 			"PROCESSOR_WEBHOOK_SECRET": "whsec", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": "itok",
 		}))
 		if err != nil {
@@ -89,7 +88,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := Config{
 			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
-			VisitRateLimit: 3, ConfigRateLimit: 4, SaleRateLimit: 5, FailedAuthRateLimit: 8, ProcessorWebhookSecret: "whsec", ClickWriters: 6, ClickGroupMax: 7,
+			VisitRateLimit: 3, ConfigRateLimit: 4, ProcessorWebhookSecret: "whsec", ClickWriters: 6, ClickGroupMax: 7,
 			InternalToken: "itok",
 		}
 		if cfg != want {

@@ -245,3 +245,65 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func bearer(k string) []string { return []string{"Authorization", "Bearer " + k} }
+
+// wantCodedError checks the platform envelope with an error.code (the
+// internal attributions route's).
+func wantCodedError(t *testing.T, r reply, status int, name, code, message string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d: %s", r.status, status, r.raw)
+	}
+	if d, ok := r.body["data"]; !ok || d != nil {
+		t.Fatalf("platform envelope needs data:null: %s", r.raw)
+	}
+	e, _ := r.body["error"].(map[string]any)
+	if e == nil || e["status"] != float64(status) || e["name"] != name || e["code"] != code || e["message"] != message {
+		t.Fatalf("error %s, want %d %s %s %q", r.raw, status, name, code, message)
+	}
+	if _, ok := e["details"].(map[string]any); !ok {
+		t.Fatalf("details must be an object: %s", r.raw)
+	}
+	if r.header.Get("X-Request-ID") == "" {
+		t.Fatal("missing X-Request-ID")
+	}
+}
+
+type customerRow struct {
+	status        string
+	signup, first *time.Time
+	saleAt        *time.Time
+	processorID   *string
+}
+
+func (s *stack) customer(clickID string) customerRow {
+	s.t.Helper()
+	var c customerRow
+	if err := s.pool.QueryRow(context.Background(), `SELECT status, signup_date, first_purchase_date, sale_recorded_at, processor_customer_id
+		FROM customers WHERE click_id = $1`, clickID).Scan(&c.status, &c.signup, &c.first, &c.saleAt, &c.processorID); err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// saleRows counts what a payment may write (processor events record
+// sales here until they move to the commissions service).
+func (s *stack) saleRows() [4]int {
+	return [4]int{
+		s.count(`SELECT count(*) FROM sales`),
+		s.count(`SELECT count(*) FROM outbox WHERE event_type = 'tracking.sale.recorded'`),
+		s.count(`SELECT count(*) FROM customers WHERE status = 'conversion' OR sale_recorded_at IS NOT NULL`),
+		s.count(`SELECT count(*) FROM lead_events WHERE status = 'settled'`),
+	}
+}
+
+// ageCustomer moves a customer's first click into the past: the only way
+// to have a click older than the attribution window without waiting.
+func (s *stack) ageCustomer(clickID string, age time.Duration) {
+	s.t.Helper()
+	if _, err := s.pool.Exec(context.Background(), `UPDATE customers SET created_at = now() - $2::interval WHERE click_id = $1`,
+		clickID, fmt.Sprintf("%d seconds", int(age.Seconds()))); err != nil {
+		s.t.Fatal(err)
+	}
+}

@@ -104,8 +104,10 @@ func TestLeadCustomerRows(t *testing.T) {
 		})
 	})
 
-	// The rows driven by a sale (provisional lead + sale, then a Bearer
-	// lead; lead to conversion) are in sale_test.go, through the sale route.
+	// The rows driven by a payment (provisional lead + sale, then a Bearer
+	// lead; lead to conversion; conversion, then a lead) are in
+	// attribution_test.go, through the internal attributions route the
+	// commissions service's sale route asks.
 
 	t.Run("empty token after Bearer is browser mode", func(t *testing.T) {
 		cid := s.click(f.codeA, nil)

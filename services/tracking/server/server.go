@@ -81,8 +81,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	limiters, err := httpapi.NewLimiters(httpapi.Limits{
-		Click: cfg.ClickRateLimit, Lead: cfg.LeadRateLimit, Visit: cfg.VisitRateLimit, Config: cfg.ConfigRateLimit, Sale: cfg.SaleRateLimit,
-		FailedAuth: cfg.FailedAuthRateLimit,
+		Click: cfg.ClickRateLimit, Lead: cfg.LeadRateLimit, Visit: cfg.VisitRateLimit, Config: cfg.ConfigRateLimit,
 	}, p.Now)
 	if err != nil {
 		return nil, err

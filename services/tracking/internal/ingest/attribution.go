@@ -16,7 +16,7 @@ const (
 )
 
 // RefusalNoAttribution is the refusal code of every attribution refusal
-// (the sale route's error.code for the same rules).
+// (the Track sale table's error.code for the same rules).
 const RefusalNoAttribution = "no_attribution"
 
 // MsgAttributionOtherProgram answers a transaction id already decided for
@@ -102,7 +102,7 @@ func Refusal(err error) (code, message string) {
 }
 
 // Attribute decides, once per transaction id, whether a payment is
-// attributed to the customer's first partner, with the sale route's rules
+// attributed to the customer's first partner, with the payment rules
 // (attribute), and moves the customer as a sale would (lead settled,
 // conversion), without recording a sale: the commissions service records
 // it. A later call with the same id gets the stored decision.

@@ -21,13 +21,13 @@ var (
 	// ErrLinkDisabled: a click on a link the partner turned off (410, the
 	// typed link_disabled envelope with a hint).
 	ErrLinkDisabled = fmt.Errorf("referral link disabled: %w", errkind.Gone)
-	// ErrNoAttribution: a sale whose customer cannot be credited to a
-	// partner of the key's program (400, code no_attribution).
+	// ErrNoAttribution: a payment whose customer cannot be credited to a
+	// partner of the program (an attribution refused with code
+	// no_attribution).
 	ErrNoAttribution = fmt.Errorf("no attribution: %w", errkind.Invalid)
-	// ErrDuplicate: the transaction id already names a sale (409).
+	// ErrDuplicate: the transaction id already names a sale or a decision
+	// (409).
 	ErrDuplicate = fmt.Errorf("duplicate transaction: %w", errkind.Conflict)
-	// ErrUnsupported: a sale currency outside USD, EUR and VND (422).
-	ErrUnsupported = fmt.Errorf("unsupported currency: %w", errkind.Unprocessable)
 )
 
 // Error is a business failure with the exact message the client sees.
@@ -85,7 +85,6 @@ const (
 type Key struct {
 	ID        int64
 	ProgramID int64
-	Test      bool
 	// Usable is false for a key past its rotation deadline: it still names
 	// its program, but grants nothing.
 	Usable bool
@@ -262,7 +261,6 @@ type Store interface {
 	// req.Event the processor event is stored in the same transaction,
 	// whatever the outcome; a decision that is Refused writes only that.
 	Pay(ctx context.Context, req PaymentRequest, decide func(Customer) (PaymentDecision, error)) (PaymentResult, error)
-	RecordTestSale(ctx context.Context, rec TestSaleRecord) (int64, error)
 	// Attribute answers the decision stored under req.TransactionID if
 	// there is one (Replayed). Otherwise it resolves req.Ref to a customer
 	// (locked), passes it to decide, applies what decide returns as Pay

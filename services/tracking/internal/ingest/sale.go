@@ -1,27 +1,24 @@
 package ingest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/svc-dev/svc/libs/errkind"
 )
 
-// The sale route's messages (the specification's Track sale table) and ours
+// The attribution rules' messages (the specification's Track sale table,
+// now answered by the commissions service with tracking's refusal) and ours
 // where it is silent.
 const (
 	MsgSaleCustomerNotFound = "Customer not found. Provide customer_key or click_id."
 	MsgSaleOtherProgram     = "No affiliate attribution found for this customer in this program"
 	MsgSaleNoPartnerProgram = "No partner-program relationship found for this customer"
 	MsgSaleDuplicate        = "Duplicate transaction_id. This sale has already been recorded."
-	MsgSaleTracked          = "Sale tracked successfully"
-	MsgTestSale             = "Test sale recorded"
 	msgSaleOutsideWindowFmt = "No affiliate attribution: the customer's click is more than %d days (the program's attribution window) older than its signup or this payment"
 )
 
-// Sale sources.
+// Sale sources: a sale the brand's server sent (the commissions service's
+// sale route) or a payment-processor event.
 const (
 	SourceAPI       = "api"
 	SourceProcessor = "processor"
@@ -32,31 +29,6 @@ const (
 	customerStatusLead       = "lead"
 	customerStatusConversion = "conversion"
 )
-
-// SaleInput is a decoded, shape-checked sale request.
-type SaleInput struct {
-	Key               *Key // always set: the route requires a key
-	TransactionID     string
-	AmountCents       int64
-	Currency          string
-	OccurredAt        time.Time // the request time when not sent
-	Provider          string
-	ProviderPaymentID string
-	Livemode          *bool
-	ClickID           string
-	CustomerKey       string
-	TestMode          bool
-}
-
-// SaleOutput answers a sale.
-type SaleOutput struct {
-	SaleID         int64
-	TransactionID  string
-	CustomerStatus string
-	ClickID        string
-	Message        string
-	Test           *TestEvent
-}
 
 // SaleRef names the customer a payment is for. Lookups are tried in the
 // order of the fields; ClickID matches in any program (so a customer of
@@ -128,65 +100,6 @@ type ProcessorEvent struct {
 	ProgramID int64
 	Payload   []byte
 	Outcome   string
-}
-
-// TestSaleRecord stores a test sale: no attribution, no commission.
-type TestSaleRecord struct {
-	ProgramID  int64
-	CustomerID int64 // 0 when no customer of the program was named
-	ClickID    string
-	Sale       SaleWrite
-	At         time.Time
-}
-
-func (s *service) Sale(ctx context.Context, in SaleInput) (SaleOutput, error) {
-	if in.Key == nil {
-		return SaleOutput{}, fail(errkind.Unauthenticated, "Invalid API token")
-	}
-	sale := SaleWrite{
-		TransactionID: in.TransactionID, AmountCents: in.AmountCents, Currency: in.Currency, OccurredAt: in.OccurredAt.UTC(),
-		Provider: in.Provider, ProviderPaymentID: in.ProviderPaymentID, Livemode: in.Livemode, Source: SourceAPI, APIKeyID: in.Key.ID,
-	}
-	if in.TestMode || in.Key.Test {
-		return s.testSale(ctx, in, sale)
-	}
-	if in.ClickID == "" && in.CustomerKey == "" {
-		return SaleOutput{}, fail(ErrNoAttribution, MsgSaleCustomerNotFound)
-	}
-	programID := in.Key.ProgramID
-	res, err := s.store.Pay(ctx, PaymentRequest{
-		Ref:           SaleRef{ProgramID: programID, ClickID: in.ClickID, CustomerKey: in.CustomerKey},
-		TransactionID: sale.TransactionID, At: s.now().UTC(),
-	}, func(c Customer) (PaymentDecision, error) {
-		return attribute(c, programID, &sale, false)
-	})
-	if err != nil {
-		return SaleOutput{}, err
-	}
-	if !res.Found {
-		return SaleOutput{}, fail(ErrNoAttribution, MsgSaleCustomerNotFound)
-	}
-	return SaleOutput{SaleID: res.SaleID, TransactionID: sale.TransactionID, CustomerStatus: res.CustomerStatus,
-		ClickID: res.ClickID, Message: MsgSaleTracked}, nil
-}
-
-func (s *service) testSale(ctx context.Context, in SaleInput, sale SaleWrite) (SaleOutput, error) {
-	rec := TestSaleRecord{ProgramID: in.Key.ProgramID, Sale: sale, At: s.now().UTC()}
-	if in.ClickID != "" || in.CustomerKey != "" {
-		c, ok, err := s.store.FindCustomer(ctx, LeadRef{ClickID: in.ClickID, CustomerKey: in.CustomerKey, ProgramID: in.Key.ProgramID})
-		if err != nil {
-			return SaleOutput{}, err
-		}
-		if ok && c.ProgramID == in.Key.ProgramID {
-			rec.CustomerID, rec.ClickID = c.ID, c.ClickID
-		}
-	}
-	id, err := s.store.RecordTestSale(ctx, rec)
-	if err != nil {
-		return SaleOutput{}, err
-	}
-	return SaleOutput{SaleID: id, TransactionID: sale.TransactionID, Message: MsgTestSale,
-		Test: &TestEvent{EventID: id, ProgramID: in.Key.ProgramID, Message: MsgTestSale}}, nil
 }
 
 // attribute is the sale rules for one customer: the program and partner

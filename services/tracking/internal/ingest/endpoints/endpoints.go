@@ -21,7 +21,6 @@ type Set struct {
 	Lead   endpoint.Endpoint
 	Visit  endpoint.Endpoint
 	Config endpoint.Endpoint
-	Sale   endpoint.Endpoint
 	// ProcessorEvent handles one payment-processor webhook delivery.
 	ProcessorEvent endpoint.Endpoint
 	// Attribution decides a payment's attribution for the commissions
@@ -36,7 +35,6 @@ func New(svc ingest.Service, mw ...obs.EndpointMiddleware) Set {
 		Lead:           obs.Decorate("lead", MakeLeadEndpoint(svc), mw...),
 		Visit:          obs.Decorate("visit", MakeVisitEndpoint(svc), mw...),
 		Config:         obs.Decorate("config", MakeConfigEndpoint(svc), mw...),
-		Sale:           obs.Decorate("sale", MakeSaleEndpoint(svc), mw...),
 		ProcessorEvent: obs.Decorate("processor_event", MakeProcessorEventEndpoint(svc), mw...),
 		Attribution:    obs.Decorate("attribution", MakeAttributionEndpoint(svc), mw...),
 	}
@@ -48,7 +46,6 @@ var (
 	_ endpoint.Failer = LeadResponse{}
 	_ endpoint.Failer = VisitResponse{}
 	_ endpoint.Failer = ConfigResponse{}
-	_ endpoint.Failer = SaleResponse{}
 	_ endpoint.Failer = ProcessorEventResponse{}
 	_ endpoint.Failer = AttributionResponse{}
 )
@@ -60,17 +57,15 @@ type (
 	LeadRequest           = ingest.LeadInput
 	VisitRequest          = ingest.VisitInput
 	ConfigRequest         = ingest.ProgramRef
-	SaleRequest           = ingest.SaleInput
 	ProcessorEventRequest = ingest.PaymentInput
 	AttributionRequest    = ingest.AttributionInput
 )
 
-// TestData is data of a test-mode answer (click, lead, sale).
+// TestData is data of a test-mode answer (click, lead).
 type TestData struct {
-	EventID       int64  `json:"eventId"`
-	ProgramID     int64  `json:"programId"`
-	TestMode      bool   `json:"test_mode"`
-	TransactionID string `json:"transaction_id,omitempty"` // sales only
+	EventID   int64 `json:"eventId"`
+	ProgramID int64 `json:"programId"`
+	TestMode  bool  `json:"test_mode"`
 }
 
 func testData(t *ingest.TestEvent) *TestData {
@@ -182,40 +177,6 @@ func MakeConfigEndpoint(svc ingest.Service) endpoint.Endpoint {
 	}
 }
 
-// SaleResponse answers POST /api/v1/track/sale.
-type SaleResponse struct {
-	ClickID        string    `json:"click_id,omitempty"`
-	CustomerStatus string    `json:"customer_status,omitempty"`
-	Data           *TestData `json:"data,omitempty"`
-	Message        string    `json:"message"`
-	SaleID         int64     `json:"sale_id,omitempty"`
-	Success        bool      `json:"success"`
-	TransactionID  string    `json:"transaction_id,omitempty"`
-	Err            error     `json:"-"`
-}
-
-// Failed implements endpoint.Failer.
-func (r SaleResponse) Failed() error { return r.Err }
-
-// MakeSaleEndpoint records a sale sent by the brand's server.
-func MakeSaleEndpoint(svc ingest.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		out, err := svc.Sale(ctx, request.(SaleRequest))
-		if err != nil {
-			return SaleResponse{Err: err}, infrastructure(err)
-		}
-		if out.Test != nil {
-			d := testData(out.Test)
-			d.TransactionID = out.TransactionID
-			return SaleResponse{Success: true, Message: out.Test.Message, Data: d}, nil
-		}
-		return SaleResponse{
-			Success: true, Message: out.Message, SaleID: out.SaleID, TransactionID: out.TransactionID,
-			ClickID: out.ClickID, CustomerStatus: out.CustomerStatus,
-		}, nil
-	}
-}
-
 // ProcessorEventResponse answers a payment-processor webhook delivery.
 type ProcessorEventResponse struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
@@ -261,7 +222,8 @@ type AttributionData struct {
 }
 
 // AttributionError is why a payment is not attributed: code
-// "no_attribution" and the sale route's message for the same rule.
+// "no_attribution" and the Track sale table's message for the same rule
+// (the commissions service's sale route answers with it).
 type AttributionError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`

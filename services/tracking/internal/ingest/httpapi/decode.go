@@ -138,7 +138,7 @@ func requestKey(ctx context.Context, now time.Time) *ingest.Key {
 	if !ok {
 		return nil
 	}
-	return &ingest.Key{ID: k.ID, ProgramID: k.ProgramID, Test: k.Test, Usable: !k.Retired(now)}
+	return &ingest.Key{ID: k.ID, ProgramID: k.ProgramID, Usable: !k.Retired(now)}
 }
 
 func clientIP(r *http.Request) netip.Addr {

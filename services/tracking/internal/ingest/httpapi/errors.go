@@ -13,7 +13,8 @@ import (
 
 // routeErrors is the data of one route's error answers: what a failure
 // (5xx) says, and the route's error.code per kind when its contract has
-// codes (the sale route; the other tracking routes carry none).
+// codes (the internal attributions route; the public tracking routes carry
+// none).
 type routeErrors struct {
 	failMsg string
 	codes   []kindCode
@@ -32,14 +33,6 @@ var (
 	visitErrors     = routeErrors{failMsg: "Visit tracking failed"}
 	configErrors    = routeErrors{failMsg: "Failed to load tracking config"}
 	processorErrors = routeErrors{failMsg: "Processor event handling failed"}
-	// saleErrors: the specification's stable codes of the Track sale table.
-	saleErrors = routeErrors{failMsg: "Sale tracking failed", codes: []kindCode{
-		{ingest.ErrNoAttribution, "no_attribution"},
-		{errkind.Conflict, "duplicate_transaction"},
-		{errkind.Unprocessable, "unsupported_currency"},
-		{errkind.Unauthenticated, "unauthorized"},
-		{errkind.NotFound, "not_found"},
-	}}
 )
 
 const (
@@ -100,8 +93,6 @@ func (e errorEncoder) encode(ctx context.Context, err error, w http.ResponseWrit
 			httpkit.WithTopLevel(map[string]any{"success": false, "message": be.Message}))
 	case errors.As(err, &de):
 		_ = httpkit.WritePlatformError(w, status, de.Message, opts...)
-	case errors.As(err, &be) && be.SaleID != 0:
-		_ = httpkit.WritePlatformError(w, status, be.Message, append(opts, httpkit.WithDetail("sale_id", be.SaleID))...)
 	default:
 		_ = httpkit.WritePlatformError(w, status, err.Error(), opts...)
 	}

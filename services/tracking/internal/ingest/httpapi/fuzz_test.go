@@ -169,8 +169,9 @@ func (m *memStore) apply(c *ingest.Customer, d ingest.PaymentDecision, at time.T
 	m.customers[c.ClickID] = *c
 }
 
-// Attribute decides by click id only and stores nothing: the fuzz targets
-// do not drive the internal route (server/attribution_test.go does).
+// Attribute decides by click id only and stores nothing (no replays): the
+// fuzz targets check the internal route never fails on a body; its
+// idempotency is server/attribution_test.go's.
 func (m *memStore) Attribute(_ context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -191,9 +192,6 @@ func (m *memStore) Attribute(_ context.Context, req ingest.AttributionRequest, d
 	return ingest.AttributionResult{Found: true, Decision: a}, nil
 }
 
-func (m *memStore) RecordTestSale(context.Context, ingest.TestSaleRecord) (int64, error) {
-	return 1, nil
-}
 func (m *memStore) RecordProcessorEvent(_ context.Context, ev ingest.ProcessorEvent) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -236,7 +234,7 @@ func newHandler(t testing.TB, store ingest.Store, keys apikey.Store) http.Handle
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30, Sale: 1 << 30, FailedAuth: 1 << 30}
+	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30}
 	limiters, err := httpapi.NewLimiters(limits, fuzzNow)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +270,6 @@ var seeds = []string{
 	`{"a\u0000":1}`, `{"s":"\\u0000"}`,
 	// Percent-decoded codes Postgres text cannot hold (found by this target).
 	`{"affiliate_url":"https://shop.example/?via=A%8000","0":"0"}`, `{"affiliate_url":"https://shop.example/?aff=%00"}`,
-	`{"transaction_id":"txn_nul\u0000","amount_cents":1000,"currency":"USD","click_id":"cust_1_2"}`,
 	`{"id":"evt_nul","type":"checkout.session.completed","account":"acct_1","data":{"object":{"id":"cs_nul","mode":"payment","payment_status":"paid","amount_total":1000,"currency":"usd","metadata":{"svc_click_id":"cust_1_2\u0000","program_id":"1"}}}}`,
 	`{"id":"evt_sur","type":"charge.refunded","data":{"object":{"note":"\ud800"}}}`,
 	`{"id":"evt_num","type":"charge.refunded","data":{"object":{"n":1e999999}}}`,
@@ -280,13 +277,14 @@ var seeds = []string{
 
 // FuzzClickAndLead sends any body to click, lead and visit (with and
 // without a key, with and without an Origin) on the in-memory store, and to
-// click, lead, visit, sale and the signed processor webhook on the real
+// click, lead, visit, the signed processor webhook and the internal
+// attributions route on the real
 // store over Postgres (pgDatabase): never a panic, never a 5xx, always
 // JSON. The database leg is what finds values the decoders accept and
 // Postgres refuses (U+0000, a lone surrogate or a huge number in a stored
 // event). It needs the test Postgres (TEST_DATABASE_URL, see libs/pg/pgtest).
 func FuzzClickAndLead(f *testing.F) {
-	for _, s := range append(append(append(append([]string{}, seeds...), saleSeeds...), eventSeeds...), attributionSeeds...) {
+	for _, s := range append(append(append([]string{}, seeds...), eventSeeds...), attributionSeeds...) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -298,11 +296,11 @@ func FuzzClickAndLead(f *testing.F) {
 			paths []string
 		}{
 			{mem, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit"}},
-			{db, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", salePath, webhookPath, attributionPath}},
+			{db, []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", webhookPath, attributionPath}},
 		} {
 			for _, path := range leg.paths {
 				header := http.Header{}
-				if withKey || path == salePath {
+				if withKey {
 					header.Set("Authorization", "Bearer svc_live_fuzzkey")
 				}
 				if path == attributionPath {
@@ -367,7 +365,6 @@ func pgHandler(t testing.TB) http.Handler {
 }
 
 const (
-	salePath          = "/api/v1/track/sale"
 	webhookPath       = httpapi.ProcessorWebhookPath
 	attributionPath   = httpapi.AttributionsPath
 	fuzzInternalToken = "fuzz-internal-token"
@@ -422,49 +419,16 @@ func salesFixture(t testing.TB) http.Handler {
 	return h
 }
 
-// saleSeeds are sale bodies around each rule of the route, for the
-// fixture's customers; the handler clock is 2027-01-15T08:00:00Z.
-var saleSeeds = []string{
-	`{"transaction_id":"txn_1","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:59:00Z","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_2","amount_cents":250,"currency":"usd","occurred_at":"2027-01-10T15:00:00+07:00","click_id":"cust_1_3","provider":"paddle","provider_payment_id":"pay_1","livemode":true}`,
-	`{"transaction_id":"txn_3","amount_cents":1000,"currency":"GBP","click_id":"cust_1_2"}`,
-	`{"amount_cents":1000,"currency":"EUR","additional_data":{"test_mode":true},"click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_4","amount_cents":1000,"currency":"EUR","additional_data":{"test_mode":true},"customer_key":"k"}`,
-	`{"transaction_id":"` + recordedTransaction + `","amount_cents":1,"currency":"VND","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_5","amount_cents":1000,"currency":"USD","click_id":"cust_1_7"}`,
-	`{"transaction_id":"txn_6","amount_cents":1000,"currency":"USD","click_id":"cust_1_8"}`,
-	`{"transaction_id":"txn_7","amount_cents":1000,"currency":"USD","click_id":"cust_2_1"}`,
-	`{"transaction_id":"txn_8","amount_cents":1000,"currency":"USD","click_id":"cust_9_9"}`,
-	`{"transaction_id":"txn_9","amount_cents":1000,"currency":"USD","customer_key":"k"}`,
-	`{"transaction_id":"txn_10","amount_cents":1000,"currency":"USD"}`,
-	`{"transaction_id":"txn_11","amount_cents":1000,"currency":"USD","occurred_at":"2026-11-01T00:00:00Z","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_12","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T09:00:00Z","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_13","amount_cents":1000,"currency":"USD","occurred_at":1800000000,"click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_14","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_15","amount_cents":0,"currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_16","amount_cents":-5,"currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_17","amount_cents":1.5,"currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_18","amount_cents":"1000","currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_19","amount_cents":1e400,"currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_20","amount_cents":99999999999999999999,"currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_21","amount_cents":9223372036854775807,"currency":"USD","click_id":"cust_1_2"}`,
-	`{"transaction_id":5,"amount_cents":1000,"currency":"USD"}`,
-	`{"transaction_id":"  ","amount_cents":1000,"currency":"USD"}`,
-	`{"transaction_id":"` + strings.Repeat("t", 256) + `","amount_cents":1000,"currency":"USD"}`,
-	`{"transaction_id":"txn_22","amount_cents":1000,"currency":"USD","additional_data":[]}`,
-	`{"transaction_id":"txn_23","amount_cents":1000,"currency":"USD","additional_data":{"test_mode":"yes"}}`,
-	`{"transaction_id":"txn_24","amount_cents":1000,"currency":"USD","provider":"stripe","click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_25","amount_cents":1000,"currency":"USD","provider_payment_id":"","livemode":"true"}`,
-	`{"transaction_id":"txn_29","amount_cents":1000,"currency":"USD","provider_payment_id":"pay_29","livemode":"true"}`,
-	`{"transaction_id":"txn_26","amount_cents":1000,"currency":null,"click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_27","amount_cents":1000,"currency":840,"click_id":"cust_1_2"}`,
-	`{"transaction_id":"txn_28","amount_cents":1000,"currency":{},"click_id":5}`,
-	`null`, `[]`, ``, `{`, `{"a":1}{"b":2}`,
-}
-
 // attributionSeeds are internal attribution requests: decided, replayed,
-// settling, refused (another program), not found, then broken shapes.
+// settling, refused (another program; and for salesFixture's customers the
+// window, no partner-program record, another program's customer), not
+// found, then broken shapes.
 var attributionSeeds = []string{
+	`{"program_id":1,"transaction_id":"attr_5","click_id":"cust_1_7","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
+	`{"program_id":1,"transaction_id":"attr_6","click_id":"cust_1_8","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
+	`{"program_id":1,"transaction_id":"attr_7","click_id":"cust_2_1","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"processor"}`,
+	`{"program_id":1,"transaction_id":"attr_8","click_id":"cust_9_9","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
+	`{"program_id":1,"transaction_id":"` + recordedTransaction + `","click_id":"cust_1_2","amount_cents":1,"currency":"VND","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
 	`{"program_id":1,"transaction_id":"attr_1","click_id":"cust_1_2","amount_cents":1000,"currency":"USD","occurred_at":"2027-01-15T07:00:00Z","source":"api"}`,
 	`{"program_id":1,"transaction_id":"attr_2","click_id":"cust_1_3","amount_cents":1000,"currency":"eur","occurred_at":"2027-01-15T07:00:00Z","settle_lead":true,"source":"processor","processor_customer_id":"cus_2"}`,
 	`{"program_id":1,"transaction_id":"attr_3","email_hash":"0000000000000000000000000000000000000000000000000000000000000000","customer_key":"k","amount_cents":1,"currency":"VND","occurred_at":"1970-01-01T00:00:00Z","source":"api"}`,
@@ -535,42 +499,37 @@ func decoded(t *testing.T, rec *httptest.ResponseRecorder) map[string]any {
 	return v
 }
 
-// brokenAuth are Authorization headers the sale route must refuse.
-var brokenAuth = []string{"Bearer", "Bearer svc_live_wrong", "bearer svc_live_fuzzkey", "Basic c3ZjOmZ1eno="}
+// brokenAuth are Authorization headers the internal route must refuse (a
+// program key among them).
+var brokenAuth = []string{"Bearer", "Bearer " + fuzzInternalToken + "x", "Bearer svc_live_fuzzkey", "Basic c3ZjOmZ1eno="}
 
-// FuzzSaleAndProcessorEvent sends any body to the sale route (keyed, twice,
-// then without a key or with a broken one) and to the processor webhook
-// (correctly signed, so event parsing is reached, twice): never a panic,
-// never a 5xx, always JSON; a recorded sale cannot be recorded again, a
-// refused key is a 401, and a delivery acknowledged once is a duplicate the
-// second time.
-func FuzzSaleAndProcessorEvent(f *testing.F) {
-	for _, s := range append(append([]string{}, saleSeeds...), eventSeeds...) {
+// FuzzAttributionAndProcessorEvent sends any body to the internal
+// attributions route (with the internal token, then without one or with a
+// broken one) and to the processor webhook (correctly signed, so event
+// parsing is reached, twice), over salesFixture's customers: never a panic,
+// never a 5xx, always JSON; a refused token is a 401, and a delivery
+// acknowledged once is a duplicate the second time.
+func FuzzAttributionAndProcessorEvent(f *testing.F) {
+	for _, s := range append(append([]string{}, attributionSeeds...), eventSeeds...) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
 	salesFixture(f) // fail on a broken fixture before fuzzing
 	f.Fuzz(func(t *testing.T, body string, brokenKey bool) {
 		h := salesFixture(t)
-		keyed := http.Header{"Authorization": {"Bearer svc_live_fuzzkey"}}
-		first := checkJSON(t, "sale", body, post(h, salePath, body, keyed))
-		again := checkJSON(t, "sale again", body, post(h, salePath, body, keyed))
-		if first.Code == http.StatusOK {
-			if _, test := decoded(t, first)["data"]; !test && again.Code != http.StatusConflict {
-				t.Fatalf("sale %q recorded twice: %d %s", body, again.Code, again.Body.String())
-			}
-		}
+		internal := http.Header{"Authorization": {"Bearer " + fuzzInternalToken}}
+		checkJSON(t, "attribution", body, post(h, attributionPath, body, internal))
 		anon := http.Header{}
 		if brokenKey {
 			anon.Set("Authorization", brokenAuth[len(body)%len(brokenAuth)])
 		}
-		if rec := checkJSON(t, "sale without key", body, post(h, salePath, body, anon)); rec.Code != http.StatusUnauthorized {
-			t.Fatalf("sale %q with Authorization %q: %d %s", body, anon.Get("Authorization"), rec.Code, rec.Body.String())
+		if rec := checkJSON(t, "attribution without the token", body, post(h, attributionPath, body, anon)); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("attribution %q with Authorization %q: %d %s", body, anon.Get("Authorization"), rec.Code, rec.Body.String())
 		}
 
 		signed := http.Header{httpapi.SignatureHeader: {httpapi.Sign(fuzzSecret, fuzzNow(), []byte(body))}}
-		first = checkJSON(t, "webhook", body, post(h, webhookPath, body, signed))
-		again = checkJSON(t, "webhook again", body, post(h, webhookPath, body, signed))
+		first := checkJSON(t, "webhook", body, post(h, webhookPath, body, signed))
+		again := checkJSON(t, "webhook again", body, post(h, webhookPath, body, signed))
 		if first.Code == http.StatusOK && (again.Code != http.StatusOK || decoded(t, again)["duplicate"] != true) {
 			t.Fatalf("event %q redelivered: %d %s", body, again.Code, again.Body.String())
 		}

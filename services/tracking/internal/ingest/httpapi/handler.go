@@ -21,22 +21,22 @@ import (
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/endpoints"
 )
 
-// Limits are the per-minute limits of the spec: per client IP, and for
-// Sale (shared with refund) per API key; FailedAuth is failed
-// authentications per client IP (ours: the spec has no row for it).
+// Limits are the per-minute limits of the spec, per client IP. (The sale
+// route, limited per API key together with refund, is the commissions
+// service's.)
 type Limits struct {
-	Click, Lead, Visit, Config, Sale, FailedAuth int
+	Click, Lead, Visit, Config int
 }
 
 // DefaultLimits are the spec's Limits table.
 func DefaultLimits() Limits {
-	return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60, Sale: 120, FailedAuth: 30}
+	return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60}
 }
 
 // Limiters are the routes' rate limiters, built from Limits in the wiring
 // (building one fails only on a limit out of range).
 type Limiters struct {
-	Click, Lead, Visit, Config, Sale, FailedAuth *ratelimit.Limiter
+	Click, Lead, Visit, Config *ratelimit.Limiter
 }
 
 // NewLimiters builds one limiter per limited route.
@@ -46,7 +46,7 @@ func NewLimiters(l Limits, now func() time.Time) (Limiters, error) {
 		name  string
 		limit int
 		into  **ratelimit.Limiter
-	}{{"click", l.Click, &out.Click}, {"lead", l.Lead, &out.Lead}, {"visit", l.Visit, &out.Visit}, {"config", l.Config, &out.Config}, {"sale", l.Sale, &out.Sale}, {"failed auth", l.FailedAuth, &out.FailedAuth}} {
+	}{{"click", l.Click, &out.Click}, {"lead", l.Lead, &out.Lead}, {"visit", l.Visit, &out.Visit}, {"config", l.Config, &out.Config}} {
 		lim, err := ratelimit.New(ratelimit.Config{Limit: x.limit, Now: now})
 		if err != nil {
 			return Limiters{}, fmt.Errorf("%s rate limit: %w", x.name, err)
@@ -88,25 +88,16 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		ee := errorEncoder{logger: cfg.Logger, route: errs}.encode
 		return kithttp.NewServer(e, dec, encodeResponse(ee), kithttp.ServerErrorEncoder(ee))
 	}
-	// The spec counts sale and refund together: a refund route served here
-	// must use this limiter too. It sits inside the key check, so only a key
-	// that authenticated gets a bucket; failedAuth sits outside it: a client
-	// IP whose 401s used up FailedAuth is refused before any key lookup.
-	saleLimit := ratelimit.Middleware(cfg.Limiters.Sale, ratelimit.BearerOrIP(cfg.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(cfg.OnLimit))
-	failedAuth := ratelimit.FailedAuth(cfg.Limiters.FailedAuth, ratelimit.ByIP(cfg.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(cfg.OnLimit))
 	cors := corsPolicy{origins: cfg.Origins, logger: cfg.Logger}
 	keyOptional := clickKey(cfg.Keys)
 	leadKey := cfg.Keys.Middleware(apikey.LeadMessages(), errorEncoder{logger: cfg.Logger, route: leadErrors}.internal)
-	saleKey := cfg.Keys.Middleware(apikey.SaleMessages(), errorEncoder{logger: cfg.Logger, route: saleErrors}.internal)
 
 	click := cors.wrap(byIP("click", cfg.Limiters.Click)(keyOptional(server(set.Click, decodeClick(cfg.Now), clickErrors))))
 	lead := cors.wrap(byIP("lead", cfg.Limiters.Lead)(leadKey(server(set.Lead, decodeLead(cfg.Now), leadErrors))))
 	visit := cors.wrap(byIP("visit", cfg.Limiters.Visit)(server(set.Visit, decodeVisit, visitErrors)))
 	config := cors.wrap(byIP("config", cfg.Limiters.Config)(server(set.Config, decodeConfig, configErrors)))
-	sale := failedAuth(saleKey(saleLimit(server(set.Sale, decodeSale(cfg.Now), saleErrors))))
 	routes := []httpkit.Route{
 		{Pattern: "POST /api/v1/track/click", Name: "track_click", Handler: click},
-		{Pattern: "POST /api/v1/track/sale", Name: "track_sale", Handler: sale},
 		{Pattern: "POST /api/v1/track/lead", Name: "track_lead", Handler: lead},
 		{Pattern: "POST /api/v1/track/visit", Name: "track_visit", Handler: visit},
 		{Pattern: "GET /api/v1/track/config", Name: "track_config", Handler: config},

@@ -25,6 +25,10 @@ const (
 	msgInternalAuthHeader    = "Missing or malformed Authorization header. Expected: Bearer <internal_token>"
 	msgInternalTokenInvalid  = "Invalid internal token"
 
+	msgTransactionID     = "transaction_id is required and must be a string"
+	msgTransactionIDLong = "transaction_id must be at most 255 characters"
+	msgAmountCents       = "amount_cents is required and must be a positive integer"
+
 	msgAttrProgramID  = "program_id is required and must be a positive integer"
 	msgAttrCurrency   = "currency is required: one of USD, EUR, VND"
 	msgAttrOccurredAt = "occurred_at is required and must be an RFC 3339 time after 1970 and not in the future"
@@ -32,6 +36,10 @@ const (
 	msgAttrSource     = `source is required and must be "api" or "processor"`
 	msgAttrEmailHash  = "email_hash must be the lower-case hex SHA-256 of the trimmed, lower-cased email address"
 )
+
+// maxFutureSkew is how far ahead of tracking's clock a payment's
+// occurred_at may be (the callers' clocks drift a little).
+const maxFutureSkew = 5 * time.Minute
 
 var emailHashShape = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -81,8 +89,8 @@ func internalOnly(want bearer.Token, next http.Handler) http.Handler {
 
 // decodeAttribution reads an attribution request field by field, in the
 // order of the README's table. occurred_at becomes the customer's first
-// purchase date: a future one (beyond the clock skew the sale route allows)
-// or one before 1970 is refused.
+// purchase date: a future one (beyond maxFutureSkew) or one before 1970 is
+// refused.
 func decodeAttribution(now func() time.Time) func(context.Context, *http.Request) (any, error) {
 	return func(_ context.Context, r *http.Request) (any, error) {
 		return readAttribution(r, now().UTC())
@@ -134,7 +142,7 @@ func readAttribution(r *http.Request, now time.Time) (any, error) {
 	in.Currency = strings.ToUpper(code)
 	raw, ok, err := obj.String("occurred_at")
 	t, perr := time.Parse(time.RFC3339Nano, raw)
-	if err != nil || !ok || perr != nil || t.Before(time.Unix(0, 0)) || t.Sub(now) > maxSaleFuture {
+	if err != nil || !ok || perr != nil || t.Before(time.Unix(0, 0)) || t.Sub(now) > maxFutureSkew {
 		return nil, invalid(msgAttrOccurredAt)
 	}
 	in.OccurredAt = t.UTC()

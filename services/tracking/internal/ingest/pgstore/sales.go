@@ -138,7 +138,7 @@ func (s *Store) Pay(ctx context.Context, req ingest.PaymentRequest, decide func(
 // applyPayment writes a payment decision for the locked customer c: the
 // settled lead, then (with a sale) the customer's conversion or its
 // sale_recorded_at. With recordSale the sale row and its event are written
-// too (the sale route and processor events); without, the sale is the
+// too (processor events); without, the sale is the
 // caller's to record (an attribution decision for the commissions service).
 func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, d ingest.PaymentDecision, req ingest.PaymentRequest, recordSale bool, res *ingest.PaymentResult) error {
 	at := req.At
@@ -231,43 +231,6 @@ func (s *Store) RecordProcessorEvent(ctx context.Context, ev ingest.ProcessorEve
 		return true, nil
 	}
 	return false, err
-}
-
-// RecordTestSale stores a test sale and its event; it moves no customer.
-func (s *Store) RecordTestSale(ctx context.Context, rec ingest.TestSaleRecord) (int64, error) {
-	var id int64
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		prev, err := saleByTransaction(ctx, tx, rec.Sale.TransactionID)
-		if err != nil {
-			return err
-		}
-		if prev != 0 {
-			return duplicateSale(prev)
-		}
-		var customer any
-		if rec.CustomerID != 0 {
-			customer = rec.CustomerID
-		}
-		sale := rec.Sale
-		err = tx.QueryRow(ctx, `INSERT INTO sales (processor_event_id, program_id, customer_id, click_id, amount_cents, currency,
-				occurred_at, provider, provider_payment_id, livemode, is_test, source, api_key_id, created_at)
-			VALUES ($1,$2,$3,NULLIF($4,''),$5,$6,$7,$8,$9,$10,true,$11,NULLIF($12, 0),$13) RETURNING id`,
-			sale.TransactionID, rec.ProgramID, customer, rec.ClickID, sale.AmountCents, sale.Currency, sale.OccurredAt,
-			sale.Provider, sale.ProviderPaymentID, sale.Livemode, sale.Source, sale.APIKeyID, rec.At).Scan(&id)
-		if pg.IsUniqueViolation(err) {
-			return s.raceLost(ctx, sale.TransactionID)
-		}
-		if err != nil {
-			return fmt.Errorf("store test sale: %w", err)
-		}
-		return publish(ctx, tx, eventsv1.TypeSaleRecorded, rec.ProgramID, rec.At, &eventsv1.SaleRecorded{
-			SaleId: id, TransactionId: sale.TransactionID, ProgramId: rec.ProgramID, CustomerId: rec.CustomerID, ClickId: rec.ClickID,
-			AmountCents: sale.AmountCents, Currency: sale.Currency, OccurredAt: timestamppb.New(sale.OccurredAt), IsTest: true,
-			Source: sale.Source, Provider: sale.Provider, ProviderPaymentId: sale.ProviderPaymentID,
-			Livemode: sale.Livemode != nil && *sale.Livemode, ApiKeyId: sale.APIKeyID,
-		})
-	})
-	return id, err
 }
 
 // ProgramByProcessorAccount finds the program connected to a processor
