@@ -44,7 +44,8 @@ func Services() []Service {
 	return []Service{
 		{Spec: tracking.Spec(), CatalogReplica: true},
 		{Spec: commissions.Spec(), CatalogReplica: true, URLs: map[string]string{"TRACKING_URL": tracking.Name}},
-		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name}},
+		// Test events: click and lead at tracking, the sale at commissions.
+		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name}},
 	}
 }
 

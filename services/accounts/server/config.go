@@ -40,7 +40,10 @@ type Config struct {
 	CLITokenTTL         time.Duration `env:"CLI_TOKEN_TTL"`
 
 	// Command-line status and test events.
-	TrackingURL          string        `env:"TRACKING_URL"`
+	TrackingURL string `env:"TRACKING_URL"`
+	// CommissionsURL is where test sales go: the commissions service serves
+	// POST /api/v1/track/sale.
+	CommissionsURL       string        `env:"COMMISSIONS_URL"`
 	TrackingTimeout      time.Duration `env:"TRACKING_TIMEOUT"`
 	ChainLimitPerHour    int           `env:"CHAIN_LIMIT_PER_HOUR"`
 	TestEventSyncTimeout time.Duration `env:"TEST_EVENT_SYNC_TIMEOUT"`
@@ -99,6 +102,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		CLITokenTTL:         env.Duration("CLI_TOKEN_TTL", cliauth.DefaultTokenTTL),
 
 		TrackingURL:          env.String("TRACKING_URL", ""),
+		CommissionsURL:       env.String("COMMISSIONS_URL", ""),
 		TrackingTimeout:      env.Duration("TRACKING_TIMEOUT", DefaultTrackingTimeout),
 		ChainLimitPerHour:    env.Int("CHAIN_LIMIT_PER_HOUR", integration.DefaultChainLimit),
 		TestEventSyncTimeout: env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout),

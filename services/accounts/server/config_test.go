@@ -32,8 +32,14 @@ func TestLoadConfig(t *testing.T) {
 		if c.SessionTTL != 12*time.Hour || c.AdminRateLimit != 1200 || c.CLIRateLimit != 60 || c.SettingsRateLimit != 30 ||
 			c.CLITokenTTL != 720*time.Hour || c.ChainLimitPerHour != 10 || c.TestEventSyncTimeout != 10*time.Second ||
 			c.TrackingTimeout != 10*time.Second || c.APIKeyDocsURL != "https://docs.svc.dev/api-keys/rotation" || c.OIDC.Enabled ||
-			!slices.Equal(c.OIDC.Algorithms, []string{"RS256", "ES256"}) {
+			!slices.Equal(c.OIDC.Algorithms, []string{"RS256", "ES256"}) || c.TrackingURL != "" || c.CommissionsURL != "" {
 			t.Errorf("defaults: %+v", c)
+		}
+	})
+	t.Run("the addresses test events go to: tracking (click, lead) and commissions (sale)", func(t *testing.T) {
+		c, err := load(map[string]string{"TRACKING_URL": "http://tracking:8080", "COMMISSIONS_URL": "http://commissions:8080"})
+		if err != nil || c.TrackingURL != "http://tracking:8080" || c.CommissionsURL != "http://commissions:8080" {
+			t.Fatalf("TRACKING_URL %q, COMMISSIONS_URL %q, %v", c.TrackingURL, c.CommissionsURL, err)
 		}
 	})
 	t.Run("every problem at once", func(t *testing.T) {

@@ -23,7 +23,8 @@ import (
 // /api/v1/cli/test-event (program API key) and the consumer of tracking's
 // events that keeps the test events the status reports.
 // An unset TRACKING_URL leaves test events answering 500 (and saying why in
-// the log).
+// the log); an unset COMMISSIONS_URL the same for test sales only (the sale
+// route is the commissions service's).
 func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trace obs.EndpointMiddleware,
 	cli cliLimits) ([]platform.Route, error) {
 	var tracker integration.Tracker = trackingclient.Unconfigured{}
@@ -35,9 +36,12 @@ func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trac
 			Transport: otelhttp.NewTransport(http.DefaultTransport,
 				otelhttp.WithTracerProvider(p.Tracer), otelhttp.WithPropagators(p.Propagator)),
 		}
-		c, err := trackingclient.New(cfg.TrackingURL, hc)
+		if cfg.CommissionsURL == "" {
+			p.Logger.Warn("COMMISSIONS_URL is not set: test sales of POST /api/v1/cli/test-event cannot reach commissions and answer 500")
+		}
+		c, err := trackingclient.New(cfg.TrackingURL, cfg.CommissionsURL, hc)
 		if err != nil {
-			return nil, fmt.Errorf("TRACKING_URL: %w", err)
+			return nil, fmt.Errorf("TRACKING_URL, COMMISSIONS_URL: %w", err)
 		}
 		tracker = c
 	}

@@ -258,7 +258,7 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		}
 	})
 
-	t.Run("test sale goes through tracking's sale route as a keyed test sale of the fixed amount", func(t *testing.T) {
+	t.Run("test sale goes through the sale route on commissions as a keyed test sale of the fixed amount", func(t *testing.T) {
 		prog, key := s.program(nil)
 		r := s.testEvent(key, `{"event_type":"sale"}`)
 		if r.status != http.StatusOK || r.header.Get("X-Request-ID") == "" {
@@ -269,28 +269,33 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		if r.raw != want {
 			t.Fatalf("sale body\n got %s\nwant %s", r.raw, want)
 		}
-		// Tracking made the transaction id; no customer, since no click id
-		// was sent; the caller's key is the one tracking recorded.
-		if n := s.count(s.trkPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test
-			AND amount_cents = 1000 AND currency = 'USD' AND source = 'api' AND processor_event_id LIKE 'test_txn_%'
-			AND customer_id IS NULL AND click_id IS NULL
-			AND api_key_id = (SELECT id FROM api_keys WHERE program_id = $2)`, int64(saleID), prog); n != 1 {
-			t.Fatalf("tracking test sale rows = %d", n)
+		// Commissions made the transaction id and recorded a test sale of
+		// the key's program with no customer (no click id was sent) and no
+		// commission.
+		if n := s.count(s.comPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test
+			AND amount_cents = 1000 AND currency = 'USD' AND source = 'api' AND transaction_id LIKE 'test_txn_%'
+			AND customer_id = 0 AND partner_id = 0`, int64(saleID), prog); n != 1 {
+			t.Fatalf("commissions test sale rows = %d", n)
 		}
-		// A sale needs no fixture, and tracking recorded nothing else.
+		if n := s.count(s.comPool, `SELECT count(*) FROM commissions WHERE program_id = $1`, prog); n != 0 {
+			t.Fatalf("a test sale made %d commissions", n)
+		}
+		// A sale needs no fixture, and tracking recorded nothing (no sale,
+		// click or lead).
 		if n := s.count(s.accPool, `SELECT count(*) FROM partners WHERE email = $1`, fmt.Sprintf("test-partner+%d@svc.invalid", prog)); n != 0 {
 			t.Fatal("a test sale created fixtures")
 		}
-		if n := s.count(s.trkPool, `SELECT (SELECT count(*) FROM affiliate_click_events WHERE program_id = $1) + (SELECT count(*) FROM lead_events WHERE program_id = $1)`, prog); n != 0 {
-			t.Fatalf("tracking click and lead rows = %d", n)
+		if n := s.count(s.trkPool, `SELECT (SELECT count(*) FROM affiliate_click_events WHERE program_id = $1) + (SELECT count(*) FROM lead_events WHERE program_id = $1)
+			+ (SELECT count(*) FROM sales WHERE program_id = $1)`, prog); n != 0 {
+			t.Fatalf("tracking click, lead and sale rows = %d", n)
 		}
-		// A second test sale is its own row (tracking's generated
+		// A second test sale is its own row (commissions' generated
 		// transaction ids do not collide).
 		again := s.testEvent(key, `{"event_type":"sale"}`)
 		if again.status != http.StatusOK || path(again.body, "data", "eventId") == saleID {
 			t.Fatalf("second sale: %d %s", again.status, again.raw)
 		}
-		if n := s.count(s.trkPool, `SELECT count(*) FROM sales WHERE program_id = $1 AND is_test`, prog); n != 2 {
+		if n := s.count(s.comPool, `SELECT count(*) FROM sales WHERE program_id = $1 AND is_test`, prog); n != 2 {
 			t.Fatalf("test sales = %d after two", n)
 		}
 	})
@@ -304,13 +309,13 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		if r.status != http.StatusOK || path(r.body, "data", "test_mode") != true {
 			t.Fatalf("sale with a test key: %d %s", r.status, r.raw)
 		}
-		if n := s.count(s.trkPool, `SELECT count(*) FROM sales s JOIN api_keys k ON k.id = s.api_key_id
-			WHERE s.id = $1 AND s.program_id = $2 AND s.is_test AND k.test`, path(r.body, "data", "eventId"), prog); n != 1 {
-			t.Fatalf("tracking test sale rows by the test key = %d", n)
+		if n := s.count(s.comPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test`,
+			path(r.body, "data", "eventId"), prog); n != 1 {
+			t.Fatalf("commissions test sale rows by the test key = %d", n)
 		}
 	})
 
-	t.Run("chain: click, lead and sale recorded in tracking, run counted", func(t *testing.T) {
+	t.Run("chain: click and lead recorded in tracking, the sale in commissions, run counted", func(t *testing.T) {
 		prog, key := s.program(nil)
 		r := s.testEvent(key, `{"type":"chain"}`)
 		if r.status != http.StatusOK {
@@ -331,8 +336,8 @@ func TestCLIStatusAndTestEvents(t *testing.T) {
 		if n := s.count(s.trkPool, `SELECT count(*) FROM lead_events WHERE id = $1 AND program_id = $2 AND is_test AND via_api_key AND event_name = 'svc_cli_synthetic_chain'`, leadID, prog); n != 1 {
 			t.Fatal("chain lead not in tracking")
 		}
-		if n := s.count(s.trkPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test AND amount_cents = 1000 AND currency = 'USD'`, saleID, prog); n != 1 {
-			t.Fatal("chain sale not in tracking")
+		if n := s.count(s.comPool, `SELECT count(*) FROM sales WHERE id = $1 AND program_id = $2 AND is_test AND amount_cents = 1000 AND currency = 'USD'`, saleID, prog); n != 1 {
+			t.Fatal("chain sale not in commissions")
 		}
 		if n := s.count(s.accPool, `SELECT count(*) FROM integration_chain_runs WHERE program_id = $1 AND request_id = $2`, prog, r.header.Get("X-Request-ID")); n != 1 {
 			t.Fatalf("chain runs = %d", n)
@@ -532,7 +537,7 @@ func TestCLITestEventFailuresAnswer500WithTheRequestID(t *testing.T) {
 	for _, tc := range []struct{ name, body, message string }{
 		{"click with tracking down", `{"event_type":"click"}`, "Failed to process test event"},
 		{"lead with tracking down", `{"event_type":"lead"}`, "Failed to process test event"},
-		{"sale with tracking down", `{"event_type":"sale"}`, "Failed to process test event"},
+		{"sale with commissions down", `{"event_type":"sale"}`, "Failed to process test event"},
 		{"chain with tracking down", `{"type":"chain"}`, "Failed to run synthetic chain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,23 +25,30 @@ import (
 
 const adminToken = "integration-test-admin"
 
-// stack is the real tracking and accounts services in-process on a fresh
-// database and an embedded broker; accounts reaches tracking at
-// TRACKING_URL like in production.
+// commissionsName is the commissions service's name in the stack
+// (commissions' server.Name; not imported: accounts does not build on
+// commissions).
+const commissionsName = "commissions"
+
+// stack is the real tracking, commissions and accounts services in-process
+// on a fresh database and an embedded broker; accounts reaches tracking at
+// TRACKING_URL and commissions (the sale route) at COMMISSIONS_URL like in
+// production.
 type stack struct {
 	t          *testing.T
 	accounts   string
 	tracking   string
 	accPool    *pgxpool.Pool // accounts' schema
 	trkPool    *pgxpool.Pool // tracking's schema
+	comPool    *pgxpool.Pool // commissions' schema
 	seq        int64
 	noTracking bool
 }
 
-// startStack starts the stack's services as `make run` does (tracking
-// first: accounts needs its address), with accountsEnv on top.
-// withTracking false starts accounts alone with TRACKING_URL pointing at
-// nothing that answers.
+// startStack starts the stack's services as `make run` does (tracking and
+// commissions first: accounts needs their addresses), with accountsEnv on
+// top. withTracking false starts accounts alone with TRACKING_URL and
+// COMMISSIONS_URL pointing at nothing that answers.
 func startStack(t *testing.T, withTracking bool, accountsEnv map[string]string) *stack {
 	t.Helper()
 	return startStackOn(t, nil, withTracking, accountsEnv)
@@ -64,9 +71,12 @@ func startStackOn(t *testing.T, clock *platformtest.Clock, withTracking bool, ac
 		st = stacktest.StartOn(t, clock, env)
 		trk := st.Instance(tracking.Name)
 		s.tracking, s.trkPool = "http://"+trk.Addr(), trk.Platform().Pool
+		s.comPool = st.Instance(commissionsName).Platform().Pool
 	} else {
-		// A port nothing listens on: every call to tracking fails.
+		// A port nothing listens on: every call to tracking or commissions
+		// fails.
 		env["TRACKING_URL"] = "http://127.0.0.1:1"
+		env["COMMISSIONS_URL"] = "http://127.0.0.1:1"
 		st = stacktest.StartOn(t, clock, env, accounts.Name)
 	}
 	a := st.Instance(accounts.Name)

@@ -1,9 +1,10 @@
-// Package trackingclient sends command-line test events through the tracking
-// service's public routes (POST /api/v1/track/click, /lead and /sale in test
-// mode), exactly as a brand's integration would, with the caller's own
-// program key.
+// Package trackingclient sends command-line test events through the public
+// tracking routes in test mode, exactly as a brand's integration would, with
+// the caller's own program key: POST /api/v1/track/click and /lead to the
+// tracking service, POST /api/v1/track/sale to the commissions service,
+// which serves the sale route.
 // It implements integration.Tracker; it is an HTTP adapter over the public
-// contract, not a client of tracking's internals.
+// contract, not a client of either service's internals.
 package trackingclient
 
 import (
@@ -26,26 +27,50 @@ import (
 // UserAgent identifies test events sent by accounts on a caller's behalf.
 const UserAgent = "svc-accounts-test-event/1"
 
-// maxBody bounds what is read of tracking's answers.
+// maxBody bounds what is read of the services' answers.
 const maxBody = 64 << 10
 
-// Client calls one tracking base address.
+// The services the public routes belong to, as errors name them.
+const (
+	serviceTracking    = "tracking"
+	serviceCommissions = "commissions"
+)
+
+// Client calls the tracking base address (click, lead) and the commissions
+// base address (sale).
 type Client struct {
-	base *url.URL
-	http *http.Client
+	tracking    *url.URL
+	commissions *url.URL // nil: test sales fail with ErrSalesUnconfigured
+	http        *http.Client
 }
 
-// New returns a client for baseURL (e.g. http://tracking:8080). hc carries
-// the timeout and transport (tracing); nil means a 10-second client.
-func New(baseURL string, hc *http.Client) (*Client, error) {
-	u, err := url.Parse(strings.TrimRight(strings.TrimSpace(baseURL), "/"))
+// New returns a client for trackingURL (e.g. http://tracking:8080) and
+// commissionsURL (e.g. http://commissions:8080; "" leaves test sales
+// failing with ErrSalesUnconfigured). hc carries the timeout and transport
+// (tracing); nil means a 10-second client.
+func New(trackingURL, commissionsURL string, hc *http.Client) (*Client, error) {
+	t, err := baseURL(serviceTracking, trackingURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{tracking: t, http: hc}
+	if strings.TrimSpace(commissionsURL) != "" {
+		if c.commissions, err = baseURL(serviceCommissions, commissionsURL); err != nil {
+			return nil, err
+		}
+	}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: 10 * time.Second}
+	}
+	return c, nil
+}
+
+func baseURL(service, raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(strings.TrimSpace(raw), "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("tracking base URL %q: want http(s)://host[:port]", baseURL)
+		return nil, fmt.Errorf("%s base URL %q: want http(s)://host[:port]", service, raw)
 	}
-	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
-	}
-	return &Client{base: u, http: hc}, nil
+	return u, nil
 }
 
 var _ integration.Tracker = (*Client)(nil)
@@ -66,7 +91,7 @@ func (c *Client) TestClick(ctx context.Context, caller integration.Caller, click
 		"user_agent":      UserAgent,
 		"additional_data": additional{TestMode: true, ProgramID: click.ProgramID},
 	}
-	return c.post(ctx, "/api/v1/track/click", caller, body)
+	return c.post(ctx, serviceTracking, c.tracking, "/api/v1/track/click", caller, body)
 }
 
 // TestLead posts a test-mode lead with the program key (server mode), the
@@ -75,25 +100,29 @@ func (c *Client) TestLead(ctx context.Context, caller integration.Caller, lead i
 	body := map[string]any{
 		"additional_data": additional{TestMode: true, ProgramID: lead.ProgramID, EventName: lead.EventName},
 	}
-	return c.post(ctx, "/api/v1/track/lead", caller, body)
+	return c.post(ctx, serviceTracking, c.tracking, "/api/v1/track/lead", caller, body)
 }
 
-// TestSale posts a test-mode sale with the program key. It sends no
-// transaction_id: in test mode tracking makes one (test_txn_<unix nanos>),
-// which keeps test sales apart from the brand's real transaction ids; two
-// test sales in one nanosecond would get tracking's 409, answered here as a
-// failure that a retry clears. It sends no click_id either (see
-// integration.TestSale).
+// TestSale posts a test-mode sale with the program key to the commissions
+// service, which serves the sale route. It sends no transaction_id: in test
+// mode commissions makes one (test_txn_<unix nanos>), which keeps test sales
+// apart from the brand's real transaction ids; two test sales in one
+// nanosecond would get a 409, answered here as a failure that a retry
+// clears. It sends no click_id either (see integration.TestSale).
 func (c *Client) TestSale(ctx context.Context, caller integration.Caller, sale integration.TestSale) (integration.Recorded, error) {
+	if c.commissions == nil {
+		return integration.Recorded{}, ErrSalesUnconfigured
+	}
 	body := map[string]any{
 		"amount_cents":    sale.AmountCents,
 		"currency":        sale.Currency,
 		"additional_data": map[string]bool{"test_mode": true},
 	}
-	return c.post(ctx, "/api/v1/track/sale", caller, body)
+	return c.post(ctx, serviceCommissions, c.commissions, "/api/v1/track/sale", caller, body)
 }
 
-// testAnswer is the contract's test-mode answer of click, lead and sale.
+// testAnswer is the contract's test-mode answer of click, lead and sale
+// (the sale's data also carries transaction_id, not read here).
 type testAnswer struct {
 	Success bool   `json:"success"`
 	Message string `json:"message"`
@@ -112,8 +141,10 @@ type errorAnswer struct {
 	} `json:"error"`
 }
 
-// StatusError is a non-200 answer of tracking; its text is for logs only.
+// StatusError is a non-200 answer of tracking or commissions; its text is
+// for logs only.
 type StatusError struct {
+	Service string // "tracking" or "commissions"
 	Path    string
 	Status  int
 	Code    string
@@ -121,15 +152,15 @@ type StatusError struct {
 }
 
 func (e *StatusError) Error() string {
-	return fmt.Sprintf("tracking %s answered %d (code %q): %s", e.Path, e.Status, e.Code, e.Message)
+	return fmt.Sprintf("%s %s answered %d (code %q): %s", e.Service, e.Path, e.Status, e.Code, e.Message)
 }
 
-func (c *Client) post(ctx context.Context, path string, caller integration.Caller, body any) (integration.Recorded, error) {
+func (c *Client) post(ctx context.Context, service string, base *url.URL, path string, caller integration.Caller, body any) (integration.Recorded, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return integration.Recorded{}, fmt.Errorf("encode %s body: %w", path, err)
 	}
-	u := c.base.JoinPath(path)
+	u := base.JoinPath(path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(b))
 	if err != nil {
 		return integration.Recorded{}, fmt.Errorf("build %s request: %w", path, err)
@@ -137,39 +168,40 @@ func (c *Client) post(ctx context.Context, path string, caller integration.Calle
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", UserAgent)
 	req.Header.Set("Authorization", "Bearer "+caller.APIKey)
-	// The same id in both services' logs; tracking keeps a valid one.
+	// The same id in both services' logs; the callee keeps a valid one.
 	if caller.RequestID != "" {
 		req.Header.Set(httpkit.HeaderRequestID, caller.RequestID)
 	}
-	// Tracking limits clicks and leads per client address (sales per key).
-	// Naming the caller's address lets it bucket (and locate) the event as
-	// the caller's rather than accounts' own; tracking believes it only when
+	// Tracking limits clicks and leads per client address (commissions
+	// sales per key, failed authentications per address). Naming the
+	// caller's address lets them bucket (and locate) the event as the
+	// caller's rather than accounts' own; each believes it only when
 	// accounts is among its TRUSTED_PROXIES.
 	if caller.ClientIP != "" {
 		req.Header.Set("X-Forwarded-For", caller.ClientIP)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return integration.Recorded{}, fmt.Errorf("call tracking %s: %w", path, err)
+		return integration.Recorded{}, fmt.Errorf("call %s %s: %w", service, path, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return integration.Recorded{}, fmt.Errorf("read tracking %s answer: %w", path, err)
+		return integration.Recorded{}, fmt.Errorf("read %s %s answer: %w", service, path, err)
 	}
 	if resp.StatusCode == http.StatusOK {
 		var a testAnswer
 		if err := json.Unmarshal(raw, &a); err != nil {
-			return integration.Recorded{}, fmt.Errorf("decode tracking %s answer: %w", path, err)
+			return integration.Recorded{}, fmt.Errorf("decode %s %s answer: %w", service, path, err)
 		}
 		if !a.Success || a.Data == nil || !a.Data.TestMode || a.Data.EventID == 0 {
-			return integration.Recorded{}, fmt.Errorf("tracking %s answered 200 without a test event: %.200s", path, raw)
+			return integration.Recorded{}, fmt.Errorf("%s %s answered 200 without a test event: %.200s", service, path, raw)
 		}
 		return integration.Recorded{EventID: a.Data.EventID, ProgramID: a.Data.ProgramID, Message: a.Message}, nil
 	}
 	var e errorAnswer
 	_ = json.Unmarshal(raw, &e)
-	se := &StatusError{Path: path, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	se := &StatusError{Service: service, Path: path, Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
 	if se.Message == "" {
 		se.Message = e.Message
 	}
@@ -194,6 +226,11 @@ type Unconfigured struct{}
 
 // ErrUnconfigured is returned by Unconfigured.
 var ErrUnconfigured = errors.New("TRACKING_URL is not set: test events cannot reach tracking")
+
+// ErrSalesUnconfigured is returned by TestSale of a Client without a
+// commissions address (COMMISSIONS_URL unset): test clicks and leads work,
+// test sales fail (500) with a cause that names the setting.
+var ErrSalesUnconfigured = errors.New("COMMISSIONS_URL is not set: test sales cannot reach commissions, which serves the sale route")
 
 func (Unconfigured) TestClick(context.Context, integration.Caller, integration.TestClick) (integration.Recorded, error) {
 	return integration.Recorded{}, ErrUnconfigured
