@@ -320,8 +320,11 @@ func TestSaleLimitPerKey(t *testing.T) {
 		for i := 0; i < 120; i++ {
 			c := newClient(t, s, fmt.Sprintf("198.51.100.%d", i%200+1)).withKey(s.LiveKey)
 			// Sales and refunds share the key's one bucket.
-			r, want := c.sale(body()), 400
-			if i%2 == 1 {
+			var r reply
+			want := 400
+			if i%2 == 0 {
+				r = c.sale(body())
+			} else {
 				r, want = c.refund(map[string]any{"transaction_id": uniqueID("txn")}), 404
 			}
 			if r.status != want || r.header.Get("X-RateLimit-Limit") != "120" {
