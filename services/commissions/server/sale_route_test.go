@@ -316,6 +316,22 @@ func TestSaleRoute(t *testing.T) {
 			}
 		})
 
+		t.Run("200 provisional lead: the sale leaves the customer at click", func(t *testing.T) {
+			t.Parallel()
+			p := s.program(t, nil) // server_required: a lead without key is provisional
+			cid := s.click(t, p.code)
+			r := s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": cid})
+			if r.status != 200 || r.body["provisional"] != true {
+				t.Fatalf("browser lead: %d %s, want provisional", r.status, r.raw)
+			}
+			txn := s.txn()
+			wantSaleAs(t, s.sale(t, p.key, saleOf(txn, cid, 1000, "USD", nil)), txn, cid, "click")
+			// A Bearer lead now answers 400 (the Customer status table).
+			if r := s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": cid}, bearer(p.key)...); r.status != 400 {
+				t.Fatalf("Bearer lead after the sale: %d %s, want 400", r.status, r.raw)
+			}
+		})
+
 		t.Run("401 retired key: typed envelope api_key_rotation_required, nothing written", func(t *testing.T) {
 			t.Parallel()
 			txn := s.txn()

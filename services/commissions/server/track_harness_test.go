@@ -311,6 +311,12 @@ type saleOut struct {
 // returns it.
 func wantSale(t *testing.T, r reply, txn, clickID string) saleOut {
 	t.Helper()
+	return wantSaleAs(t, r, txn, clickID, "conversion")
+}
+
+// wantSaleAs is wantSale for a customer left in customerStatus.
+func wantSaleAs(t *testing.T, r reply, txn, clickID, customerStatus string) saleOut {
+	t.Helper()
 	var out saleOut
 	if r.status != 200 {
 		t.Fatalf("sale %s: %d %s, want 200", txn, r.status, r.raw)
@@ -319,7 +325,7 @@ func wantSale(t *testing.T, r reply, txn, clickID string) saleOut {
 		t.Fatalf("%v: %s", err, r.raw)
 	}
 	if !out.Success || out.Message != "Sale tracked successfully" || out.SaleID <= 0 || out.TransactionID != txn ||
-		out.CustomerStatus != "conversion" || (clickID != "" && out.ClickID != clickID) {
+		out.CustomerStatus != customerStatus || (clickID != "" && out.ClickID != clickID) {
 		t.Fatalf("sale %s (click %s): %s", txn, clickID, r.raw)
 	}
 	if c, ok := r.body["commission"]; ok && c == nil {
