@@ -26,7 +26,7 @@ func TestLoadConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Config{AdminRateLimit: 1200, FailedAuthRateLimit: 30, ApproveInterval: 30 * time.Second,
+		want := Config{AdminRateLimit: 1200, FailedAuthRateLimit: 30, SaleRateLimit: 120, APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ApproveInterval: 30 * time.Second,
 			BackstopInterval: time.Minute, BackstopGrace: time.Minute, AttributionTimeout: 5 * time.Second}
 		if c != want {
 			t.Errorf("defaults: %+v, want %+v", c, want)
@@ -34,22 +34,25 @@ func TestLoadConfig(t *testing.T) {
 	})
 	t.Run("set", func(t *testing.T) {
 		c, err := load(map[string]string{"ADMIN_TOKEN": "t", "APPROVE_INTERVAL": "5s", "BACKSTOP_INTERVAL": "2m", "BACKSTOP_GRACE": "0s",
-			"TRACKING_URL": "http://tracking:8080", "INTERNAL_TOKEN": "itok", "ATTRIBUTION_TIMEOUT": "2s"})
+			"TRACKING_URL": "http://tracking:8080", "INTERNAL_TOKEN": "itok", "ATTRIBUTION_TIMEOUT": "2s", "TRACK_SALE_RATE_LIMIT": "7",
+			"API_KEY_DOCS_URL": "https://docs.brand.example/keys"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.AdminToken != "t" || c.ApproveInterval != 5*time.Second || c.BackstopInterval != 2*time.Minute || c.BackstopGrace != 0 ||
-			c.TrackingURL != "http://tracking:8080" || c.InternalToken != "itok" || c.AttributionTimeout != 2*time.Second {
+			c.TrackingURL != "http://tracking:8080" || c.InternalToken != "itok" || c.AttributionTimeout != 2*time.Second ||
+			c.SaleRateLimit != 7 || c.APIKeyDocsURL != "https://docs.brand.example/keys" {
 			t.Errorf("%+v", c)
 		}
 	})
 	t.Run("every problem at once", func(t *testing.T) {
-		_, err := load(map[string]string{"APPROVE_INTERVAL": "0s", "BACKSTOP_INTERVAL": "-1s", "BACKSTOP_GRACE": "-1m", "ATTRIBUTION_TIMEOUT": "0s"})
+		_, err := load(map[string]string{"APPROVE_INTERVAL": "0s", "BACKSTOP_INTERVAL": "-1s", "BACKSTOP_GRACE": "-1m", "ATTRIBUTION_TIMEOUT": "0s",
+			"API_KEY_DOCS_URL": "docs"})
 		if err == nil {
 			t.Fatal("no error")
 		}
 		for _, want := range []string{"APPROVE_INTERVAL must be positive", "BACKSTOP_INTERVAL must be positive", "BACKSTOP_GRACE must not be negative",
-			"ATTRIBUTION_TIMEOUT must be positive"} {
+			"ATTRIBUTION_TIMEOUT must be positive", "API_KEY_DOCS_URL"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %q", err, want)
 			}
