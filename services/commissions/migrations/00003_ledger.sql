@@ -90,8 +90,14 @@ CREATE TABLE refunds (
     debited         bigint      NOT NULL DEFAULT 0 CHECK (debited >= 0),
     currency        text,
     reason          text        NOT NULL DEFAULT '',
+    -- The notifications the refund sends (a JSON array), written with it
+    -- and sent after its transaction (the spec: they never change the
+    -- answer); NULL once sent. The backstop sends what a failure left.
+    pending_notifications jsonb,
     created_at      timestamptz NOT NULL
 );
+
+CREATE INDEX refunds_to_notify ON refunds (created_at) WHERE pending_notifications IS NOT NULL;
 
 -- A refund id is applied once per sale; without one, a second call with the
 -- same (positive) amount for the same sale is a retry.

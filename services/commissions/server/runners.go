@@ -159,6 +159,11 @@ func (r *runners) backstop(ctx context.Context) {
 	} else {
 		r.metrics.backlog.Set(float64(n))
 	}
+	if n, err := r.ledger.NotifyPending(ctx, olderThan, BackstopBatch); err != nil && ctx.Err() == nil {
+		r.logger.WarnContext(ctx, "backstop could not send refund notifications", "sent", n, "err", err)
+	} else if n > 0 {
+		r.logger.InfoContext(ctx, "backstop sent pending refund notifications", "refunds", n)
+	}
 	ids, err := r.ledger.SalesWithoutCommission(ctx, olderThan, BackstopBatch)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -270,6 +270,7 @@ func TestSaleRoute(t *testing.T) {
 				{"400 amount negative", edit(cid, map[string]any{"amount_cents": -5}), nil, 400, "invalid_request", amount},
 				{"400 amount fractional", edit(cid, map[string]any{"amount_cents": 10.5}), nil, 400, "invalid_request", amount},
 				{"400 amount a string", edit(cid, map[string]any{"amount_cents": "100"}), nil, 400, "invalid_request", amount},
+				{"400 amount over 10^12 (ours: balances never overflow)", edit(cid, map[string]any{"amount_cents": int64(1_000_000_000_001)}), nil, 400, "invalid_request", "amount_cents must be at most 1000000000000"},
 				{"400 occurred_at not a time", edit(cid, map[string]any{"occurred_at": "yesterday"}), nil, 400, "invalid_request", occurred},
 				{"400 occurred_at without offset", edit(cid, map[string]any{"occurred_at": "2026-03-09T10:00:00"}), nil, 400, "invalid_request", occurred},
 				{"400 occurred_at not a real date", edit(cid, map[string]any{"occurred_at": "2026-02-30T10:00:00Z"}), nil, 400, "invalid_request", occurred},

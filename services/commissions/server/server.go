@@ -71,6 +71,9 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Store:    store,
 		Now:      p.Now,
 		OnRefund: func(outcome string) { metrics.refunds.WithLabelValues(outcome).Inc() },
+		OnNotifyError: func(err error) {
+			p.Logger.Warn("refund notifications not sent; the backstop sends them", "err", err)
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -153,7 +153,10 @@ type Refund struct {
 	Debited      int64
 	Currency     money.Currency // of the deduction; "" without commission
 	Reason       string
-	CreatedAt    time.Time
+	// Notifications are the ones the refund sends once it committed
+	// (pending until then, and until a send succeeds).
+	Notifications []Notification
+	CreatedAt     time.Time
 }
 
 // Balance is a partner's balance in one currency; it may be negative.
@@ -265,12 +268,22 @@ type Store interface {
 	// OldestDueSince is the hold_until of the oldest pending commission
 	// whose hold ended at now; ok false when none is due.
 	OldestDueSince(ctx context.Context, now time.Time) (since time.Time, ok bool, err error)
+	// ReserveSale inserts a reserved sale (s.Reserved) on its own: it
+	// writes no event; a transaction id already taken is a
+	// *DuplicateSaleError naming that sale.
+	ReserveSale(ctx context.Context, s *Sale) error
+	// ReleaseSale deletes a sale still reserved (released false when it
+	// is not).
+	ReleaseSale(ctx context.Context, id int64) (released bool, err error)
 	// TestSaleByTransaction reads the test sale of a transaction id;
 	// ErrSaleNotFound.
 	TestSaleByTransaction(ctx context.Context, transactionID string) (Sale, error)
 	// ReservedSales lists up to limit sales reserved before olderThan,
 	// oldest first.
 	ReservedSales(ctx context.Context, olderThan time.Time, limit int) ([]Sale, error)
+	// RefundsToNotify lists up to limit refunds created before olderThan
+	// whose notifications are still pending (ids only).
+	RefundsToNotify(ctx context.Context, olderThan time.Time, limit int) ([]int64, error)
 	// CountSalesWithoutCommission counts the undecided sales recorded
 	// before olderThan (the backstop's backlog).
 	CountSalesWithoutCommission(ctx context.Context, olderThan time.Time) (int64, error)
@@ -292,12 +305,11 @@ type Tx interface {
 	// recorded is a *DuplicateSaleError naming the sale.
 	// A reserved sale (s.Reserved) writes no event: CompleteSale does.
 	InsertSale(ctx context.Context, s *Sale) error
-	// CompleteSale records a reserved sale with s's customer and partner
-	// and writes its event; a sale no longer reserved is ErrSaleNotFound.
+	// CompleteSale records the reserved sale s.ID with s's customer and
+	// partner (locking it), fills s from the row and writes its event; a
+	// sale no longer reserved is ErrSaleNotFound.
 	CompleteSale(ctx context.Context, s *Sale) error
-	// DeleteReservedSale deletes a sale still reserved (deleted false when
-	// it is not).
-	DeleteReservedSale(ctx context.Context, id int64) (deleted bool, err error)
+
 	// LockSale reads and locks a sale by id, or by transaction id within a
 	// program (programID 0: any program); ErrSaleNotFound.
 	LockSale(ctx context.Context, id int64) (Sale, error)
@@ -340,6 +352,9 @@ type Tx interface {
 	UpdateWithdrawal(ctx context.Context, w Withdrawal, ch WithdrawalChange) error
 
 	InsertNotification(ctx context.Context, n *Notification) error
+	// TakeRefundNotifications clears and returns a refund's pending
+	// notifications (none when another transaction took them).
+	TakeRefundNotifications(ctx context.Context, refundID int64) ([]Notification, error)
 }
 
 // internal marks a money precondition broken by stored data (or a bug) as

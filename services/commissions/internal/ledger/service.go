@@ -40,14 +40,19 @@ type Config struct {
 	// succeeded (reversed, refunded, skipped, no_commission): the wiring
 	// counts them.
 	OnRefund func(outcome string)
+	// OnNotifyError, when set, is told when a refund's notifications
+	// could not be sent after it committed (they stay pending for
+	// NotifyPending): the wiring logs it.
+	OnNotifyError func(error)
 }
 
 // Service is the ledger's use cases.
 type Service struct {
-	store    Store
-	now      func() time.Time
-	batch    int
-	onRefund func(string)
+	store         Store
+	now           func() time.Time
+	batch         int
+	onRefund      func(string)
+	onNotifyError func(error)
 }
 
 // New checks the wiring and returns the service.
@@ -62,7 +67,11 @@ func New(cfg Config) (*Service, error) {
 	if onRefund == nil {
 		onRefund = func(string) {}
 	}
-	return &Service{store: cfg.Store, now: cfg.Now, batch: cfg.ApproveBatch, onRefund: onRefund}, nil
+	onNotifyError := cfg.OnNotifyError
+	if onNotifyError == nil {
+		onNotifyError = func(error) {}
+	}
+	return &Service{store: cfg.Store, now: cfg.Now, batch: cfg.ApproveBatch, onRefund: onRefund, onNotifyError: onNotifyError}, nil
 }
 
 // SaleInput is an attributed sale to record.
@@ -180,9 +189,7 @@ func (s *Service) ReserveSale(ctx context.Context, in SaleInput, ref []byte) (Sa
 		return Sale{}, err
 	}
 	sale.Reserved, sale.AttributionRef = true, ref
-	err = s.store.Atomic(ctx, func(tx Tx) error {
-		return tx.InsertSale(ctx, &sale)
-	})
+	err = s.store.ReserveSale(ctx, &sale)
 	return sale, err
 }
 
@@ -196,7 +203,17 @@ func (s *Service) CompleteSale(ctx context.Context, saleID, customerID, partnerI
 	var cause error
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		res, cause = SaleResult{}, nil
-		sale, err := tx.LockSale(ctx, saleID)
+		sale := Sale{ID: saleID, CustomerID: customerID, PartnerID: partnerID}
+		err := tx.CompleteSale(ctx, &sale)
+		if err == nil {
+			res, cause, err = s.decideSale(ctx, tx, sale, s.now().UTC())
+			return err
+		}
+		if !errors.Is(err, ErrSaleNotFound) {
+			return err
+		}
+		// Completed (or released) before: answer the sale as it stands.
+		sale, err = tx.LockSale(ctx, saleID)
 		if err != nil {
 			return err
 		}
@@ -210,12 +227,7 @@ func (s *Service) CompleteSale(ctx context.Context, saleID, customerID, partnerI
 			}
 			return nil
 		}
-		sale.CustomerID, sale.PartnerID = customerID, partnerID
-		if err := tx.CompleteSale(ctx, &sale); err != nil {
-			return err
-		}
-		res, cause, err = s.decideSale(ctx, tx, sale, s.now().UTC())
-		return err
+		return fmt.Errorf("sale %d stayed reserved: %w", saleID, errkind.Internal)
 	})
 	if err != nil {
 		return SaleResult{}, err
@@ -230,11 +242,7 @@ func (s *Service) CompleteSale(ctx context.Context, saleID, customerID, partnerI
 // transaction id back: tracking refused the payment or could not decide.
 // released is false when the sale was completed (or released) meanwhile.
 func (s *Service) ReleaseSale(ctx context.Context, saleID int64) (released bool, err error) {
-	err = s.store.Atomic(ctx, func(tx Tx) error {
-		released, err = tx.DeleteReservedSale(ctx, saleID)
-		return err
-	})
-	return released, err
+	return s.store.ReleaseSale(ctx, saleID)
 }
 
 // ReservedSales lists up to limit sales reserved before olderThan: the ones
@@ -497,6 +505,9 @@ type RefundResult struct {
 	// (deductionAmount), Debit what was taken from the balance.
 	Deduction money.Amount
 	Debit     money.Amount
+	// notify is the refund row whose notifications are sent after the
+	// transaction (0: none).
+	notify int64
 }
 
 // Refund applies the spec's refund table to the sale of TransactionID in
@@ -573,7 +584,55 @@ func (s *Service) Refund(ctx context.Context, in RefundInput) (RefundResult, err
 		return RefundResult{}, err
 	}
 	s.onRefund(res.Outcome)
+	if res.notify != 0 {
+		// After the refund committed, in a transaction of their own: a
+		// failure never changes the answer, and leaves them pending for
+		// the backstop (NotifyPending).
+		if err := s.SendRefundNotifications(context.WithoutCancel(ctx), res.notify); err != nil {
+			s.onNotifyError(fmt.Errorf("notifications of refund %d (left for the backstop): %w", res.notify, err))
+		}
+	}
 	return res, nil
+}
+
+// SendRefundNotifications writes a refund's pending notifications, with
+// their events, once: a refund whose notifications were sent (by another
+// caller) sends nothing.
+func (s *Service) SendRefundNotifications(ctx context.Context, refundID int64) error {
+	return s.store.Atomic(ctx, func(tx Tx) error {
+		notes, err := tx.TakeRefundNotifications(ctx, refundID)
+		if err != nil {
+			return err
+		}
+		for i := range notes {
+			if err := tx.InsertNotification(ctx, &notes[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// NotifyPending sends the notifications still pending of up to limit
+// refunds created before olderThan (the backstop): how many refunds it
+// sent, and the first error.
+func (s *Service) NotifyPending(ctx context.Context, olderThan time.Time, limit int) (int, error) {
+	ids, err := s.store.RefundsToNotify(ctx, olderThan, limit)
+	if err != nil {
+		return 0, err
+	}
+	sent := 0
+	var first error
+	for _, id := range ids {
+		if err := s.SendRefundNotifications(ctx, id); err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		sent++
+	}
+	return sent, first
 }
 
 // refundWithoutCommission adds the refund to the sale's refunded total
@@ -625,13 +684,19 @@ func (s *Service) refundCommission(ctx context.Context, tx Tx, sale Sale, c Comm
 		return err
 	}
 	sale.RefundedCents = r.SaleRefunded
+	notes, err := s.refundNotifications(ctx, tx, sale, c, r, in.Reason, paidOut, now)
+	if err != nil {
+		return err
+	}
 	ref := Refund{
 		SaleID: sale.ID, CommissionID: c.ID, RefundID: refundID, Requested: in.AmountCents, Applied: r.Applied,
-		Deduction: r.Deduction.Minor, Debited: r.Debit.Minor, Currency: c.Amount.Currency, Reason: in.Reason, CreatedAt: now,
+		Deduction: r.Deduction.Minor, Debited: r.Debit.Minor, Currency: c.Amount.Currency, Reason: in.Reason,
+		Notifications: notes, CreatedAt: now,
 	}
 	if err := tx.InsertRefund(ctx, &ref, sale); err != nil {
 		return err
 	}
+	res.notify = ref.ID
 	from := c.Status
 	c.Status, c.Refunded = r.Status, c.Refunded+r.Deduction.Minor
 	if in.Reason != "" {
@@ -653,6 +718,13 @@ func (s *Service) refundCommission(ctx context.Context, tx Tx, sale Sale, c Comm
 		}
 	}
 
+	return nil
+}
+
+// refundNotifications are the notifications a refund of c sends: the
+// partner's, and the advertiser's manual-review warning when c was already
+// paid out.
+func (s *Service) refundNotifications(ctx context.Context, tx Tx, sale Sale, c Commission, r money.RefundResult, reason string, paidOut bool, now time.Time) ([]Notification, error) {
 	kind := NotifyCommissionRefunded
 	if r.Status == money.StatusReversed {
 		kind = NotifyCommissionReversed
@@ -660,29 +732,27 @@ func (s *Service) refundCommission(ctx context.Context, tx Tx, sale Sale, c Comm
 	payload := map[string]any{
 		"commission_id": c.ID, "sale_id": sale.ID, "transaction_id": sale.TransactionID, "program_id": sale.ProgramID,
 		"status": string(r.Status), "deduction": r.Deduction.Minor, "debited": r.Debit.Minor,
-		"currency": string(c.Amount.Currency), "reason": in.Reason,
+		"currency": string(c.Amount.Currency), "reason": reason,
 		"refunded_cents": r.Applied, "sale_currency": string(sale.Amount.Currency),
 	}
-	if err := tx.InsertNotification(ctx, &Notification{
+	out := []Notification{{
 		RecipientKind: RecipientPartner, RecipientID: c.PartnerID, Kind: kind, Payload: payload, ProgramID: sale.ProgramID, CreatedAt: now,
-	}); err != nil {
-		return err
-	}
+	}}
 	if !paidOut {
-		return nil
+		return out, nil
 	}
 	prog, err := tx.Program(ctx, sale.ProgramID)
 	if err != nil {
-		return fmt.Errorf("advertiser of program %d: %w", sale.ProgramID, err)
+		return nil, fmt.Errorf("advertiser of program %d: %w", sale.ProgramID, err)
 	}
 	review := map[string]any{"partner_id": c.PartnerID}
 	for k, v := range payload {
 		review[k] = v
 	}
-	return tx.InsertNotification(ctx, &Notification{
+	return append(out, Notification{
 		RecipientKind: RecipientAdvertiser, RecipientID: prog.AdvertiserID, Kind: NotifyRefundReview, Payload: review,
 		ProgramID: sale.ProgramID, CreatedAt: now,
-	})
+	}), nil
 }
 
 // paidOut reports whether c is among the partner's commissions (in c's

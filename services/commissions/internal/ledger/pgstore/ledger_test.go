@@ -790,7 +790,8 @@ func TestConcurrentApproveDue(t *testing.T) {
 }
 
 // faultyStore is the real store whose transactions fail at their first
-// notification: what a use case wrote before must roll back with it.
+// withdrawal update (the refund's last write) or notification: what a use
+// case wrote before must roll back with it.
 type faultyStore struct{ *pgstore.Store }
 
 func (s faultyStore) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
@@ -801,7 +802,9 @@ type faultyTx struct{ ledger.Tx }
 
 var errInjected = errors.New("injected failure")
 
-func (faultyTx) InsertNotification(context.Context, *ledger.Notification) error { return errInjected }
+func (faultyTx) UpdateWithdrawal(context.Context, ledger.Withdrawal, ledger.WithdrawalChange) error {
+	return errInjected
+}
 
 func TestRefundIsOneTransaction(t *testing.T) {
 	e := open(t)
@@ -817,8 +820,9 @@ func TestRefundIsOneTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The refund gets as far as the sale, refund, commission, balance and
-	// withdrawal writes, then fails: none of them, nor their events, stay.
+	// The refund gets as far as the sale, refund, commission and balance
+	// writes, then fails at the withdrawal: none of them, nor their
+	// events, stay.
 	if _, err := faulty.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", RefundID: "r"}); !errors.Is(err, errInjected) {
 		t.Fatalf("err = %v", err)
 	}
@@ -840,6 +844,61 @@ func TestRefundIsOneTransaction(t *testing.T) {
 		if after[typ]-before[typ] != n {
 			t.Fatalf("%s: %d new events, want %d", typ, after[typ]-before[typ], n)
 		}
+	}
+}
+
+// noNotifyStore's transactions fail at every notification.
+type noNotifyStore struct{ *pgstore.Store }
+
+func (s noNotifyStore) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
+	return s.Store.Atomic(ctx, func(tx ledger.Tx) error { return fn(noNotifyTx{tx}) })
+}
+
+type noNotifyTx struct{ ledger.Tx }
+
+func (noNotifyTx) InsertNotification(context.Context, *ledger.Notification) error { return errInjected }
+
+// Notifications are sent after the refund's transaction: one that cannot
+// be written changes neither the refund nor its answer, stays pending, and
+// NotifyPending sends it once.
+func TestRefundNotificationsAfterTheRefund(t *testing.T) {
+	e := open(t)
+	ctx := context.Background()
+	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
+	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
+	var notifyErr error
+	faulty, err := ledger.New(ledger.Config{Store: noNotifyStore{e.store}, Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := faulty.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r1"})
+	if err != nil || r.Outcome != "refunded" || r.Deduction.Minor != 250 || !errors.Is(notifyErr, errInjected) {
+		t.Fatalf("refund = %+v, %v; notify error %v", r, err, notifyErr)
+	}
+	if n := e.count(t, `SELECT count(*) FROM notifications`); n != 0 {
+		t.Fatalf("%d notifications", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`); n != 1 {
+		t.Fatalf("%d refunds with pending notifications, want 1", n)
+	}
+	// Too recent for the backstop's grace: nothing sent.
+	if n, err := e.svc.NotifyPending(ctx, e.clock.Now().Add(-time.Minute), 10); n != 0 || err != nil {
+		t.Fatalf("NotifyPending = %d, %v", n, err)
+	}
+	for i := 0; i < 2; i++ { // the second run finds nothing left
+		n, err := e.svc.NotifyPending(ctx, e.clock.Now().Add(time.Second), 10)
+		if err != nil || n != 1-i {
+			t.Fatalf("run %d: NotifyPending = %d, %v", i, n, err)
+		}
+	}
+	ns, err := e.svc.Notifications(ctx, ledger.RecipientPartner, 3)
+	if err != nil || len(ns) != 1 || ns[0].Kind != ledger.NotifyCommissionRefunded || fmt.Sprint(ns[0].Payload["deduction"]) != "250" {
+		t.Fatalf("notifications %+v, %v", ns, err)
+	}
+	// A refund whose notifications were sent at once leaves none pending.
+	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r2"})
+	if n := e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`); n != 0 {
+		t.Fatalf("%d refunds with pending notifications, want 0", n)
 	}
 }
 

@@ -144,26 +144,8 @@ func scanSale(row pgx.Row) (ledger.Sale, error) {
 // transaction, or one that commits while this one waits on the unique
 // key) is a *ledger.DuplicateSaleError naming that sale.
 func (t *tx) InsertSale(ctx context.Context, s *ledger.Sale) error {
-	var ref *string
-	if s.AttributionRef != nil {
-		r := string(s.AttributionRef)
-		ref = &r
-	}
-	err := t.tx.QueryRow(ctx, `INSERT INTO sales (transaction_id, program_id, customer_id, partner_id, amount_cents, currency,
-			is_test, source, reserved, attribution_ref, occurred_at, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12)
-		ON CONFLICT (is_test, transaction_id) DO NOTHING RETURNING id`,
-		s.TransactionID, s.ProgramID, s.CustomerID, s.PartnerID, s.Amount.Minor, string(s.Amount.Currency),
-		s.Test, s.Source, s.Reserved, ref, s.OccurredAt, s.CreatedAt).Scan(&s.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var prev int64
-		if err := t.tx.QueryRow(ctx, `SELECT id FROM sales WHERE transaction_id = $1 AND is_test = $2`, s.TransactionID, s.Test).Scan(&prev); err != nil {
-			return fmt.Errorf("load duplicate sale %q: %w", s.TransactionID, err)
-		}
-		return &ledger.DuplicateSaleError{SaleID: prev}
-	}
-	if err != nil {
-		return fmt.Errorf("store sale %q: %w", s.TransactionID, err)
+	if err := insertSale(ctx, t.tx, s); err != nil {
+		return err
 	}
 	if s.Reserved {
 		// Its event is written when it is completed (CompleteSale).
@@ -172,30 +154,69 @@ func (t *tx) InsertSale(ctx context.Context, s *ledger.Sale) error {
 	return t.publishSale(ctx, s)
 }
 
-// CompleteSale turns a reserved sale into a recorded one with its
-// attribution, and writes its event; a sale no longer reserved is
-// ledger.ErrSaleNotFound.
-func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
-	tag, err := t.tx.Exec(ctx, `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3 WHERE id = $1 AND reserved`,
-		s.ID, s.CustomerID, s.PartnerID)
-	if err != nil {
-		return fmt.Errorf("complete sale %d: %w", s.ID, err)
+// ReserveSale inserts a reserved sale in one statement of its own (no
+// event to write with it, so no transaction: one round trip).
+func (s *Store) ReserveSale(ctx context.Context, sale *ledger.Sale) error {
+	if !sale.Reserved {
+		return fmt.Errorf("reserve sale %q: not marked reserved: %w", sale.TransactionID, ledger.ErrInvalidInput)
 	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("complete sale %d: not reserved: %w", s.ID, ledger.ErrSaleNotFound)
-	}
-	s.Reserved = false
-	return t.publishSale(ctx, s)
+	return insertSale(ctx, s.pool, sale)
 }
 
-// DeleteReservedSale deletes a sale that is still reserved; deleted false
-// when it is not (completed, or deleted before).
-func (t *tx) DeleteReservedSale(ctx context.Context, id int64) (bool, error) {
-	tag, err := t.tx.Exec(ctx, `DELETE FROM sales WHERE id = $1 AND reserved`, id)
+// ReleaseSale deletes a sale still reserved, in one statement.
+func (s *Store) ReleaseSale(ctx context.Context, id int64) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM sales WHERE id = $1 AND reserved`, id)
 	if err != nil {
 		return false, fmt.Errorf("release sale %d: %w", id, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// queryRower is a pool, a connection or a transaction.
+type queryRower interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func insertSale(ctx context.Context, q queryRower, s *ledger.Sale) error {
+	var ref *string
+	if s.AttributionRef != nil {
+		r := string(s.AttributionRef)
+		ref = &r
+	}
+	err := q.QueryRow(ctx, `INSERT INTO sales (transaction_id, program_id, customer_id, partner_id, amount_cents, currency,
+			is_test, source, reserved, attribution_ref, occurred_at, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12)
+		ON CONFLICT (is_test, transaction_id) DO NOTHING RETURNING id`,
+		s.TransactionID, s.ProgramID, s.CustomerID, s.PartnerID, s.Amount.Minor, string(s.Amount.Currency),
+		s.Test, s.Source, s.Reserved, ref, s.OccurredAt, s.CreatedAt).Scan(&s.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var prev int64
+		if err := q.QueryRow(ctx, `SELECT id FROM sales WHERE transaction_id = $1 AND is_test = $2`, s.TransactionID, s.Test).Scan(&prev); err != nil {
+			return fmt.Errorf("load duplicate sale %q: %w", s.TransactionID, err)
+		}
+		return &ledger.DuplicateSaleError{SaleID: prev}
+	}
+	if err != nil {
+		return fmt.Errorf("store sale %q: %w", s.TransactionID, err)
+	}
+	return nil
+}
+
+// CompleteSale turns a reserved sale into a recorded one with its
+// attribution, filling s from the row, and writes its event; a sale no
+// longer reserved is ledger.ErrSaleNotFound. The UPDATE locks the row, so
+// it also serves as the lock (one round trip for both).
+func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
+	done, err := scanSale(t.tx.QueryRow(ctx, `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3
+		WHERE id = $1 AND reserved RETURNING `+saleColumns, s.ID, s.CustomerID, s.PartnerID))
+	if errors.Is(err, ledger.ErrSaleNotFound) {
+		return fmt.Errorf("complete sale %d: not reserved: %w", s.ID, ledger.ErrSaleNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("complete sale %d: %w", s.ID, err)
+	}
+	*s = done
+	return t.publishSale(ctx, s)
 }
 
 func (t *tx) publishSale(ctx context.Context, s *ledger.Sale) error {
@@ -384,10 +405,19 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 	if r.RefundID != "" {
 		refundID = r.RefundID
 	}
+	var pending *string
+	if len(r.Notifications) > 0 {
+		raw, err := json.Marshal(toPending(r.Notifications))
+		if err != nil {
+			return fmt.Errorf("encode notifications of a refund of sale %d: %w", r.SaleID, err)
+		}
+		p := string(raw)
+		pending = &p
+	}
 	err := t.tx.QueryRow(ctx, `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
-			debited, currency, reason, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) RETURNING id`,
-		r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, r.CreatedAt).Scan(&r.ID)
+			debited, currency, reason, pending_notifications, created_at)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11) RETURNING id`,
+		r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, pending, r.CreatedAt).Scan(&r.ID)
 	if err != nil {
 		return fmt.Errorf("store refund of sale %d: %w", r.SaleID, err)
 	}
@@ -397,6 +427,70 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 		SaleCurrency: string(s.Amount.Currency), Deduction: r.Deduction, Debited: r.Debited, Currency: string(r.Currency),
 		Reason: r.Reason, CreatedAt: ts(r.CreatedAt),
 	})
+}
+
+// pendingNotification is a notification as refunds.pending_notifications
+// keeps it.
+type pendingNotification struct {
+	RecipientKind string         `json:"recipient_kind"`
+	RecipientID   int64          `json:"recipient_id"`
+	Kind          string         `json:"kind"`
+	Payload       map[string]any `json:"payload"`
+	ProgramID     int64          `json:"program_id"`
+	CreatedAt     time.Time      `json:"created_at"`
+}
+
+func toPending(ns []ledger.Notification) []pendingNotification {
+	out := make([]pendingNotification, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, pendingNotification{RecipientKind: n.RecipientKind, RecipientID: n.RecipientID, Kind: n.Kind,
+			Payload: n.Payload, ProgramID: n.ProgramID, CreatedAt: n.CreatedAt})
+	}
+	return out
+}
+
+// TakeRefundNotifications clears a refund's pending notifications and
+// returns them; the UPDATE locks the row, so two senders never both get
+// them.
+func (t *tx) TakeRefundNotifications(ctx context.Context, refundID int64) ([]ledger.Notification, error) {
+	var raw []byte
+	err := t.tx.QueryRow(ctx, `WITH taken AS (
+			SELECT id, pending_notifications FROM refunds WHERE id = $1 AND pending_notifications IS NOT NULL FOR UPDATE)
+		UPDATE refunds r SET pending_notifications = NULL FROM taken WHERE r.id = taken.id
+		RETURNING taken.pending_notifications`, refundID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("take notifications of refund %d: %w", refundID, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // amounts stay integers
+	var pending []pendingNotification
+	if err := dec.Decode(&pending); err != nil {
+		return nil, fmt.Errorf("notifications of refund %d: %w", refundID, err)
+	}
+	out := make([]ledger.Notification, 0, len(pending))
+	for _, p := range pending {
+		out = append(out, ledger.Notification{RecipientKind: p.RecipientKind, RecipientID: p.RecipientID, Kind: p.Kind,
+			Payload: p.Payload, ProgramID: p.ProgramID, CreatedAt: p.CreatedAt.UTC()})
+	}
+	return out, nil
+}
+
+// RefundsToNotify lists refunds created before olderThan with pending
+// notifications, oldest first.
+func (s *Store) RefundsToNotify(ctx context.Context, olderThan time.Time, limit int) ([]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM refunds WHERE pending_notifications IS NOT NULL AND created_at < $1
+		ORDER BY created_at, id LIMIT $2`, olderThan, limit)
+	if err != nil {
+		return nil, fmt.Errorf("refunds to notify: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("refunds to notify: %w", err)
+	}
+	return ids, nil
 }
 
 // PostEntry appends e and moves the balance (created at zero when new).

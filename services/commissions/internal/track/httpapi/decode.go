@@ -23,6 +23,7 @@ const (
 	msgTransactionID     = "transaction_id is required and must be a string"
 	msgTransactionIDLong = "transaction_id must be at most 255 characters"
 	msgAmountCents       = "amount_cents is required and must be a positive integer"
+	msgAmountCentsMax    = "amount_cents must be at most 1000000000000"
 	msgOccurredAt        = "occurred_at must be an ISO 8601 time within the last 30 days"
 	msgProviderPaymentID = "provider_payment_id must be a string of 1 to 255 characters"
 	msgLivemode          = "livemode must be a boolean"
@@ -37,7 +38,11 @@ const (
 	msgRefundID            = "refund_id must be a string of at most 255 characters"
 	msgRefundReasonText    = "refund_reason must be a string of at most 1000 characters"
 
-	maxTextLength   = 255
+	maxTextLength = 255
+	// maxAmountCents bounds a sale: 10^12 minor units (ten billion
+	// dollars or euros, a trillion dong). Far above any real payment, and
+	// far enough below int64 that commissions and balances never overflow.
+	maxAmountCents  = 1_000_000_000_000
 	maxReasonLength = 1000
 	maxSaleAge      = 30 * 24 * time.Hour
 	maxSaleFuture   = 5 * time.Minute
@@ -148,6 +153,9 @@ func decodeSale(now func() time.Time) func(context.Context, *http.Request) (any,
 		amount, ok, err := obj.Int("amount_cents")
 		if err != nil || !ok || amount <= 0 {
 			return nil, invalid(msgAmountCents)
+		}
+		if amount > maxAmountCents {
+			return nil, invalid(msgAmountCentsMax)
 		}
 		in.AmountCents = amount
 		if obj.Has("occurred_at") {

@@ -258,6 +258,12 @@ func FuzzSaleAndRefund(f *testing.F) {
 		`{"transaction_id":"fz_num_3","amount_cents":9223372036854775808,"currency":"USD","click_id":"` + c1 + `"}`,
 		`{"transaction_id":"fz_num_4","amount_cents":9223372036854775807,"currency":"VND","click_id":"` + c2 + `"}`,
 		`{"transaction_id":"fz_num_5","amount_cents":-1,"currency":"USD","click_id":"` + c1 + `"}`,
+		// Found by this target: ten sales near the int64 limit for one
+		// partner overflowed the balance and left the tenth reserved;
+		// amounts are capped at 10^12 now.
+		`{"transaction_id":"fz_bal_0","amount_cents":9223372036854775807,"currency":"USD","click_id":"` + c1 + `","reason":"x"}`,
+		`{"transaction_id":"fz_bal_1","amount_cents":1000000000000,"currency":"USD","click_id":"` + c1 + `","reason":"x"}`,
+		`{"transaction_id":"fz_bal_2","amount_cents":1000000000001,"currency":"USD","click_id":"` + c1 + `","reason":"x"}`,
 		`{"transaction_id":"fz_num_6","amount_cents":0,"currency":"USD","click_id":"` + c1 + `"}`,
 		`{"transaction_id":"fz_num_7","amount_cents":1.5,"currency":"USD","click_id":"` + c1 + `"}`,
 		`{"transaction_id":"fz_num_8","amount_cents":1e2,"currency":"USD","click_id":"` + c1 + `"}`,
