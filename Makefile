@@ -89,8 +89,6 @@ standalone: ## Check every module builds on its own (GOWORK=off)
 bench-tracking: ## Load-test POST /api/v1/track/click next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=64")
 	$(GO) run ./services/tracking/cmd/benchclick $(BENCH_FLAGS)
 
-# benchsale is its own module, not yet in go.work: it runs with GOWORK=off
-# from its folder (services/commissions/cmd/benchsale/README.md).
 .PHONY: bench-sale
 bench-sale: ## Load-test POST /api/v1/track/sale and /refund through the gateway next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=32")
-	cd services/commissions/cmd/benchsale && GOWORK=off $(GO) run . $(BENCH_FLAGS)
+	$(GO) run ./services/commissions/cmd/benchsale $(BENCH_FLAGS)

@@ -67,6 +67,7 @@ type options struct {
 	connections      int
 	customers        int
 	partners         int
+	holdDays         int
 	maxCustomers     int
 	databaseURL      string
 	dbMaxConns       int
@@ -87,6 +88,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "unmeasured load per route and target before the measurement")
 	fs.IntVar(&o.connections, "connections", 32, "concurrent keep-alive connections (one closed-loop worker each)")
 	fs.IntVar(&o.customers, "customers", 0, "attributed customers (clicks) created before the measured service sale run; 0 sizes it from the warm-up's rate (1.5x rate x duration)")
+	fs.IntVar(&o.holdDays, "hold-days", 30, "the program's hold period: 30 (the default of a program) keeps commissions pending; 0 credits each at once, and every sale of one partner then updates that partner's one balance row")
 	fs.IntVar(&o.partners, "partners", 1, "approved partners, one link each; customers (and so sales) are spread round-robin over them")
 	fs.IntVar(&o.maxCustomers, "max-customers", 400000, "upper bound of the automatic -customers")
 	fs.StringVar(&o.databaseURL, "database-url", dbDefault, "Postgres server where a throwaway database is created and dropped (default: $TEST_DATABASE_URL or localhost)")
@@ -167,7 +169,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 	gw := "http://" + st.Gateway
 
 	adm := &admin{base: gw, token: st.AdminToken, http: &http.Client{Timeout: 60 * time.Second}}
-	cat, err := seedCatalog(ctx, adm, o.partners)
+	cat, err := seedCatalog(ctx, adm, o.partners, o.holdDays)
 	if err != nil {
 		return nil, fmt.Errorf("seed: %w", err)
 	}
@@ -527,8 +529,8 @@ func (r *report) print(out io.Writer) {
 		salePath, refundPath, o.connections, o.duration, o.warmup)
 	fmt.Fprintf(out, "in one process: tracking + commissions + accounts + gateway + reference + load generator (GOMAXPROCS=%d, %d CPUs), Postgres on the same machine; pool size %d\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), o.dbMaxConns)
-	fmt.Fprintf(out, "program %d (percent 10, hold 0 days), %d approved partner(s), sales spread round-robin; %d fresh attributed customers for the measured service sales (clicks created beforehand at %.0f/s, not timed)\n\n",
-		r.programID, o.partners, r.customers, r.clicksPS)
+	fmt.Fprintf(out, "program %d (percent 10, hold %d days), %d approved partner(s), sales spread round-robin; %d fresh attributed customers for the measured service sales (clicks created beforehand at %.0f/s, not timed)\n\n",
+		r.programID, o.holdDays, o.partners, r.customers, r.clicksPS)
 	order := []string{"sale reference", "sale service", "refund reference", "refund service"}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\trequests\t200/s\tp50\tp90\tp99\tmax\tstatuses\ttransport err\tseconds\t")

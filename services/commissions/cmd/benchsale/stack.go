@@ -280,7 +280,7 @@ func (a *admin) call(ctx context.Context, method, path string, body, out any) er
 // program API key, then waits on the catalog sync barrier so tracking's and
 // commissions' replicas know the links and the key before the first
 // request.
-func seedCatalog(ctx context.Context, a *admin, partners int) (catalog, error) {
+func seedCatalog(ctx context.Context, a *admin, partners, holdDays int) (catalog, error) {
 	var id struct {
 		ID int64 `json:"id"`
 	}
@@ -293,7 +293,7 @@ func seedCatalog(ctx context.Context, a *admin, partners int) (catalog, error) {
 		"domain":                "brand.example",
 		"commission_type":       "percent",
 		"commission_rate":       10,
-		"hold_days":             0,
+		"hold_days":             holdDays,
 		"cookie_duration":       30,
 		"duration_months":       12,
 		"payment_tracking_mode": "s2s",
