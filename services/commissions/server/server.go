@@ -20,6 +20,7 @@ import (
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/commissions/internal/attribution"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+	ledgerconsumer "github.com/svc-dev/svc/services/commissions/internal/ledger/consumer"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/endpoints"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/httpapi"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/pgstore"
@@ -41,7 +42,7 @@ func Spec() platform.Spec {
 		// Commissions keeps a replica of the catalog: the barrier's
 		// progress tables live in its schema.
 		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
-		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicCommissions},
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions},
 		// The ledger's events are the history of the money: kept forever,
 		// like the catalog (not compacted: the key is the program id).
 		TopicConfigs: map[string]map[string]string{eventsv1.TopicCommissions: {"retention.ms": "-1"}},
@@ -62,11 +63,16 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
+	store := pgstore.New(p.Pool)
+	// Settled leads earn the per-lead reward, in the inbox transaction.
+	leads := ledgerconsumer.Leads{Store: store, Now: p.Now, Logger: p.Logger}
+	if err := p.Consume(eventsv1.TopicTracking, ledgerconsumer.Group(p.Name), leads.Apply); err != nil {
+		return nil, err
+	}
 	metrics, err := newRunnerMetrics(p.Registry)
 	if err != nil {
 		return nil, err
 	}
-	store := pgstore.New(p.Pool)
 	svc, err := ledger.New(ledger.Config{
 		Store:    store,
 		Now:      p.Now,

@@ -43,7 +43,11 @@ import (
 const Source = "commissions"
 
 // Store implements ledger.Store.
-type Store struct{ pool *pgxpool.Pool }
+type Store struct {
+	pool *pgxpool.Pool
+	// within, when set, is the transaction Atomic runs in (Within).
+	within pgx.Tx
+}
 
 var _ ledger.Store = (*Store)(nil)
 
@@ -51,8 +55,15 @@ var _ ledger.Store = (*Store)(nil)
 // schema (pg.Options.Schema).
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
+// Within is the store whose Atomic runs inside t instead of a transaction
+// of its own: a consumer's use case commits with its inbox row, once.
+func (s *Store) Within(t pgx.Tx) *Store { return &Store{pool: s.pool, within: t} }
+
 // Atomic runs fn in one transaction.
 func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
+	if s.within != nil {
+		return fn(&tx{tx: s.within})
+	}
 	return pg.InTx(ctx, s.pool, func(t pgx.Tx) error { return fn(&tx{tx: t}) })
 }
 

@@ -1,0 +1,81 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// A settled lead earns the partner the program's lead_commission once per
+// customer (tracking's LeadRecorded, consumed in the inbox transaction); a
+// provisional lead and a test lead earn nothing. Everything goes through the
+// gateway.
+func TestLeadCommissionThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	s := startTrack(t, nil, nil)
+	pool := s.st.Instance("commissions").Platform().Pool
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// waitLeadCommissions waits until the program has n lead commissions.
+	waitLeadCommissions := func(program int64, n int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, program) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("program %d: %d lead commissions, want %d", program, count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, program), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	p := s.program(t, map[string]any{"lead_commission": 2.5}) // hold 0: credited at once
+	cid := s.click(t, p.code)
+	s.lead(t, p.key, cid, "lead-"+s.uniq())
+	waitLeadCommissions(p.id, 1)
+	var amount int64
+	var status, currency string
+	if err := pool.QueryRow(context.Background(), `SELECT amount, status, currency FROM commissions WHERE kind = 'lead' AND program_id = $1`, p.id).
+		Scan(&amount, &status, &currency); err != nil {
+		t.Fatal(err)
+	}
+	if amount != 250 || status != "approved" || currency != "USD" {
+		t.Fatalf("lead commission %d %s %s, want 250 approved USD", amount, status, currency)
+	}
+	if got := s.balances(t, p.partner); got != "USD 250/0/250" {
+		t.Fatalf("balances %q", got)
+	}
+
+	// The same customer's later lead is refused by tracking; a second
+	// customer earns its own reward; a test key's lead earns nothing.
+	cid2 := s.click(t, p.code)
+	testKey, _ := s.newKey(t, p.id, true)
+	s.sync(t)
+	r := s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": s.click(t, p.code), "customer_key": "t-" + s.uniq()}, bearer(testKey)...)
+	if r.status != 200 {
+		t.Fatalf("test lead: %d %s", r.status, r.raw)
+	}
+	s.lead(t, p.key, cid2, "lead2-"+s.uniq())
+	waitLeadCommissions(p.id, 2)
+
+	// A provisional lead (no key on a server_required program) earns
+	// nothing. Events of one program are applied in order, so once the
+	// later lead's commission exists, the provisional one was applied too.
+	r = s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": s.click(t, p.code), "customer_key": "prov-" + s.uniq(), "program_id": p.id})
+	if r.status != 200 || r.body["provisional"] != true {
+		t.Fatalf("provisional lead: %d %s", r.status, r.raw)
+	}
+	s.lead(t, p.key, s.click(t, p.code), "after-"+s.uniq())
+	waitLeadCommissions(p.id, 3)
+	if n := count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, p.id); n != 3 {
+		t.Fatalf("%d lead commissions, want 3 (the test and the provisional lead earn none)", n)
+	}
+	if got := s.balances(t, p.partner); got != "USD 750/0/750" {
+		t.Fatalf("balances %q, want USD 750/0/750", got)
+	}
+}
