@@ -125,7 +125,8 @@ func TestGatewayRoutes(t *testing.T) {
 	cases := []struct{ path, service string }{
 		{"/api/v1/track/click", "tracking"},
 		{"/api/v1/track/lead", "tracking"},
-		{"/api/v1/track/sale", "tracking"},
+		{"/api/v1/track/sale", "commissions"},
+		{"/api/v1/track/config", "tracking"},
 		{"/api/v1/track/refund", "commissions"},
 		{"/api/v1/webhooks/processor", "tracking"},
 		{"/api/v1/cli/auth/start", "accounts"},

@@ -128,7 +128,8 @@ func TestGatewayHandsRequestsToTheOwnerWithTheClientAddress(t *testing.T) {
 func TestRouteLongestPrefixWins(t *testing.T) {
 	for path, want := range map[string]string{
 		"/api/v1/track/refund":          "commissions",
-		"/api/v1/track/sale":            "tracking",
+		"/api/v1/track/sale":            "commissions",
+		"/api/v1/track/lead":            "tracking",
 		"/api/v1/programs/me/readiness": "analytics",
 		"/api/v1/programs/7/settings":   "accounts",
 		"/api/openapi.json":             "accounts",
