@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -46,7 +47,12 @@ func Spec() platform.Spec {
 		// The ledger's events are the history of the money: kept forever,
 		// like the catalog (not compacted: the key is the program id).
 		TopicConfigs: map[string]map[string]string{eventsv1.TopicCommissions: {"retention.ms": "-1"}},
-		Wire:         wire,
+		// The ledger's events are enqueued without NOTIFY (a notifying
+		// transaction holds Postgres's notification lock through its
+		// commit, so sales and refunds committed one at a time); the relay
+		// polls instead, as tracking's does.
+		RelayPollInterval: 50 * time.Millisecond,
+		Wire:              wire,
 	}
 }
 

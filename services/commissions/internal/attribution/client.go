@@ -200,8 +200,9 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) Op
 	return func(o *options) { o.tracer, o.propagator = tp, prop }
 }
 
-// WithTransport sets the round tripper under otelhttp
-// (http.DefaultTransport otherwise).
+// WithTransport sets the round tripper under otelhttp (otherwise a clone
+// of http.DefaultTransport that keeps MaxIdleConnsPerHost connections to
+// tracking idle, see defaultTransport).
 func WithTransport(rt http.RoundTripper) Option {
 	return func(o *options) { o.base = rt }
 }
@@ -223,7 +224,7 @@ func New(baseURL, token string, timeout time.Duration, opts ...Option) (*Client,
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	o := options{base: http.DefaultTransport}
+	o := options{base: defaultTransport()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -249,6 +250,27 @@ func New(baseURL, token string, timeout time.Duration, opts ...Option) (*Client,
 		}),
 	)
 	return &Client{attribute: kc.Endpoint(), timeout: timeout}, nil
+}
+
+// MaxIdleConnsPerHost is how many idle keep-alive connections to tracking
+// the default transport keeps. http.DefaultTransport keeps 2: with more
+// concurrent sales than that, every call beyond the second closed its
+// connection after the answer and the next one dialled a new one (a TCP
+// handshake, a goroutine pair and a TIME_WAIT socket per sale; bench-sale at
+// 32 connections). Sized above the sale route's expected concurrency.
+const MaxIdleConnsPerHost = 256
+
+// defaultTransport is http.DefaultTransport with MaxIdleConnsPerHost idle
+// connections kept to the one host the client calls.
+func defaultTransport() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultTransport
+	}
+	t = t.Clone()
+	t.MaxIdleConns = max(t.MaxIdleConns, MaxIdleConnsPerHost)
+	t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
+	return t
 }
 
 // Timeout is the deadline of each call.

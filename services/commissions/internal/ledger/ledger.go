@@ -300,6 +300,10 @@ type Tx interface {
 	// CustomerHistory is what the customer's sale commissions in the
 	// program were, as money needs it.
 	CustomerHistory(ctx context.Context, programID, customerID int64) (money.History, error)
+	// DecisionInputs is Program, LockCustomer and CustomerHistory in one
+	// call (one round trip): the lock is taken and the history read even
+	// when the program is unknown (the error is then ErrProgramUnknown).
+	DecisionInputs(ctx context.Context, programID, customerID int64) (Program, money.History, error)
 
 	// InsertSale stores s (ID, CreatedAt filled); a transaction id already
 	// recorded is a *DuplicateSaleError naming the sale.
@@ -314,6 +318,9 @@ type Tx interface {
 	// program (programID 0: any program); ErrSaleNotFound.
 	LockSale(ctx context.Context, id int64) (Sale, error)
 	LockSaleByTransaction(ctx context.Context, programID int64, transactionID string) (Sale, error)
+	// SetCommissionState and SetSaleRefunded write a locked sale; like
+	// UpdateCommission, they may reach the database only when the
+	// transaction commits (nothing in it reads them back).
 	SetCommissionState(ctx context.Context, saleID int64, state string) error
 	SetSaleRefunded(ctx context.Context, saleID, refunded int64) error
 

@@ -273,7 +273,8 @@ func (s *Service) decide(ctx context.Context, tx Tx, sale Sale, now time.Time) (
 	if d.state != "" {
 		return d, tx.SetCommissionState(ctx, sale.ID, d.state)
 	}
-	prog, err := tx.Program(ctx, sale.ProgramID)
+	// The program, the customer's lock and its history in one round trip.
+	prog, hist, err := tx.DecisionInputs(ctx, sale.ProgramID, sale.CustomerID)
 	if errors.Is(err, ErrProgramUnknown) {
 		d.cause = err
 		return d, nil
@@ -285,13 +286,6 @@ func (s *Service) decide(ctx context.Context, tx Tx, sale Sale, now time.Time) (
 	if err != nil {
 		d.cause = fmt.Errorf("program %d: %w: %w", prog.ID, ErrProgramUnknown, err)
 		return d, nil
-	}
-	if err := tx.LockCustomer(ctx, sale.ProgramID, sale.CustomerID); err != nil {
-		return d, err
-	}
-	hist, err := tx.CustomerHistory(ctx, sale.ProgramID, sale.CustomerID)
-	if err != nil {
-		return d, err
 	}
 	dec, err := terms.SaleCommission(money.Sale{Amount: sale.Amount, At: sale.OccurredAt, Test: sale.Test}, hist)
 	if err != nil {

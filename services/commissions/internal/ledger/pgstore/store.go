@@ -14,6 +14,20 @@
 //
 // Locks are always taken in one order: sale, customer (an advisory lock),
 // commission, balance, withdrawals.
+//
+// Round trips: the events of a transaction, and the writes whose answer
+// nothing reads (SetCommissionState, SetSaleRefunded, UpdateCommission), are
+// not sent when they are made but kept, in order, and sent in one pipelined
+// batch when the use case's function returns, just before COMMIT: the writes
+// first, then every event in one outbox INSERT (outbox.QueueMany), so the
+// outbox ids still come after the row locks of the writes they describe.
+// Each of those writes targets a row the transaction has locked before (the
+// sale by its UPDATE, INSERT or FOR UPDATE, the commission by FOR UPDATE),
+// so sending it later changes no lock order, and no read in the same
+// transaction looks at what it changes. The events go without NOTIFY
+// (outbox.QueueMany): a notifying transaction holds Postgres's notification
+// lock through its commit's WAL flush, so every sale and refund committed
+// one at a time; the relay polls instead (server.Spec's RelayPollInterval).
 package pgstore
 
 import (
@@ -59,29 +73,81 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 // of its own: a consumer's use case commits with its inbox row, once.
 func (s *Store) Within(t pgx.Tx) *Store { return &Store{pool: s.pool, within: t} }
 
-// Atomic runs fn in one transaction.
+// Atomic runs fn in one transaction, then sends the writes and events fn
+// left pending (see the package comment) before the commit.
 func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
-	if s.within != nil {
-		return fn(&tx{tx: s.within})
+	run := func(t pgx.Tx) error {
+		x := &tx{tx: t}
+		if err := fn(x); err != nil {
+			return err
+		}
+		return x.flush(ctx)
 	}
-	return pg.InTx(ctx, s.pool, func(t pgx.Tx) error { return fn(&tx{tx: t}) })
+	if s.within != nil {
+		return run(s.within)
+	}
+	return pg.InTx(ctx, s.pool, run)
 }
 
 // tx implements ledger.Tx.
-type tx struct{ tx pgx.Tx }
+type tx struct {
+	tx pgx.Tx
+	// later are the pending writes, what for their error messages, envs the
+	// pending events: sent by flush.
+	later *pgx.Batch
+	what  []string
+	envs  []*eventsv1.Envelope
+}
 
 var _ ledger.Tx = (*tx)(nil)
 
-// publish stores one event in the outbox.
-func (t *tx) publish(ctx context.Context, typ string, programID int64, at time.Time, msg proto.Message) error {
+// deferExec keeps a write whose answer nothing reads for flush; what names it
+// in an error ("record commission state of sale 3").
+func (t *tx) deferExec(what, sql string, args ...any) {
+	if t.later == nil {
+		t.later = &pgx.Batch{}
+	}
+	t.later.Queue(sql, args...)
+	t.what = append(t.what, what)
+}
+
+// flush sends the pending writes, then the pending events in one outbox
+// INSERT, in one round trip.
+func (t *tx) flush(ctx context.Context) error {
+	if len(t.envs) > 0 {
+		if t.later == nil {
+			t.later = &pgx.Batch{}
+		}
+		if err := outbox.QueueMany(ctx, t.later, eventsv1.TopicCommissions, t.envs); err != nil {
+			return err
+		}
+		t.what = append(t.what, fmt.Sprintf("enqueue %d events", len(t.envs)))
+	}
+	if t.later == nil || t.later.Len() == 0 {
+		return nil
+	}
+	b, what := t.later, t.what
+	t.later, t.what, t.envs = nil, nil, nil
+	br := t.tx.SendBatch(ctx, b)
+	for _, w := range what {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("%s: %w", w, err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("pending writes: %w", err)
+	}
+	return nil
+}
+
+// publish keeps one event for the outbox (written by flush).
+func (t *tx) publish(_ context.Context, typ string, programID int64, at time.Time, msg proto.Message) error {
 	payload, err := proto.Marshal(msg)
 	if err != nil {
 		return fmt.Errorf("marshal %s: %w", typ, err)
 	}
-	env := &eventsv1.Envelope{Type: typ, OccurredAt: timestamppb.New(at), ProgramId: programID, Source: Source, Payload: payload}
-	if _, err := outbox.Enqueue(ctx, t.tx, eventsv1.TopicCommissions, env); err != nil {
-		return err
-	}
+	t.envs = append(t.envs, &eventsv1.Envelope{Type: typ, OccurredAt: timestamppb.New(at), ProgramId: programID, Source: Source, Payload: payload})
 	return nil
 }
 
@@ -92,11 +158,17 @@ func ts(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-// Program reads the replica's program.
-func (t *tx) Program(ctx context.Context, id int64) (ledger.Program, error) {
+const (
+	programSQL = `SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission
+		FROM programs WHERE id = $1`
+	lockCustomerSQL = `SELECT pg_advisory_xact_lock($1)`
+	historySQL      = `SELECT min(s.occurred_at) FROM commissions c JOIN sales s ON s.id = c.sale_id
+		WHERE c.kind = 'sale' AND c.program_id = $1 AND c.customer_id = $2`
+)
+
+func scanProgram(row pgx.Row, id int64) (ledger.Program, error) {
 	p := ledger.Program{ID: id}
-	err := t.tx.QueryRow(ctx, `SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission
-		FROM programs WHERE id = $1`, id).Scan(&p.AdvertiserID, &p.Terms.CommissionType, &p.Terms.CommissionRate,
+	err := row.Scan(&p.AdvertiserID, &p.Terms.CommissionType, &p.Terms.CommissionRate,
 		&p.Terms.DurationMonths, &p.HoldDays, &p.Terms.Currency, &p.Terms.LeadCommission)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ledger.Program{}, fmt.Errorf("program %d not in the catalog replica: %w", id, ledger.ErrProgramUnknown)
@@ -107,11 +179,32 @@ func (t *tx) Program(ctx context.Context, id int64) (ledger.Program, error) {
 	return p, nil
 }
 
-// LockCustomer takes a transaction advisory lock on (program, customer).
-func (t *tx) LockCustomer(ctx context.Context, programID, customerID int64) error {
+// customerLockKey is the advisory lock key of (program, customer).
+func customerLockKey(programID, customerID int64) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte("commissions.customer:" + strconv.FormatInt(programID, 10) + ":" + strconv.FormatInt(customerID, 10)))
-	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+	return int64(h.Sum64())
+}
+
+func scanHistory(row pgx.Row, customerID int64) (money.History, error) {
+	var first *time.Time
+	if err := row.Scan(&first); err != nil {
+		return money.History{}, fmt.Errorf("history of customer %d: %w", customerID, err)
+	}
+	if first == nil {
+		return money.History{}, nil
+	}
+	return money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}, nil
+}
+
+// Program reads the replica's program.
+func (t *tx) Program(ctx context.Context, id int64) (ledger.Program, error) {
+	return scanProgram(t.tx.QueryRow(ctx, programSQL, id), id)
+}
+
+// LockCustomer takes a transaction advisory lock on (program, customer).
+func (t *tx) LockCustomer(ctx context.Context, programID, customerID int64) error {
+	if _, err := t.tx.Exec(ctx, lockCustomerSQL, customerLockKey(programID, customerID)); err != nil {
 		return fmt.Errorf("lock customer %d of program %d: %w", customerID, programID, err)
 	}
 	return nil
@@ -120,16 +213,33 @@ func (t *tx) LockCustomer(ctx context.Context, programID, customerID int64) erro
 // CustomerHistory: the time of the customer's first sale with a commission,
 // and whether one exists (any status).
 func (t *tx) CustomerHistory(ctx context.Context, programID, customerID int64) (money.History, error) {
-	var first *time.Time
-	err := t.tx.QueryRow(ctx, `SELECT min(s.occurred_at) FROM commissions c JOIN sales s ON s.id = c.sale_id
-		WHERE c.kind = 'sale' AND c.program_id = $1 AND c.customer_id = $2`, programID, customerID).Scan(&first)
+	return scanHistory(t.tx.QueryRow(ctx, historySQL, programID, customerID), customerID)
+}
+
+// DecisionInputs is Program, LockCustomer and CustomerHistory pipelined in
+// one round trip (Postgres runs them in that order).
+func (t *tx) DecisionInputs(ctx context.Context, programID, customerID int64) (ledger.Program, money.History, error) {
+	b := &pgx.Batch{}
+	b.Queue(programSQL, programID)
+	b.Queue(lockCustomerSQL, customerLockKey(programID, customerID))
+	b.Queue(historySQL, programID, customerID)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	prog, progErr := scanProgram(br.QueryRow(), programID)
+	if progErr != nil && !errors.Is(progErr, ledger.ErrProgramUnknown) {
+		return ledger.Program{}, money.History{}, progErr
+	}
+	if _, err := br.Exec(); err != nil {
+		return ledger.Program{}, money.History{}, fmt.Errorf("lock customer %d of program %d: %w", customerID, programID, err)
+	}
+	hist, err := scanHistory(br.QueryRow(), customerID)
 	if err != nil {
-		return money.History{}, fmt.Errorf("history of customer %d: %w", customerID, err)
+		return ledger.Program{}, money.History{}, err
 	}
-	if first == nil {
-		return money.History{}, nil
+	if err := br.Close(); err != nil {
+		return ledger.Program{}, money.History{}, fmt.Errorf("decision inputs of customer %d: %w", customerID, err)
 	}
-	return money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}, nil
+	return prog, hist, progErr
 }
 
 const saleColumns = `id, transaction_id, program_id, customer_id, partner_id, amount_cents, currency, refunded_cents,
@@ -258,17 +368,19 @@ func (t *tx) LockSaleByTransaction(ctx context.Context, programID int64, transac
 	return s, err
 }
 
-func (t *tx) SetCommissionState(ctx context.Context, saleID int64, state string) error {
-	if _, err := t.tx.Exec(ctx, `UPDATE sales SET commission_state = $2 WHERE id = $1`, saleID, state); err != nil {
-		return fmt.Errorf("record commission state of sale %d: %w", saleID, err)
-	}
+// SetCommissionState is sent with the transaction's last batch (flush):
+// the sale is locked already and nothing reads the state back.
+func (t *tx) SetCommissionState(_ context.Context, saleID int64, state string) error {
+	t.deferExec(fmt.Sprintf("record commission state of sale %d", saleID),
+		`UPDATE sales SET commission_state = $2 WHERE id = $1`, saleID, state)
 	return nil
 }
 
-func (t *tx) SetSaleRefunded(ctx context.Context, saleID, refunded int64) error {
-	if _, err := t.tx.Exec(ctx, `UPDATE sales SET refunded_cents = $2 WHERE id = $1`, saleID, refunded); err != nil {
-		return fmt.Errorf("record refunded total of sale %d: %w", saleID, err)
-	}
+// SetSaleRefunded is sent with the transaction's last batch (flush): the
+// sale is locked already and nothing reads the total back.
+func (t *tx) SetSaleRefunded(_ context.Context, saleID, refunded int64) error {
+	t.deferExec(fmt.Sprintf("record refunded total of sale %d", saleID),
+		`UPDATE sales SET refunded_cents = $2 WHERE id = $1`, saleID, refunded)
 	return nil
 }
 
@@ -356,13 +468,13 @@ func (t *tx) SaleCommission(ctx context.Context, saleID int64) (ledger.Commissio
 	return c, true, nil
 }
 
-// UpdateCommission writes the mutable fields of c.
+// UpdateCommission writes the mutable fields of c, with the transaction's
+// last batch (flush): every caller locked c before (SaleCommission,
+// DuePending) and nothing reads it back.
 func (t *tx) UpdateCommission(ctx context.Context, c ledger.Commission, ch ledger.StatusChange) error {
-	if _, err := t.tx.Exec(ctx, `UPDATE commissions SET status = $2, refunded_amount = $3, credited = $4, reason = $5,
+	t.deferExec(fmt.Sprintf("update commission %d", c.ID), `UPDATE commissions SET status = $2, refunded_amount = $3, credited = $4, reason = $5,
 			approved_at = $6, updated_at = $7 WHERE id = $1`,
-		c.ID, string(c.Status), c.Refunded, c.Credited, c.Reason, c.ApprovedAt, ch.At); err != nil {
-		return fmt.Errorf("update commission %d: %w", c.ID, err)
-	}
+		c.ID, string(c.Status), c.Refunded, c.Credited, c.Reason, c.ApprovedAt, ch.At)
 	return t.publish(ctx, eventsv1.TypeCommissionStatusChanged, c.ProgramID, ch.At, &eventsv1.CommissionStatusChanged{
 		CommissionId: c.ID, SaleId: c.SaleID, ProgramId: c.ProgramID, PartnerId: c.PartnerID,
 		FromStatus: string(ch.From), ToStatus: string(c.Status), Amount: c.Amount.Minor, RefundedAmount: c.Refunded,
