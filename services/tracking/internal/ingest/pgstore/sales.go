@@ -45,7 +45,10 @@ func duplicateSale(id int64) error {
 // findSaleCustomer tries the payment's identifiers in the order of the
 // specification, locking the customer found.
 func findSaleCustomer(ctx context.Context, tx pgx.Tx, ref ingest.SaleRef) (ingest.Customer, bool, error) {
-	const sel = `SELECT ` + customerColumns + ` FROM customers c LEFT JOIN programs p ON p.id = c.program_id `
+	// The partner-program check rides along (one round trip, not two).
+	const sel = `SELECT ` + customerColumns + `,
+			EXISTS (SELECT 1 FROM partner_programs pp WHERE pp.program_id = c.program_id AND pp.partner_id = c.first_partner_id)
+		FROM customers c LEFT JOIN programs p ON p.id = c.program_id `
 	type lookup struct {
 		value string
 		where string
@@ -67,12 +70,10 @@ func findSaleCustomer(ctx context.Context, tx pgx.Tx, ref ingest.SaleRef) (inges
 		}
 		// The newest customer wins where an identifier matches several (a
 		// buyer who signed up twice).
-		c, err := scanCustomer(tx.QueryRow(ctx, sel+l.where+` ORDER BY c.id DESC LIMIT 1 FOR UPDATE OF c`, args...))
+		var linked bool
+		c, err := scanCustomer(rowWith{tx.QueryRow(ctx, sel+l.where+` ORDER BY c.id DESC LIMIT 1 FOR UPDATE OF c`, args...), &linked})
 		if err == nil {
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partner_programs WHERE program_id = $1 AND partner_id = $2)`,
-				c.ProgramID, c.FirstPartnerID).Scan(&c.PartnerLinked); err != nil {
-				return ingest.Customer{}, false, fmt.Errorf("check partner-program: %w", err)
-			}
+			c.PartnerLinked = linked
 			return c, true, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
@@ -81,6 +82,15 @@ func findSaleCustomer(ctx context.Context, tx pgx.Tx, ref ingest.SaleRef) (inges
 	}
 	return ingest.Customer{}, false, nil
 }
+
+// rowWith scans a row into scanCustomer's destinations and its one
+// extra last column into extra.
+type rowWith struct {
+	pgx.Row
+	extra *bool
+}
+
+func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra)...) }
 
 // Pay records a payment in one transaction: the duplicate check, the
 // customer lock, a settled lead, the sale and the conversion, their events,
