@@ -270,6 +270,34 @@ func TestAttributionDecisions(t *testing.T) {
 		}
 	})
 
+	t.Run("amount_cents 0 with settle_lead: the provisional lead settles, no purchase", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		wantProvisional(t, s.lead(map[string]any{"click_id": cid, "customer_key": "free-key"}))
+		d := s.wantAttributed(t, s.attribute(attrBody(f.progServer, clock.Now(), map[string]any{"click_id": cid, "settle_lead": true, "amount_cents": 0,
+			"source": "processor"})), cid, f.partner1, "lead", false)
+		if _, ok := d["first_purchase_date"]; ok {
+			t.Fatalf("a payment of nothing is no purchase: %v", d)
+		}
+		c := s.customer(cid)
+		if c.status != "lead" || c.signup == nil || c.first != nil || c.saleAt != nil {
+			t.Fatalf("customer %+v", c)
+		}
+		// Nothing to settle: attributed, nothing moves.
+		s.wantAttributed(t, s.attribute(attrBody(f.progServer, clock.Now(), map[string]any{"click_id": cid, "settle_lead": true, "amount_cents": 0,
+			"source": "processor"})), cid, f.partner1, "lead", false)
+	})
+
+	t.Run("client_reference_id: the tracker's click of a payment link, in the program only", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		s.wantAttributed(t, s.attribute(attrBody(f.progServer, clock.Now(), map[string]any{"client_reference_id": cid, "source": "processor"})),
+			cid, f.partner1, "conversion", false)
+		other := s.click(f.codeB, nil)
+		r := s.attribute(attrBody(f.progServer, clock.Now(), map[string]any{"client_reference_id": other, "source": "processor"}))
+		if r.status != 404 {
+			t.Fatalf("another program's click by client_reference_id: %d %s, want 404", r.status, r.raw)
+		}
+	})
+
 	refusals := []struct {
 		name    string
 		program int64
@@ -490,7 +518,9 @@ func TestAttributionAuthAndValidation(t *testing.T) {
 		{"email_hash not a hash", valid(map[string]any{"email_hash": "buyer@example.com"}), token, 400, bad, "invalid_request", "email_hash must be the lower-case hex SHA-256 of the trimmed, lower-cased email address"},
 		{"email_hash upper case", valid(map[string]any{"email_hash": strings.Repeat("A", 64)}), token, 400, bad, "invalid_request", "email_hash must be the lower-case hex SHA-256 of the trimmed, lower-cased email address"},
 		{"amount_cents missing", valid(map[string]any{"amount_cents": nil}), token, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
-		{"amount_cents zero", valid(map[string]any{"amount_cents": 0}), token, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"amount_cents zero without settle_lead", valid(map[string]any{"amount_cents": 0}), token, 400, bad, "invalid_request", "amount_cents may be 0 only with settle_lead: true (a payment of nothing only settles a provisional lead)"},
+		{"amount_cents negative", valid(map[string]any{"amount_cents": -1, "settle_lead": true}), token, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
+		{"client_reference_id a number", valid(map[string]any{"client_reference_id": 12}), token, 400, bad, "invalid_request", "client_reference_id must be a string"},
 		{"amount_cents fractional", valid(map[string]any{"amount_cents": 10.5}), token, 400, bad, "invalid_request", "amount_cents is required and must be a positive integer"},
 		{"currency missing", valid(map[string]any{"currency": nil}), token, 400, bad, "invalid_request", "currency is required: one of USD, EUR, VND"},
 		{"currency unsupported", valid(map[string]any{"currency": "GBP"}), token, 400, bad, "invalid_request", "currency is required: one of USD, EUR, VND"},

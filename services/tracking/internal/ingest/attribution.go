@@ -38,9 +38,15 @@ type AttributionInput struct {
 	CustomerKey         string
 	EmailHash           string // SHA-256 hex of the lower-cased, trimmed address
 	ProcessorCustomerID string
-	AmountCents         int64
-	Currency            string
-	OccurredAt          time.Time
+	// ClientReferenceID is a processor checkout's client_reference_id (the
+	// tracker's click for payment links): looked up after the processor
+	// customer id, in ProgramID only.
+	ClientReferenceID string
+	// AmountCents 0 (only with SettleLead) is a payment of nothing: it
+	// settles a provisional lead and records no purchase.
+	AmountCents int64
+	Currency    string
+	OccurredAt  time.Time
 	// SettleLead settles a provisional lead before the rules run (a
 	// processor checkout).
 	SettleLead bool
@@ -112,15 +118,18 @@ func (s *service) Attribute(ctx context.Context, in AttributionInput) (Attributi
 	} else if !ok {
 		return AttributionOutput{}, fail(errkind.Invalid, MsgUnknownProgram)
 	}
-	sale := SaleWrite{
-		TransactionID: in.TransactionID, AmountCents: in.AmountCents, Currency: in.Currency, OccurredAt: in.OccurredAt.UTC(),
-		Source: in.Source, ProcessorCustomerID: in.ProcessorCustomerID,
+	var sale *SaleWrite
+	if in.AmountCents > 0 {
+		sale = &SaleWrite{
+			TransactionID: in.TransactionID, AmountCents: in.AmountCents, Currency: in.Currency, OccurredAt: in.OccurredAt.UTC(),
+			Source: in.Source, ProcessorCustomerID: in.ProcessorCustomerID,
+		}
 	}
 	ref := SaleRef{ProgramID: in.ProgramID, ClickID: in.ClickID, EmailHash: in.EmailHash,
-		ProcessorCustomerID: in.ProcessorCustomerID, CustomerKey: in.CustomerKey}
+		ProcessorCustomerID: in.ProcessorCustomerID, ClientReferenceID: in.ClientReferenceID, CustomerKey: in.CustomerKey}
 	res, err := s.store.Attribute(ctx, AttributionRequest{Ref: ref, TransactionID: in.TransactionID, Source: in.Source, At: s.now().UTC()},
 		func(c Customer) (PaymentDecision, error) {
-			d, err := attribute(c, in.ProgramID, &sale, in.SettleLead)
+			d, err := attribute(c, in.ProgramID, sale, in.SettleLead)
 			if err != nil && isBusiness(err) {
 				return PaymentDecision{Refused: err}, nil
 			}

@@ -28,6 +28,7 @@ const (
 	msgTransactionID     = "transaction_id is required and must be a string"
 	msgTransactionIDLong = "transaction_id must be at most 255 characters"
 	msgAmountCents       = "amount_cents is required and must be a positive integer"
+	msgAmountSettleOnly  = "amount_cents may be 0 only with settle_lead: true (a payment of nothing only settles a provisional lead)"
 
 	msgAttrProgramID  = "program_id is required and must be a positive integer"
 	msgAttrCurrency   = "currency is required: one of USD, EUR, VND"
@@ -120,6 +121,7 @@ func readAttribution(r *http.Request, now time.Time) (any, error) {
 	in.ClickID = f.text("click_id", maxTextLength)
 	in.CustomerKey = f.text("customer_key", maxTextLength)
 	in.ProcessorCustomerID = f.text("processor_customer_id", maxTextLength)
+	in.ClientReferenceID = f.text("client_reference_id", maxTextLength)
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -131,7 +133,7 @@ func readAttribution(r *http.Request, now time.Time) (any, error) {
 		in.EmailHash = v
 	}
 	amount, ok, err := obj.Int("amount_cents")
-	if err != nil || !ok || amount <= 0 {
+	if err != nil || !ok || amount < 0 {
 		return nil, invalid(msgAmountCents)
 	}
 	in.AmountCents = amount
@@ -151,6 +153,9 @@ func readAttribution(r *http.Request, now time.Time) (any, error) {
 		return nil, invalid(msgAttrSettleLead)
 	}
 	in.SettleLead = settle
+	if in.AmountCents == 0 && !in.SettleLead {
+		return nil, invalid(msgAmountSettleOnly)
+	}
 	source, _, err := obj.String("source")
 	if err != nil || (source != ingest.SourceAPI && source != ingest.SourceProcessor) {
 		return nil, invalid(msgAttrSource)
