@@ -37,6 +37,10 @@ var (
 	// ErrProgramUnknown: the program is not (yet) in the catalog replica,
 	// or its terms are unusable; the commission waits for the backstop.
 	ErrProgramUnknown = fmt.Errorf("program terms unavailable: %w", errkind.Internal)
+	// ErrDisputeNotFound: no dispute was opened with the id (CloseDispute).
+	ErrDisputeNotFound = fmt.Errorf("dispute not found: %w", errkind.NotFound)
+	// ErrDisputeConflict: a dispute id opened before on another sale.
+	ErrDisputeConflict = fmt.Errorf("dispute belongs to another sale: %w", errkind.Conflict)
 )
 
 // DuplicateSaleError is a transaction id that is already recorded; SaleID
@@ -238,6 +242,26 @@ type StatusChange struct {
 	At        time.Time
 }
 
+// Dispute statuses.
+const (
+	DisputeOpen = "open"
+	DisputeWon  = "won"
+	DisputeLost = "lost"
+)
+
+// Dispute is a processor dispute (chargeback) of a sale. While one is open
+// the sale's commission is not approved (ApproveDue skips it); closed lost,
+// the commission is reversed as by a full refund with reason chargeback.
+type Dispute struct {
+	// DisputeID is the processor's id (du_…), unique.
+	DisputeID string
+	SaleID    int64
+	Status    string
+	OpenedAt  time.Time
+	// ClosedAt is nil while the dispute is open.
+	ClosedAt *time.Time
+}
+
 // WithdrawalChange names what happened to a withdrawal, for its event.
 type WithdrawalChange string
 
@@ -266,7 +290,8 @@ type Store interface {
 	// one today: a sale has one sale commission), oldest first.
 	SaleCommissionIDs(ctx context.Context, saleID int64) ([]int64, error)
 	// OldestDueSince is the hold_until of the oldest pending commission
-	// whose hold ended at now; ok false when none is due.
+	// whose hold ended at now (an open dispute's commission is not due);
+	// ok false when none is due.
 	OldestDueSince(ctx context.Context, now time.Time) (since time.Time, ok bool, err error)
 	// ReserveSale inserts a reserved sale (s.Reserved) on its own: it
 	// writes no event; a transaction id already taken is a
@@ -287,6 +312,8 @@ type Store interface {
 	// CountSalesWithoutCommission counts the undecided sales recorded
 	// before olderThan (the backstop's backlog).
 	CountSalesWithoutCommission(ctx context.Context, olderThan time.Time) (int64, error)
+	// Dispute reads a dispute without locking it; ErrDisputeNotFound.
+	Dispute(ctx context.Context, disputeID string) (Dispute, error)
 }
 
 // Tx is the ledger's operations inside one transaction. Each write stores
@@ -335,7 +362,8 @@ type Tx interface {
 	// reason and approval time.
 	UpdateCommission(ctx context.Context, c Commission, ch StatusChange) error
 	// DuePending locks up to limit pending commissions whose hold ended,
-	// skipping those another transaction holds.
+	// skipping those another transaction holds and those whose sale has an
+	// open dispute.
 	DuePending(ctx context.Context, now time.Time, limit int) ([]Commission, error)
 	// CreditedCommissions lists the partner's credited commissions in a
 	// currency, oldest first.
@@ -362,6 +390,23 @@ type Tx interface {
 	// TakeRefundNotifications clears and returns a refund's pending
 	// notifications (none when another transaction took them).
 	TakeRefundNotifications(ctx context.Context, refundID int64) ([]Notification, error)
+
+	// InsertDispute stores d (an open dispute of a locked sale) unless its
+	// id is stored already; created reports whether it did. It writes no
+	// event (none exists for disputes yet).
+	InsertDispute(ctx context.Context, d *Dispute) (created bool, err error)
+	// LockDispute reads and locks a dispute; ErrDisputeNotFound.
+	LockDispute(ctx context.Context, disputeID string) (Dispute, error)
+	// CloseDispute writes a locked dispute's status and closing time.
+	CloseDispute(ctx context.Context, d Dispute) error
+
+	// ProcessorRefunds is the total of the processor refunds recorded for
+	// a locked sale (RecordProcessorRefund), and whether refundID is one
+	// of them.
+	ProcessorRefunds(ctx context.Context, saleID int64, refundID string) (total int64, seen bool, err error)
+	// RecordProcessorRefund records a processor refund's id and own amount
+	// for a locked sale (whatever part of it was applied); no event.
+	RecordProcessorRefund(ctx context.Context, saleID int64, refundID string, amount int64, at time.Time) error
 }
 
 // internal marks a money precondition broken by stored data (or a bug) as

@@ -537,56 +537,67 @@ func (s *Service) Refund(ctx context.Context, in RefundInput) (RefundResult, err
 		if err != nil {
 			return err
 		}
-		res.SaleID = sale.ID
-		if !sale.Test && sale.CommissionState == "" {
-			d, err := s.decide(ctx, tx, sale, now)
-			if err != nil {
-				return err
-			}
-			if d.state == "" {
-				return fmt.Errorf("refund of sale %d: %w", sale.ID, d.cause)
-			}
-		}
-		c, hasCommission, err := tx.SaleCommission(ctx, sale.ID)
-		if err != nil {
-			return err
-		}
-		if hasCommission {
-			res.CommissionID = c.ID
-			res.Deduction = money.Amount{Currency: c.Amount.Currency}
-			res.Debit = res.Deduction
-		}
-		if in.AmountCents > 0 {
-			applied, err := tx.RefundApplied(ctx, sale.ID, refundID, in.AmountCents)
-			if err != nil {
-				return err
-			}
-			if applied {
-				res.Outcome, res.SkipReason = string(money.OutcomeSkipped), SkipAlreadyApplied
-				if !hasCommission {
-					res.Outcome, res.SkipReason = OutcomeNoCommission, ""
-				}
-				return nil
-			}
-		}
-		if !hasCommission {
-			return s.refundWithoutCommission(ctx, tx, sale, in, refundID, now, &res)
-		}
-		return s.refundCommission(ctx, tx, sale, c, in, refundID, now, &res)
+		return s.refundLocked(ctx, tx, sale, in, refundID, now, &res)
 	})
 	if err != nil {
 		return RefundResult{}, err
 	}
+	s.refunded(ctx, res)
+	return res, nil
+}
+
+// refunded is what follows a committed refund: it is counted, and its
+// notifications are sent in a transaction of their own (a failure never
+// changes the answer, and leaves them pending for the backstop,
+// NotifyPending).
+func (s *Service) refunded(ctx context.Context, res RefundResult) {
 	s.onRefund(res.Outcome)
 	if res.notify != 0 {
-		// After the refund committed, in a transaction of their own: a
-		// failure never changes the answer, and leaves them pending for
-		// the backstop (NotifyPending).
 		if err := s.SendRefundNotifications(context.WithoutCancel(ctx), res.notify); err != nil {
 			s.onNotifyError(fmt.Errorf("notifications of refund %d (left for the backstop): %w", res.notify, err))
 		}
 	}
-	return res, nil
+}
+
+// refundLocked applies a refund to a sale locked by the transaction (Refund's
+// table, after the sale lookup); refundID is what the refund row keeps.
+func (s *Service) refundLocked(ctx context.Context, tx Tx, sale Sale, in RefundInput, refundID string, now time.Time, res *RefundResult) error {
+	res.SaleID = sale.ID
+	if !sale.Test && sale.CommissionState == "" {
+		d, err := s.decide(ctx, tx, sale, now)
+		if err != nil {
+			return err
+		}
+		if d.state == "" {
+			return fmt.Errorf("refund of sale %d: %w", sale.ID, d.cause)
+		}
+	}
+	c, hasCommission, err := tx.SaleCommission(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	if hasCommission {
+		res.CommissionID = c.ID
+		res.Deduction = money.Amount{Currency: c.Amount.Currency}
+		res.Debit = res.Deduction
+	}
+	if in.AmountCents > 0 {
+		applied, err := tx.RefundApplied(ctx, sale.ID, refundID, in.AmountCents)
+		if err != nil {
+			return err
+		}
+		if applied {
+			res.Outcome, res.SkipReason = string(money.OutcomeSkipped), SkipAlreadyApplied
+			if !hasCommission {
+				res.Outcome, res.SkipReason = OutcomeNoCommission, ""
+			}
+			return nil
+		}
+	}
+	if !hasCommission {
+		return s.refundWithoutCommission(ctx, tx, sale, in, refundID, now, res)
+	}
+	return s.refundCommission(ctx, tx, sale, c, in, refundID, now, res)
 }
 
 // SendRefundNotifications writes a refund's pending notifications, with
@@ -1057,4 +1068,253 @@ func (s *Service) ApprovalLag(ctx context.Context, now time.Time) (time.Duration
 // commission is still undecided.
 func (s *Service) BackstopBacklog(ctx context.Context, olderThan time.Time) (int64, error) {
 	return s.store.CountSalesWithoutCommission(ctx, olderThan)
+}
+
+// ReasonChargeback is the refund reason of a dispute closed lost.
+const ReasonChargeback = "chargeback"
+
+// OpenDispute records that the processor opened dispute disputeID on the
+// sale: while it is open, ApproveDue does not approve the sale's commission
+// (a commission approved before stays credited). It is idempotent per
+// dispute id: opening it again (a redelivered event) changes nothing, and
+// so does opening it after it closed. It locks the sale, the dispute, then
+// the sale's commission (if any), so the dispute and an approval of that
+// commission apply one after the other. A sale unknown, or still reserved, is
+// ErrSaleNotFound; a dispute id opened before on another sale is
+// ErrDisputeConflict. No event is written (there is no dispute event yet).
+func (s *Service) OpenDispute(ctx context.Context, saleID int64, disputeID string) error {
+	if saleID <= 0 || disputeID == "" {
+		return fmt.Errorf("%w: dispute %q of sale %d", ErrInvalidInput, disputeID, saleID)
+	}
+	now := s.now().UTC()
+	return s.store.Atomic(ctx, func(tx Tx) error {
+		sale, err := tx.LockSale(ctx, saleID)
+		if err != nil {
+			return err
+		}
+		if sale.Reserved {
+			return fmt.Errorf("sale %d is reserved, not recorded: %w", saleID, ErrSaleNotFound)
+		}
+		d := Dispute{DisputeID: disputeID, SaleID: sale.ID, Status: DisputeOpen, OpenedAt: now}
+		created, err := tx.InsertDispute(ctx, &d)
+		if err != nil {
+			return err
+		}
+		if !created {
+			existing, err := tx.LockDispute(ctx, disputeID)
+			if err != nil {
+				return err
+			}
+			if existing.SaleID != sale.ID {
+				return fmt.Errorf("dispute %q is of sale %d, not %d: %w", disputeID, existing.SaleID, sale.ID, ErrDisputeConflict)
+			}
+			return nil
+		}
+		// Wait for an approval holding the commission: it commits first
+		// (the commission stays credited) or finds the dispute open.
+		_, _, err = tx.SaleCommission(ctx, sale.ID)
+		return err
+	})
+}
+
+// DisputeResult answers CloseDispute.
+type DisputeResult struct {
+	Dispute Dispute
+	// Closed: this call closed the dispute. False when it was closed
+	// before (nothing written, Dispute is as it stands).
+	Closed bool
+	// Refund is the chargeback's reversal when this call closed the
+	// dispute lost (nil otherwise): Refund's result, its outcome counted
+	// and its notifications sent as Refund's are.
+	Refund *RefundResult
+}
+
+// CloseDispute closes an open dispute with the processor's outcome, won or
+// lost, in one transaction that locks the sale, then the dispute:
+//   - won: the hold is released; the next ApproveDue approves the commission
+//     if its hold ended (and no other dispute of the sale is open);
+//   - lost: the commission is reversed exactly as by a full refund (Refund
+//     with amount 0) with reason chargeback, the refund row keyed
+//     "dispute:<id>": a pending commission is reversed without balance
+//     change, a credited one is deducted from the balance, with the
+//     partner's notification (and the advertiser's manual review when it
+//     was paid out);
+//   - closed before (whatever the outcome now): nothing changes, Closed is
+//     false.
+//
+// An unknown dispute id is ErrDisputeNotFound.
+func (s *Service) CloseDispute(ctx context.Context, disputeID, outcome string) (DisputeResult, error) {
+	if disputeID == "" || (outcome != DisputeWon && outcome != DisputeLost) {
+		return DisputeResult{}, fmt.Errorf("%w: close dispute %q as %q", ErrInvalidInput, disputeID, outcome)
+	}
+	// The sale comes first in the lock order: find it, lock it, then lock
+	// the dispute and look at its status again.
+	d, err := s.store.Dispute(ctx, disputeID)
+	if err != nil {
+		return DisputeResult{}, err
+	}
+	now := s.now().UTC()
+	var res DisputeResult
+	var refund RefundResult
+	err = s.store.Atomic(ctx, func(tx Tx) error {
+		res, refund = DisputeResult{}, RefundResult{}
+		// The dispute id names one sale for good (InsertDispute).
+		sale, err := tx.LockSale(ctx, d.SaleID)
+		if err != nil {
+			return err
+		}
+		if res.Dispute, err = tx.LockDispute(ctx, disputeID); err != nil {
+			return err
+		}
+		if res.Dispute.Status != DisputeOpen {
+			return nil
+		}
+		res.Dispute.Status, res.Dispute.ClosedAt, res.Closed = outcome, &now, true
+		if err := tx.CloseDispute(ctx, res.Dispute); err != nil {
+			return err
+		}
+		if outcome == DisputeWon {
+			return nil
+		}
+		// A full refund (amount 0: all that is left), keyed by the dispute.
+		in := RefundInput{ProgramID: sale.ProgramID, TransactionID: sale.TransactionID, Reason: ReasonChargeback}
+		return s.refundLocked(ctx, tx, sale, in, "dispute:"+disputeID, now, &refund)
+	})
+	if err != nil {
+		return DisputeResult{}, err
+	}
+	if res.Closed && outcome == DisputeLost {
+		s.refunded(ctx, refund)
+		res.Refund = &refund
+	}
+	return res, nil
+}
+
+// RefundToInput is the processor's cumulative refund of a sale (a
+// charge.refunded event: the charge's amount_refunded).
+type RefundToInput struct {
+	ProgramID     int64
+	TransactionID string
+	// CumulativeCents: all that the processor has refunded of the sale so
+	// far, in the sale's minor units.
+	CumulativeCents int64
+	// RefundID keys the part it applies (required), e.g. the charge id,
+	// ":" and the cumulative amount.
+	RefundID string
+	Reason   string
+}
+
+// RefundTo refunds the sale up to CumulativeCents: in the transaction that
+// locks the sale, the part not yet refunded (CumulativeCents minus the
+// sale's refunded total, whichever refunds raised it: ProcessorRefund or
+// Refund of a processor refund id, the refund route, an earlier RefundTo,
+// a lost dispute) is applied
+// exactly as Refund applies an amount, with RefundID. Nothing left to apply
+// (the part is 0 or less) is skipped, "refund already applied", and writes
+// nothing. So a refund.created applied by Refund and a later charge.refunded
+// whose cumulative includes it apply that refund once, and concurrent or
+// redelivered calls with one cumulative apply it once.
+func (s *Service) RefundTo(ctx context.Context, in RefundToInput) (RefundResult, error) {
+	if in.TransactionID == "" || in.RefundID == "" || in.CumulativeCents < 0 {
+		return RefundResult{}, fmt.Errorf("%w: refund of %q to %d (refund id %q)", ErrInvalidInput, in.TransactionID, in.CumulativeCents, in.RefundID)
+	}
+	now := s.now().UTC()
+	var res RefundResult
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		res = RefundResult{}
+		sale, err := tx.LockSaleByTransaction(ctx, in.ProgramID, in.TransactionID)
+		if err != nil {
+			return err
+		}
+		part := in.CumulativeCents - sale.RefundedCents
+		if part > 0 {
+			ref := RefundInput{ProgramID: in.ProgramID, TransactionID: in.TransactionID, AmountCents: part, RefundID: in.RefundID, Reason: in.Reason}
+			return s.refundLocked(ctx, tx, sale, ref, in.RefundID, now, &res)
+		}
+		return s.alreadyApplied(ctx, tx, sale, &res)
+	})
+	if err != nil {
+		return RefundResult{}, err
+	}
+	s.refunded(ctx, res)
+	return res, nil
+}
+
+// ProcessorRefundInput is one refund of the processor (refund.created or
+// refund.updated with status succeeded).
+type ProcessorRefundInput struct {
+	ProgramID     int64
+	TransactionID string
+	// RefundID is the processor's refund id (re_…), required.
+	RefundID string
+	// AmountCents is this refund's own amount (positive).
+	AmountCents int64
+	Reason      string
+}
+
+// ProcessorRefund applies a processor refund, whichever of its events
+// arrives first: its own (this call) or a charge.refunded whose cumulative
+// includes it (RefundTo). In the transaction that locks the sale, the
+// refund's id and amount are recorded once (a refund id seen before is
+// skipped, "refund already applied", writing nothing); the processor's
+// refunds of the sale then add up to a lower bound of its cumulative
+// refunded amount, as every charge.refunded's is. What this raises above
+// the sale's refunded total is applied, as Refund applies an amount, with
+// RefundID; nothing (a charge.refunded counted it already) is skipped,
+// "refund already applied", with only the id recorded. So no refund is
+// applied twice, and once every event has arrived the sale is refunded
+// exactly the processor's total.
+func (s *Service) ProcessorRefund(ctx context.Context, in ProcessorRefundInput) (RefundResult, error) {
+	if in.TransactionID == "" || in.RefundID == "" || in.AmountCents <= 0 {
+		return RefundResult{}, fmt.Errorf("%w: processor refund %q of %q for %d", ErrInvalidInput, in.RefundID, in.TransactionID, in.AmountCents)
+	}
+	now := s.now().UTC()
+	var res RefundResult
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		res = RefundResult{}
+		sale, err := tx.LockSaleByTransaction(ctx, in.ProgramID, in.TransactionID)
+		if err != nil {
+			return err
+		}
+		total, seen, err := tx.ProcessorRefunds(ctx, sale.ID, in.RefundID)
+		if err != nil {
+			return err
+		}
+		if seen {
+			return s.alreadyApplied(ctx, tx, sale, &res)
+		}
+		if err := tx.RecordProcessorRefund(ctx, sale.ID, in.RefundID, in.AmountCents, now); err != nil {
+			return err
+		}
+		part := total + in.AmountCents - sale.RefundedCents
+		if part <= 0 {
+			return s.alreadyApplied(ctx, tx, sale, &res)
+		}
+		ref := RefundInput{ProgramID: in.ProgramID, TransactionID: in.TransactionID, AmountCents: min(part, in.AmountCents), RefundID: in.RefundID, Reason: in.Reason}
+		return s.refundLocked(ctx, tx, sale, ref, in.RefundID, now, &res)
+	})
+	if err != nil {
+		return RefundResult{}, err
+	}
+	s.refunded(ctx, res)
+	return res, nil
+}
+
+// alreadyApplied answers a refund of a locked sale that applies nothing:
+// skipped, "refund already applied" (no_commission without commission).
+func (s *Service) alreadyApplied(ctx context.Context, tx Tx, sale Sale, res *RefundResult) error {
+	res.SaleID = sale.ID
+	res.Outcome, res.SkipReason = string(money.OutcomeSkipped), SkipAlreadyApplied
+	c, ok, err := tx.SaleCommission(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		res.Outcome, res.SkipReason = OutcomeNoCommission, ""
+		return nil
+	}
+	res.CommissionID = c.ID
+	res.Deduction = money.Amount{Currency: c.Amount.Currency}
+	res.Debit = res.Deduction
+	return nil
 }

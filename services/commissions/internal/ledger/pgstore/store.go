@@ -1,5 +1,5 @@
 // Package pgstore is the Postgres implementation of ledger.Store, over the
-// commissions schema (migration 00003) and the catalog replica's programs.
+// commissions schema (migrations 00003 and 00005) and the catalog replica's programs.
 // Every write of a transaction stores the event of its change in the outbox
 // (topic commissions.events.v1) in the same transaction:
 //
@@ -11,9 +11,11 @@
 //	InsertWithdrawal,
 //	UpdateWithdrawal    WithdrawalChanged
 //	InsertNotification  NotificationCreated
+//	InsertDispute,
+//	CloseDispute        none yet (no dispute event in the contract)
 //
-// Locks are always taken in one order: sale, customer (an advisory lock),
-// commission, balance, withdrawals.
+// Locks are always taken in one order: sale, dispute, customer (an advisory
+// lock), commission, balance, withdrawals.
 //
 // Round trips: the events of a transaction, and the writes whose answer
 // nothing reads (SetCommissionState, SetSaleRefunded, UpdateCommission), are
@@ -37,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"time"
 
@@ -482,14 +485,49 @@ func (t *tx) UpdateCommission(ctx context.Context, c ledger.Commission, ch ledge
 	})
 }
 
-// DuePending locks pending commissions whose hold ended, skipping locked ones.
+// noOpenDispute is the condition on commissions (the table's own name) that
+// its sale has no open dispute (a lead commission has no sale).
+const noOpenDispute = `NOT EXISTS (SELECT 1 FROM disputes d WHERE d.sale_id = commissions.sale_id AND d.status = 'open')`
+
+// DuePending locks pending commissions whose hold ended, skipping locked ones
+// and those whose sale has an open dispute.
+//
+// The dispute check runs twice. The locking SELECT judges it in the
+// statement's snapshot: a dispute committed after that snapshot, by an
+// OpenDispute that held the commission's lock and released it before this
+// statement reached the row, would be missed (it only locked the row, so
+// Postgres does not re-check it). Once the rows are locked, a second
+// statement (a fresh snapshot under READ COMMITTED) drops those whose sale
+// has an open dispute by now; any later OpenDispute waits for this
+// transaction's locks and finds the commission approved.
 func (t *tx) DuePending(ctx context.Context, now time.Time, limit int) ([]ledger.Commission, error) {
 	cs, err := scanCommissions(t.tx.Query(ctx, `SELECT `+commissionColumns+` FROM commissions
-		WHERE status = 'pending' AND hold_until <= $1 ORDER BY hold_until, id LIMIT $2 FOR UPDATE SKIP LOCKED`, now, limit))
+		WHERE status = 'pending' AND hold_until <= $1 AND `+noOpenDispute+`
+		ORDER BY hold_until, id LIMIT $2 FOR UPDATE OF commissions SKIP LOCKED`, now, limit))
 	if err != nil {
 		return nil, fmt.Errorf("lock due commissions: %w", err)
 	}
-	return cs, nil
+	var sales []int64
+	for _, c := range cs {
+		if c.SaleID != 0 {
+			sales = append(sales, c.SaleID)
+		}
+	}
+	if len(sales) == 0 {
+		return cs, nil
+	}
+	rows, err := t.tx.Query(ctx, `SELECT DISTINCT sale_id FROM disputes WHERE status = 'open' AND sale_id = ANY($1)`, sales)
+	if err != nil {
+		return nil, fmt.Errorf("disputes of due commissions: %w", err)
+	}
+	disputed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("disputes of due commissions: %w", err)
+	}
+	if len(disputed) == 0 {
+		return cs, nil
+	}
+	return slices.DeleteFunc(cs, func(c ledger.Commission) bool { return slices.Contains(disputed, c.SaleID) }), nil
 }
 
 // CreditedCommissions lists the partner's credited commissions in c, oldest first.
@@ -932,11 +970,12 @@ func (s *Store) SaleCommissionIDs(ctx context.Context, saleID int64) ([]int64, e
 }
 
 // OldestDueSince is the earliest hold_until of the pending commissions due
-// at now (the partial index commissions_due serves it).
+// at now (the partial index commissions_due serves it), leaving out those
+// under an open dispute: they are not late, they wait for the dispute.
 func (s *Store) OldestDueSince(ctx context.Context, now time.Time) (time.Time, bool, error) {
 	var since *time.Time
 	if err := s.pool.QueryRow(ctx, `SELECT min(hold_until) FROM commissions
-		WHERE status = 'pending' AND hold_until <= $1`, now).Scan(&since); err != nil {
+		WHERE status = 'pending' AND hold_until <= $1 AND `+noOpenDispute, now).Scan(&since); err != nil {
 		return time.Time{}, false, fmt.Errorf("oldest due commission: %w", err)
 	}
 	if since == nil {
@@ -954,4 +993,83 @@ func (s *Store) CountSalesWithoutCommission(ctx context.Context, olderThan time.
 		return 0, fmt.Errorf("count sales without commission: %w", err)
 	}
 	return n, nil
+}
+
+const disputeColumns = `dispute_id, sale_id, status, opened_at, closed_at`
+
+func scanDispute(row pgx.Row) (ledger.Dispute, error) {
+	var d ledger.Dispute
+	err := row.Scan(&d.DisputeID, &d.SaleID, &d.Status, &d.OpenedAt, &d.ClosedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ledger.Dispute{}, ledger.ErrDisputeNotFound
+	}
+	d.OpenedAt = d.OpenedAt.UTC()
+	if d.ClosedAt != nil {
+		at := d.ClosedAt.UTC()
+		d.ClosedAt = &at
+	}
+	return d, err
+}
+
+// Dispute reads a dispute without locking it.
+func (s *Store) Dispute(ctx context.Context, disputeID string) (ledger.Dispute, error) {
+	d, err := scanDispute(s.pool.QueryRow(ctx, `SELECT `+disputeColumns+` FROM disputes WHERE dispute_id = $1`, disputeID))
+	if err != nil && !errors.Is(err, ledger.ErrDisputeNotFound) {
+		return d, fmt.Errorf("load dispute %q: %w", disputeID, err)
+	}
+	if err != nil {
+		return d, fmt.Errorf("dispute %q: %w", disputeID, err)
+	}
+	return d, nil
+}
+
+// InsertDispute stores d unless its dispute id is stored already.
+func (t *tx) InsertDispute(ctx context.Context, d *ledger.Dispute) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `INSERT INTO disputes (dispute_id, sale_id, status, opened_at, closed_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (dispute_id) DO NOTHING`, d.DisputeID, d.SaleID, d.Status, d.OpenedAt, d.ClosedAt)
+	if err != nil {
+		return false, fmt.Errorf("store dispute %q of sale %d: %w", d.DisputeID, d.SaleID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// LockDispute reads and locks a dispute.
+func (t *tx) LockDispute(ctx context.Context, disputeID string) (ledger.Dispute, error) {
+	d, err := scanDispute(t.tx.QueryRow(ctx, `SELECT `+disputeColumns+` FROM disputes WHERE dispute_id = $1 FOR UPDATE`, disputeID))
+	if err != nil && !errors.Is(err, ledger.ErrDisputeNotFound) {
+		return d, fmt.Errorf("lock dispute %q: %w", disputeID, err)
+	}
+	if err != nil {
+		return d, fmt.Errorf("dispute %q: %w", disputeID, err)
+	}
+	return d, nil
+}
+
+// CloseDispute writes a locked dispute's status and closing time.
+func (t *tx) CloseDispute(ctx context.Context, d ledger.Dispute) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE disputes SET status = $2, closed_at = $3 WHERE dispute_id = $1`,
+		d.DisputeID, d.Status, d.ClosedAt); err != nil {
+		return fmt.Errorf("close dispute %q: %w", d.DisputeID, err)
+	}
+	return nil
+}
+
+// ProcessorRefunds sums the processor refunds recorded for the sale.
+func (t *tx) ProcessorRefunds(ctx context.Context, saleID int64, refundID string) (int64, bool, error) {
+	var total int64
+	var seen bool
+	if err := t.tx.QueryRow(ctx, `SELECT COALESCE(sum(amount_cents), 0)::bigint, COALESCE(bool_or(refund_id = $2), false)
+		FROM processor_refunds WHERE sale_id = $1`, saleID, refundID).Scan(&total, &seen); err != nil {
+		return 0, false, fmt.Errorf("processor refunds of sale %d: %w", saleID, err)
+	}
+	return total, seen, nil
+}
+
+// RecordProcessorRefund is sent with the transaction's last batch (flush):
+// the sale is locked and nothing in the transaction reads it back.
+func (t *tx) RecordProcessorRefund(_ context.Context, saleID int64, refundID string, amount int64, at time.Time) error {
+	t.deferExec(fmt.Sprintf("record processor refund %q of sale %d", refundID, saleID),
+		`INSERT INTO processor_refunds (sale_id, refund_id, amount_cents, created_at) VALUES ($1, $2, $3, $4)`,
+		saleID, refundID, amount, at)
+	return nil
 }
