@@ -40,6 +40,12 @@ type Config struct {
 	TrackingURL        string        `env:"TRACKING_URL"`
 	InternalToken      string        `env:"INTERNAL_TOKEN"` // secret
 	AttributionTimeout time.Duration `env:"ATTRIBUTION_TIMEOUT"`
+
+	// The payment processor's webhook (POST /api/v1/webhooks/processor):
+	// signatures are checked against the secret and, while it is rotated,
+	// the previous one. Unset: the route is not served.
+	ProcessorWebhookSecret         string `env:"PROCESSOR_WEBHOOK_SECRET"`          // secret
+	ProcessorWebhookSecretPrevious string `env:"PROCESSOR_WEBHOOK_SECRET_PREVIOUS"` // secret
 }
 
 // Defaults.
@@ -70,6 +76,12 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		TrackingURL:         env.String("TRACKING_URL", ""),
 		InternalToken:       env.String("INTERNAL_TOKEN", ""),
 		AttributionTimeout:  env.Duration("ATTRIBUTION_TIMEOUT", DefaultAttributionTimeout),
+
+		ProcessorWebhookSecret:         env.String("PROCESSOR_WEBHOOK_SECRET", ""),
+		ProcessorWebhookSecretPrevious: env.String("PROCESSOR_WEBHOOK_SECRET_PREVIOUS", ""),
+	}
+	if c.ProcessorWebhookSecret == "" && c.ProcessorWebhookSecretPrevious != "" {
+		env.Fail(fmt.Errorf("PROCESSOR_WEBHOOK_SECRET_PREVIOUS is set without PROCESSOR_WEBHOOK_SECRET"))
 	}
 	for name, d := range map[string]time.Duration{
 		"APPROVE_INTERVAL": c.ApproveInterval, "BACKSTOP_INTERVAL": c.BackstopInterval, "ATTRIBUTION_TIMEOUT": c.AttributionTimeout,

@@ -25,6 +25,9 @@ type runnerMetrics struct {
 	backstopCreated prometheus.Counter
 	refunds         *prometheus.CounterVec
 	reserved        *prometheus.CounterVec
+	// processorEvents counts the processor's webhook deliveries by outcome
+	// (not a runner's, but registered with the service's other counters).
+	processorEvents *prometheus.CounterVec
 }
 
 // Refund outcomes, every one pre-declared so a rate over it starts at 0.
@@ -58,8 +61,12 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 			Name: "commissions_backstop_reserved_total",
 			Help: "Reserved sales (their process died between reservation and record) the backstop decided again, by outcome (completed, released, failed).",
 		}, []string{"outcome"}),
+		processorEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commissions_processor_events_total",
+			Help: "Payment processor webhook deliveries handled, by outcome (sale_recorded, duplicate_event, unknown_account, test_mode_event, stored, …).",
+		}, []string{"outcome"}),
 	}
-	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds, m.reserved} {
+	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds, m.reserved, m.processorEvents} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,6 +80,9 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 	}
 	for _, o := range []string{"completed", "released", "failed"} {
 		m.reserved.WithLabelValues(o)
+	}
+	for _, o := range []string{"sale_recorded", "duplicate_event", "unknown_account", "test_mode_event", "stored"} {
+		m.processorEvents.WithLabelValues(o)
 	}
 	return m, nil
 }

@@ -25,6 +25,10 @@ import (
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/endpoints"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/httpapi"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger/pgstore"
+	"github.com/svc-dev/svc/services/commissions/internal/processor"
+	processorendpoints "github.com/svc-dev/svc/services/commissions/internal/processor/endpoints"
+	processorhttp "github.com/svc-dev/svc/services/commissions/internal/processor/httpapi"
+	processorstore "github.com/svc-dev/svc/services/commissions/internal/processor/pgstore"
 	"github.com/svc-dev/svc/services/commissions/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/commissions/internal/track"
 	trackendpoints "github.com/svc-dev/svc/services/commissions/internal/track/endpoints"
@@ -136,6 +140,19 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Limit:      ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(refusals.Inc)),
 		FailedAuth: failedAuth,
 	})
+	hooks, err := processor.New(processor.Config{
+		Store: processorstore.New(p.Pool), Ledger: svc, Attributor: attr, Now: p.Now, Logger: p.Logger,
+		OnOutcome: func(outcome string) { metrics.processorEvents.WithLabelValues(outcome).Inc() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ProcessorWebhookSecret == "" {
+		p.Logger.Info("no PROCESSOR_WEBHOOK_SECRET: the payment processor's webhook is not served")
+	}
+	routes = append(routes, processorhttp.Routes(processorendpoints.New(hooks, tracing), processorhttp.Config{
+		Logger: p.Logger, Now: p.Now, Secrets: []string{cfg.ProcessorWebhookSecret, cfg.ProcessorWebhookSecretPrevious},
+	})...)
 	set := endpoints.New(adminService{Service: svc, run: run}, tracing)
 	return append(routes, httpapi.Routes(set, httpapi.Config{
 		AdminToken: cfg.AdminToken,

@@ -1,7 +1,7 @@
 // Package consumer is the Kafka transport of commissions' catalog replica:
 // it applies accounts catalog events (topic accounts.catalog.v1) to
 // commissions' own copy of the programs (commission terms, currency, lead
-// reward) and program API keys, inside the
+// reward, payment tracking mode and processor connection) and program API keys, inside the
 // inbox transaction the platform opens for each event, and advances the
 // catalog watermark the sync barrier waits on.
 package consumer
@@ -44,6 +44,8 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 const (
 	DefaultCurrency       = "USD"
 	DefaultLeadCommission = "0"
+	// DefaultPaymentTrackingMode is the spec's default paymentTrackingMode.
+	DefaultPaymentTrackingMode = "processor_connect"
 )
 
 // programMoney is the event's currency and lead reward, the defaults for
@@ -68,17 +70,25 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 			return fmt.Errorf("decode program event %s: %w", env.GetId(), err)
 		}
 		currency, lead := programMoney(&p)
+		mode := p.GetPaymentTrackingMode()
+		if mode == "" {
+			mode = DefaultPaymentTrackingMode
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO programs (id, advertiser_id, commission_type, commission_rate,
-				duration_months, hold_days, currency, lead_commission, catalog_seq, updated_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)
+				duration_months, hold_days, currency, lead_commission, catalog_seq, updated_at,
+				payment_tracking_mode, processor_status, processor_account_id)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)
 			ON CONFLICT (id) DO UPDATE SET advertiser_id = EXCLUDED.advertiser_id,
 				commission_type = EXCLUDED.commission_type, commission_rate = EXCLUDED.commission_rate,
 				duration_months = EXCLUDED.duration_months, hold_days = EXCLUDED.hold_days,
 				currency = EXCLUDED.currency, lead_commission = EXCLUDED.lead_commission,
-				catalog_seq = EXCLUDED.catalog_seq, updated_at = EXCLUDED.updated_at
+				catalog_seq = EXCLUDED.catalog_seq, updated_at = EXCLUDED.updated_at,
+				payment_tracking_mode = EXCLUDED.payment_tracking_mode, processor_status = EXCLUDED.processor_status,
+				processor_account_id = EXCLUDED.processor_account_id
 			WHERE programs.catalog_seq < EXCLUDED.catalog_seq`,
 			p.GetId(), p.GetAdvertiserId(), p.GetCommissionType(), p.GetCommissionRate(),
-			p.GetDurationMonths(), p.GetHoldDays(), currency, lead, seq, p.GetUpdatedAt().AsTime())
+			p.GetDurationMonths(), p.GetHoldDays(), currency, lead, seq, p.GetUpdatedAt().AsTime(),
+			mode, p.GetProcessorConnection().GetStatus(), p.GetProcessorConnection().GetAccountId())
 		if err != nil {
 			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}

@@ -1,0 +1,286 @@
+// Package processor is the payment processor's webhook on commissions
+// (POST /api/v1/webhooks/processor): each verified event is stored once
+// (its id is the idempotency key) with what it did, and payments are
+// recorded through the same reserve → attribute → complete path as the
+// brand's POST /api/v1/track/sale, with source "processor", so one payment
+// is one sale and one commission whoever reports it first.
+//
+// The dispatch on the event type is in one place (Service.dispatch):
+// checkout.session.completed and invoice.payment_succeeded here (sales.go);
+// refund and dispute events are stored ("stored") until refunds.go and
+// disputes.go act on them.
+package processor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/services/commissions/internal/attribution"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+)
+
+// Outcomes stored with each processor event and answered to the processor
+// (it shows them in its delivery log).
+const (
+	OutcomeSaleRecorded     = "sale_recorded"
+	OutcomeLeadSettled      = "lead_settled"
+	OutcomeNothingToDo      = "nothing_to_do"
+	OutcomeNoCustomer       = "no_customer"
+	OutcomeNotAttributed    = "not_attributed"
+	OutcomeDuplicateSale    = "duplicate_transaction"
+	OutcomeUnknownAccount   = "unknown_account"
+	OutcomeProgramMismatch  = "program_mismatch"
+	OutcomeUnsupportedCurr  = "unsupported_currency"
+	OutcomeInvalidAmount    = "invalid_amount"
+	OutcomeStoredOnly       = "stored"
+	OutcomeDuplicateEvent   = "duplicate_event"
+	OutcomeSubscriptionSkip = "subscription_checkout"
+	OutcomeTestModeEvent    = "test_mode_event"
+	OutcomeS2SProgram       = "s2s_program"
+)
+
+// Event types acted on.
+const (
+	TypeCheckoutCompleted = "checkout.session.completed"
+	TypeInvoicePaid       = "invoice.payment_succeeded"
+)
+
+// PaymentTrackingS2S is the program mode in which the brand reports its
+// sales itself (the sale route): processor events then change nothing.
+const PaymentTrackingS2S = "s2s"
+
+// MaxAmountCents is the sale route's cap (10^12 minor units).
+const MaxAmountCents = 1_000_000_000_000
+
+// ErrInvalidEvent is an event whose object cannot be read (400, nothing
+// stored).
+var ErrInvalidEvent = fmt.Errorf("invalid processor event: %w", errkind.Invalid)
+
+// Event is a verified delivery: the envelope's fields, the raw data.object
+// and the raw body (stored as received).
+type Event struct {
+	ID        string
+	Type      string
+	AccountID string
+	// Livemode is false only for an event that says livemode: false (the
+	// processor's test mode).
+	Livemode bool
+	// Created is the event's time (the request's when absent).
+	Created time.Time
+	Object  json.RawMessage
+	Payload []byte
+}
+
+// Program is what the webhook needs of a program in the catalog replica.
+type Program struct {
+	ID                  int64
+	PaymentTrackingMode string
+}
+
+// PaymentRef is one of the processor's references of a payment.
+type PaymentRef struct {
+	Ref  string
+	Kind string // RefPaymentIntent, RefCharge, RefInvoice, RefCheckoutSession
+}
+
+// Kinds of payment references.
+const (
+	RefPaymentIntent   = "payment_intent"
+	RefCharge          = "charge"
+	RefInvoice         = "invoice"
+	RefCheckoutSession = "checkout_session"
+)
+
+// Record is a handled event as stored: the event, its program (0: none),
+// what it did, its sale (0: none) and the sale's payment references.
+type Record struct {
+	Event
+	ProgramID  int64
+	Outcome    string
+	SaleID     int64
+	Refs       []PaymentRef
+	ReceivedAt time.Time
+}
+
+// Store keeps the processor events and payment references
+// (processor/pgstore).
+type Store interface {
+	// EventSeen reports whether the event id was stored (handled) before.
+	EventSeen(ctx context.Context, id string) (bool, error)
+	// ProgramByAccount finds the program connected to a processor account.
+	ProgramByAccount(ctx context.Context, account string) (Program, bool, error)
+	// Program reads a program of the replica.
+	Program(ctx context.Context, id int64) (Program, bool, error)
+	// Save stores the event and the sale's references in one transaction;
+	// duplicate is true when the event id was stored meanwhile (nothing is
+	// written then).
+	Save(ctx context.Context, r Record) (duplicate bool, err error)
+}
+
+// Ledger is what the webhook needs of the ledger (*ledger.Service): the
+// sale route's three steps.
+type Ledger interface {
+	ReserveSale(ctx context.Context, in ledger.SaleInput, ref []byte) (ledger.Sale, error)
+	CompleteSale(ctx context.Context, saleID, customerID, partnerID int64) (ledger.SaleResult, error)
+	ReleaseSale(ctx context.Context, saleID int64) (bool, error)
+}
+
+// Attributor asks tracking for a payment's attribution decision
+// (*attribution.Client).
+type Attributor interface {
+	Attribute(ctx context.Context, req attribution.Request) (attribution.Decision, error)
+}
+
+// Result is what an event did.
+type Result struct {
+	Outcome        string
+	Duplicate      bool
+	SaleID         int64
+	CustomerStatus string
+}
+
+// Config wires the Service.
+type Config struct {
+	Store  Store
+	Ledger Ledger
+	// Attributor is nil when tracking is not configured: an event that
+	// needs a decision then fails (5xx), so the processor retries.
+	Attributor Attributor
+	Now        func() time.Time
+	Logger     *slog.Logger
+	// OnOutcome counts every handled event by outcome (a metric).
+	OnOutcome func(outcome string)
+}
+
+// Service handles processor events.
+type Service struct {
+	store   Store
+	ledger  Ledger
+	attr    Attributor
+	now     func() time.Time
+	logger  *slog.Logger
+	outcome func(string)
+}
+
+// New builds the Service.
+func New(c Config) (*Service, error) {
+	if c.Store == nil || c.Ledger == nil || c.Now == nil || c.Logger == nil {
+		return nil, errors.New("processor: store, ledger, clock and logger are required")
+	}
+	if c.OnOutcome == nil {
+		c.OnOutcome = func(string) {}
+	}
+	return &Service{store: c.Store, ledger: c.Ledger, attr: c.Attributor, now: c.Now, logger: c.Logger, outcome: c.OnOutcome}, nil
+}
+
+// Handle acts on one verified event once. A redelivery of a stored event
+// is a no-op (Duplicate). An event that cannot be acted on (unknown
+// account, test mode, a type not handled, no customer, …) is stored with
+// its outcome and acknowledged. A failure (database, tracking) returns an
+// error and stores nothing, so the processor's retry does the work.
+func (s *Service) Handle(ctx context.Context, ev Event) (Result, error) {
+	if seen, err := s.store.EventSeen(ctx, ev.ID); err != nil {
+		return Result{}, err
+	} else if seen {
+		s.outcome(OutcomeDuplicateEvent)
+		return Result{Outcome: OutcomeDuplicateEvent, Duplicate: true}, nil
+	}
+	p, err := s.parse(ev)
+	if err != nil {
+		return Result{}, err
+	}
+	rec := Record{Event: ev, ReceivedAt: s.now().UTC()}
+	res, err := s.dispatch(ctx, ev, p, &rec)
+	if err != nil {
+		return Result{}, err
+	}
+	rec.Outcome, rec.SaleID = res.Outcome, res.SaleID
+	dup, err := s.store.Save(ctx, rec)
+	if err != nil {
+		return Result{}, err
+	}
+	if dup {
+		res = Result{Outcome: OutcomeDuplicateEvent, Duplicate: true}
+	}
+	s.outcome(res.Outcome)
+	return res, nil
+}
+
+// dispatch is the one place an event type chooses its handling.
+func (s *Service) dispatch(ctx context.Context, ev Event, p *payment, rec *Record) (Result, error) {
+	programID, outcome, err := s.program(ctx, ev, p)
+	if err != nil {
+		return Result{}, err
+	}
+	rec.ProgramID = programID
+	if outcome != "" {
+		return Result{Outcome: outcome}, nil
+	}
+	switch ev.Type {
+	case TypeCheckoutCompleted, TypeInvoicePaid:
+		if p.skip != "" {
+			return Result{Outcome: p.skip}, nil
+		}
+		return s.pay(ctx, programID, *p, rec)
+	// Refund events (charge.refunded, refund.created, refund.updated) and
+	// disputes (charge.dispute.*) are stored until refunds.go and
+	// disputes.go handle them here.
+	default:
+		return Result{Outcome: OutcomeStoredOnly}, nil
+	}
+}
+
+// program chooses the event's program: its connected account (metadata
+// program_id may only agree), else metadata program_id for an event
+// without account. A non-empty outcome ends the handling there.
+func (s *Service) program(ctx context.Context, ev Event, p *payment) (int64, string, error) {
+	var mdProgram int64
+	if p != nil {
+		mdProgram = p.programID
+	}
+	var prog Program
+	switch {
+	case ev.AccountID != "":
+		found, ok, err := s.store.ProgramByAccount(ctx, ev.AccountID)
+		if err != nil {
+			return 0, "", err
+		}
+		if !ok {
+			return 0, OutcomeUnknownAccount, nil
+		}
+		if mdProgram != 0 && mdProgram != found.ID {
+			return found.ID, OutcomeProgramMismatch, nil
+		}
+		prog = found
+	case mdProgram != 0:
+		found, ok, err := s.store.Program(ctx, mdProgram)
+		if err != nil {
+			return 0, "", err
+		}
+		if !ok {
+			return 0, OutcomeUnknownAccount, nil
+		}
+		prog = found
+	}
+	if !ev.Livemode {
+		// The processor's test mode (a brand trying its checkout) must not
+		// convert customers or pay partners.
+		return prog.ID, OutcomeTestModeEvent, nil
+	}
+	if prog.ID == 0 {
+		if p == nil {
+			return 0, "", nil // stored for whoever handles its type
+		}
+		return 0, OutcomeUnknownAccount, nil
+	}
+	if prog.PaymentTrackingMode == PaymentTrackingS2S && p != nil {
+		// The brand reports its sales through the sale route.
+		return prog.ID, OutcomeS2SProgram, nil
+	}
+	return prog.ID, "", nil
+}
