@@ -122,7 +122,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"SESSION_SIGNING_KEY":       signing,
 		"SESSION_PUBLIC_KEY":        publicKey(signing),
 		"TRUSTED_PROXIES":           "127.0.0.1/32,::1/128",
-		// Tracking serves the processor's webhook only with a secret.
+		// Commissions serves the processor's webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
 	}
 	gatewayURL := "http://" + addr

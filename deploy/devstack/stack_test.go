@@ -128,7 +128,7 @@ func TestGatewayRoutes(t *testing.T) {
 		{"/api/v1/track/sale", "commissions"},
 		{"/api/v1/track/config", "tracking"},
 		{"/api/v1/track/refund", "commissions"},
-		{"/api/v1/webhooks/processor", "tracking"},
+		{"/api/v1/webhooks/processor", "commissions"},
 		{"/api/v1/cli/auth/start", "accounts"},
 		{"/api/v1/programs/12/settings", "accounts"},
 		{"/api/v1/programs/me/readiness", "analytics"},
@@ -162,7 +162,7 @@ func TestGatewayRoutes(t *testing.T) {
 }
 
 // processorSignature is the processor's Processor-Signature header for body
-// at t, written out here because tracking's Sign is internal to it.
+// at t, written out here because commissions' Sign is internal to it.
 func processorSignature(secret string, t time.Time, body []byte) string {
 	ts := strconv.FormatInt(t.Unix(), 10)
 	m := hmac.New(sha256.New, []byte(secret))
@@ -171,13 +171,13 @@ func processorSignature(secret string, t time.Time, body []byte) string {
 	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// The processor's webhook reaches tracking through the gateway with its body
+// The processor's webhook reaches commissions through the gateway with its body
 // intact (the signature covers the raw bytes), and a wrong signature is
 // refused there rather than accepted by some other backend.
 func TestProcessorWebhookThroughGateway(t *testing.T) {
 	t.Parallel()
 	s := startStack(t)
-	// An event type tracking stores without acting on: no catalog needed.
+	// An event type commissions stores without acting on: no catalog needed.
 	body := []byte(`{"id":"evt_stack_1","type":"customer.created","created":1700000000,"data":{"object":{"id":"cus_1"}}}`)
 	post := func(sig string) (int, map[string]any) {
 		t.Helper()

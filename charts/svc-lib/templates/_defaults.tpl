@@ -51,7 +51,7 @@ requiredEnv: []
 secretEnv: [DATABASE_URL]
 # Like secretEnv, but the key may be missing from the Secret: the variable is
 # then unset and the pod still starts. For features a service turns on only
-# when configured (tracking's PROCESSOR_WEBHOOK_SECRET).
+# when configured (commissions' PROCESSOR_WEBHOOK_SECRET).
 optionalSecretEnv: []
 secret:
   # Name of a Secret created outside the chart (production: External Secrets,

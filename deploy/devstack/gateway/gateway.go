@@ -47,8 +47,9 @@ func Rules() []Rule {
 		{Prefix: "/api/v1/track/refund", Service: "commissions", Public: true},
 		{Prefix: "/api/v1/track/", Service: "tracking", Public: true},
 		// The payment processor calls it from the internet; the signature,
-		// not the network, is what authenticates it.
-		{Prefix: "/api/v1/webhooks/processor", Service: "tracking", Public: true},
+		// not the network, is what authenticates it. Its payments are money:
+		// commissions records them like the sale route.
+		{Prefix: "/api/v1/webhooks/processor", Service: "commissions", Public: true},
 		{Prefix: "/svc.js", Service: "tracking", Public: true},
 		{Prefix: "/api/v1/cli/", Service: "accounts", Public: true},
 		// The integrator's API reference (api/openapi.yaml as JSON).

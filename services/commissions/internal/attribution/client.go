@@ -56,7 +56,8 @@ const (
 // Request is the body of POST /internal/v1/attributions, field for field
 // (tracking's README table; tracking checks them in that order). The
 // customer is found by click_id, else email_hash, processor_customer_id,
-// customer_key: send what the payment has; empty ones are left out.
+// client_reference_id, customer_key: send what the payment has; empty ones
+// are left out.
 type Request struct {
 	ProgramID int64 `json:"program_id"`
 	// TransactionID is the idempotency key: the same id answers the
@@ -66,8 +67,12 @@ type Request struct {
 	CustomerKey         string `json:"customer_key,omitempty"`
 	EmailHash           string `json:"email_hash,omitempty"` // lower-case hex SHA-256 of the trimmed, lower-cased address
 	ProcessorCustomerID string `json:"processor_customer_id,omitempty"`
-	AmountCents         int64  `json:"amount_cents"`
-	Currency            string `json:"currency"`
+	// ClientReferenceID is a processor checkout's client_reference_id (the
+	// tracker's click for payment links), sent only without a click id.
+	ClientReferenceID string `json:"client_reference_id,omitempty"`
+	// AmountCents 0 (with SettleLead) only settles a provisional lead.
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
 	// OccurredAt becomes the customer's first purchase date; sent as RFC
 	// 3339 in UTC.
 	OccurredAt time.Time `json:"-"`

@@ -265,6 +265,11 @@ func (s *Service) pay(ctx context.Context, programID int64, p payment, rec *Reco
 		EmailHash: hashEmail(p.email), ProcessorCustomerID: p.processorCustomerID, AmountCents: p.amountCents,
 		Currency: currency, OccurredAt: rec.Created.UTC(), SettleLead: true, Source: attribution.SourceProcessor,
 	}
+	// client_reference_id is the tracker's fallback for payment links and
+	// buy buttons: read only when the metadata carries no click.
+	if p.clickID == "" {
+		req.ClientReferenceID = p.clientReferenceID
+	}
 	if s.attr == nil {
 		return Result{}, fmt.Errorf("no attribution client (TRACKING_URL, INTERNAL_TOKEN): %w", errkind.Unavailable)
 	}
