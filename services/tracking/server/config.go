@@ -28,9 +28,6 @@ type Config struct {
 	LeadRateLimit   int `env:"TRACK_LEAD_RATE_LIMIT"`
 	VisitRateLimit  int `env:"TRACK_VISIT_RATE_LIMIT"`
 	ConfigRateLimit int `env:"TRACK_CONFIG_RATE_LIMIT"`
-	// ProcessorWebhookSecret signs payment-processor deliveries; empty: the
-	// webhook route is not served. A secret: never logged.
-	ProcessorWebhookSecret string `env:"PROCESSOR_WEBHOOK_SECRET"`
 	// ClickWriters commit click groups in parallel; ClickGroupMax caps the
 	// clicks of one group's transaction.
 	ClickWriters  int `env:"CLICK_WRITERS"`
@@ -46,16 +43,15 @@ type Config struct {
 // per variable with its default, here and nowhere else.
 func LoadConfig(env *obs.Env) (Config, error) {
 	cfg := Config{
-		GeoIPDB:                env.String("GEOIP_DB", ""),
-		APIKeyDocsURL:          env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
-		ClickRateLimit:         env.Int("TRACK_CLICK_RATE_LIMIT", 60),
-		LeadRateLimit:          env.Int("TRACK_LEAD_RATE_LIMIT", 30),
-		VisitRateLimit:         env.Int("TRACK_VISIT_RATE_LIMIT", 120),
-		ConfigRateLimit:        env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
-		ProcessorWebhookSecret: env.String("PROCESSOR_WEBHOOK_SECRET", ""),
-		ClickWriters:           env.Int("CLICK_WRITERS", 2),
-		ClickGroupMax:          env.Int("CLICK_GROUP_MAX", 64),
-		InternalToken:          env.String("INTERNAL_TOKEN", ""),
+		GeoIPDB:         env.String("GEOIP_DB", ""),
+		APIKeyDocsURL:   env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
+		ClickRateLimit:  env.Int("TRACK_CLICK_RATE_LIMIT", 60),
+		LeadRateLimit:   env.Int("TRACK_LEAD_RATE_LIMIT", 30),
+		VisitRateLimit:  env.Int("TRACK_VISIT_RATE_LIMIT", 120),
+		ConfigRateLimit: env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
+		ClickWriters:    env.Int("CLICK_WRITERS", 2),
+		ClickGroupMax:   env.Int("CLICK_GROUP_MAX", 64),
+		InternalToken:   env.String("INTERNAL_TOKEN", ""),
 	}
 	if err := env.Err(); err != nil {
 		return Config{}, err

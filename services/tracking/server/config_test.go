@@ -81,14 +81,14 @@ func TestLoadConfig(t *testing.T) {
 		cfg, err := LoadConfig(env(map[string]string{
 			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
 			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4",
-			"PROCESSOR_WEBHOOK_SECRET": "whsec", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": "itok",
+			"CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": "itok",
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := Config{
 			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
-			VisitRateLimit: 3, ConfigRateLimit: 4, ProcessorWebhookSecret: "whsec", ClickWriters: 6, ClickGroupMax: 7,
+			VisitRateLimit: 3, ConfigRateLimit: 4, ClickWriters: 6, ClickGroupMax: 7,
 			InternalToken: "itok",
 		}
 		if cfg != want {

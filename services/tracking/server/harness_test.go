@@ -35,7 +35,7 @@ type stack struct {
 }
 
 // startStack starts the stack with trackingEnv on top (variables only
-// tracking reads: rate limits, GEOIP_DB, PROCESSOR_WEBHOOK_SECRET).
+// tracking reads: rate limits, GEOIP_DB, INTERNAL_TOKEN).
 func startStack(t *testing.T, trackingEnv map[string]string) *stack {
 	t.Helper()
 	return startStackOn(t, nil, trackingEnv)
@@ -287,12 +287,10 @@ func (s *stack) customer(clickID string) customerRow {
 	return c
 }
 
-// saleRows counts what a payment may write (processor events record
-// sales here until they move to the commissions service).
-func (s *stack) saleRows() [4]int {
-	return [4]int{
-		s.count(`SELECT count(*) FROM sales`),
-		s.count(`SELECT count(*) FROM outbox WHERE event_type = 'tracking.sale.recorded'`),
+// saleRows counts what a payment's attribution may write (the sale itself
+// is the commissions service's).
+func (s *stack) saleRows() [2]int {
+	return [2]int{
 		s.count(`SELECT count(*) FROM customers WHERE status = 'conversion' OR sale_recorded_at IS NOT NULL`),
 		s.count(`SELECT count(*) FROM lead_events WHERE status = 'settled'`),
 	}

@@ -96,9 +96,6 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		p.Logger.Info("no INTERNAL_TOKEN: " + httpapi.AttributionsPath + " answers 503 (the commissions service cannot ask for attributions)")
 	}
 	cfg.InternalToken = ""
-	if cfg.ProcessorWebhookSecret == "" {
-		p.Logger.Info("no PROCESSOR_WEBHOOK_SECRET: payment-processor events are not received (" + httpapi.ProcessorWebhookPath + " is not served)")
-	}
 	return httpapi.Routes(set, httpapi.Config{
 		Logger:   p.Logger,
 		Now:      p.Now,
@@ -107,9 +104,9 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Limiters: limiters,
 		OnLimit:  refusals.Inc,
 		Origins:  svc.OriginAllowedSomewhere,
-		// Secrets go from the environment to the verifier only, never to logs.
-		ProcessorSecret: cfg.ProcessorWebhookSecret,
-		InternalToken:   internalToken,
+		// The token goes from the environment to the verifier only (as its
+		// hash), never to logs.
+		InternalToken: internalToken,
 		Extra: []platform.Route{
 			{Pattern: "GET /svc.js", Name: "tracker_js", Handler: web.Handler()},
 		},

@@ -23,6 +23,11 @@ const RefusalNoAttribution = "no_attribution"
 // another program: the first decision names another program's partner.
 const MsgAttributionOtherProgram = "transaction_id was already decided for another program"
 
+var supportedCurrencies = map[string]bool{"USD": true, "EUR": true, "VND": true}
+
+// SupportedCurrency reports whether code (upper case) is a sale currency.
+func SupportedCurrency(code string) bool { return supportedCurrencies[code] }
+
 // ErrCustomerNotFound: no customer matches the identifiers of an
 // attribution request (404; never stored: the customer may be tracked
 // later).

@@ -25,8 +25,8 @@ var (
 	// partner of the program (an attribution refused with code
 	// no_attribution).
 	ErrNoAttribution = fmt.Errorf("no attribution: %w", errkind.Invalid)
-	// ErrDuplicate: the transaction id already names a sale or a decision
-	// (409).
+	// ErrDuplicate: the transaction id was already decided for another
+	// program (409).
 	ErrDuplicate = fmt.Errorf("duplicate transaction: %w", errkind.Conflict)
 )
 
@@ -36,8 +36,6 @@ type Error struct {
 	Kind    error
 	Message string
 	Hint    string
-	// SaleID names the sale a duplicate transaction id already recorded.
-	SaleID int64
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -254,25 +252,12 @@ type Store interface {
 	RecordVisit(ctx context.Context, v Visit) (int64, error)
 	AnyProgramAllowsOrigin(ctx context.Context, origin string) (bool, error)
 
-	// Pay resolves req.Ref to a customer (locked), passes it to decide and
-	// writes what decide returns (a settled lead, a sale, a conversion), all
-	// in one transaction with their events. A transaction id that already
-	// names a sale fails with a duplicate *Error before anything else. With
-	// req.Event the processor event is stored in the same transaction,
-	// whatever the outcome; a decision that is Refused writes only that.
-	Pay(ctx context.Context, req PaymentRequest, decide func(Customer) (PaymentDecision, error)) (PaymentResult, error)
 	// Attribute answers the decision stored under req.TransactionID if
 	// there is one (Replayed). Otherwise it resolves req.Ref to a customer
-	// (locked), passes it to decide, applies what decide returns as Pay
-	// does but records no sale (a settled lead, the conversion, their
+	// (locked), passes it to decide, applies what decide returns (a
+	// settled lead, the conversion) but records no sale (a settled lead, the conversion, their
 	// customer events) and stores the decision, all in one transaction;
 	// a concurrent call that stored a decision first wins, and this one's
 	// changes roll back. Nothing is stored when no customer matches.
 	Attribute(ctx context.Context, req AttributionRequest, decide func(Customer) (PaymentDecision, error)) (AttributionResult, error)
-	// RecordProcessorEvent stores an event this service does not act on;
-	// duplicate is true when the event id was already stored.
-	RecordProcessorEvent(ctx context.Context, ev ProcessorEvent) (duplicate bool, err error)
-	// ProgramByProcessorAccount finds the program a processor account is
-	// connected to.
-	ProgramByProcessorAccount(ctx context.Context, accountID string) (Program, bool, error)
 }

@@ -13,7 +13,6 @@ const (
 	MsgSaleCustomerNotFound = "Customer not found. Provide customer_key or click_id."
 	MsgSaleOtherProgram     = "No affiliate attribution found for this customer in this program"
 	MsgSaleNoPartnerProgram = "No partner-program relationship found for this customer"
-	MsgSaleDuplicate        = "Duplicate transaction_id. This sale has already been recorded."
 	msgSaleOutsideWindowFmt = "No affiliate attribution: the customer's click is more than %d days (the program's attribution window) older than its signup or this payment"
 )
 
@@ -42,19 +41,15 @@ type SaleRef struct {
 	CustomerKey         string
 }
 
-// SaleWrite is one sale to store.
+// SaleWrite is the payment an attribution decision is for (the sale
+// itself is recorded by the commissions service).
 type SaleWrite struct {
 	TransactionID       string
 	AmountCents         int64
 	Currency            string
 	OccurredAt          time.Time
-	Provider            string
-	ProviderPaymentID   string
-	Livemode            *bool
 	Source              string
-	PaymentKind         string
 	ProcessorCustomerID string
-	APIKeyID            int64
 }
 
 // PaymentDecision is what the domain decided for a locked customer.
@@ -65,41 +60,15 @@ type PaymentDecision struct {
 	Sale *SaleWrite
 	// Convert moves the customer to conversion, first purchase at the sale.
 	Convert bool
-	// Refused writes nothing but the processor event: the payment could
-	// not be attributed (a processor delivery is acknowledged, not failed).
+	// Refused: the payment could not be attributed (the decision is
+	// stored as refused; nothing else is written).
 	Refused error
 }
 
-// PaymentRequest is one payment to resolve and record.
-type PaymentRequest struct {
-	Ref SaleRef
-	// TransactionID is checked for an existing sale first; "" when the
-	// payment records no sale.
-	TransactionID string
-	Event         *ProcessorEvent
-	At            time.Time
-}
-
-// PaymentResult is what Pay did.
+// PaymentResult is what applying a decision did to the customer.
 type PaymentResult struct {
-	Found          bool
-	SaleID         int64
 	CustomerStatus string
-	ClickID        string
 	LeadSettled    bool
-	// Refused is the decision's refusal (the processor event is stored
-	// with it as its outcome).
-	Refused error
-}
-
-// ProcessorEvent is a payment-processor event as received.
-type ProcessorEvent struct {
-	ID        string
-	Type      string
-	AccountID string
-	ProgramID int64
-	Payload   []byte
-	Outcome   string
 }
 
 // attribute is the sale rules for one customer: the program and partner

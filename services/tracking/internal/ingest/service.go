@@ -27,8 +27,6 @@ type Service interface {
 	// OriginAllowedSomewhere answers browser preflights, which carry no
 	// body and so name no program.
 	OriginAllowedSomewhere(ctx context.Context, origin string) (bool, error)
-	// ProcessorPayment acts on one payment-processor event.
-	ProcessorPayment(ctx context.Context, in PaymentInput) (PaymentOutput, error)
 	// Attribute decides whether a payment is attributed (the commissions
 	// service's POST /internal/v1/attributions), once per transaction id.
 	Attribute(ctx context.Context, in AttributionInput) (AttributionOutput, error)

@@ -21,8 +21,6 @@ type Set struct {
 	Lead   endpoint.Endpoint
 	Visit  endpoint.Endpoint
 	Config endpoint.Endpoint
-	// ProcessorEvent handles one payment-processor webhook delivery.
-	ProcessorEvent endpoint.Endpoint
 	// Attribution decides a payment's attribution for the commissions
 	// service (internal route).
 	Attribution endpoint.Endpoint
@@ -31,12 +29,11 @@ type Set struct {
 // New builds the set, wrapping each endpoint in mw (the first outermost).
 func New(svc ingest.Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
-		Click:          obs.Decorate("click", MakeClickEndpoint(svc), mw...),
-		Lead:           obs.Decorate("lead", MakeLeadEndpoint(svc), mw...),
-		Visit:          obs.Decorate("visit", MakeVisitEndpoint(svc), mw...),
-		Config:         obs.Decorate("config", MakeConfigEndpoint(svc), mw...),
-		ProcessorEvent: obs.Decorate("processor_event", MakeProcessorEventEndpoint(svc), mw...),
-		Attribution:    obs.Decorate("attribution", MakeAttributionEndpoint(svc), mw...),
+		Click:       obs.Decorate("click", MakeClickEndpoint(svc), mw...),
+		Lead:        obs.Decorate("lead", MakeLeadEndpoint(svc), mw...),
+		Visit:       obs.Decorate("visit", MakeVisitEndpoint(svc), mw...),
+		Config:      obs.Decorate("config", MakeConfigEndpoint(svc), mw...),
+		Attribution: obs.Decorate("attribution", MakeAttributionEndpoint(svc), mw...),
 	}
 }
 
@@ -46,19 +43,17 @@ var (
 	_ endpoint.Failer = LeadResponse{}
 	_ endpoint.Failer = VisitResponse{}
 	_ endpoint.Failer = ConfigResponse{}
-	_ endpoint.Failer = ProcessorEventResponse{}
 	_ endpoint.Failer = AttributionResponse{}
 )
 
 // Requests are the decoded inputs of the use cases (the transport checks
 // their shape field by field, with the specification's messages).
 type (
-	ClickRequest          = ingest.ClickInput
-	LeadRequest           = ingest.LeadInput
-	VisitRequest          = ingest.VisitInput
-	ConfigRequest         = ingest.ProgramRef
-	ProcessorEventRequest = ingest.PaymentInput
-	AttributionRequest    = ingest.AttributionInput
+	ClickRequest       = ingest.ClickInput
+	LeadRequest        = ingest.LeadInput
+	VisitRequest       = ingest.VisitInput
+	ConfigRequest      = ingest.ProgramRef
+	AttributionRequest = ingest.AttributionInput
 )
 
 // TestData is data of a test-mode answer (click, lead).
@@ -174,29 +169,6 @@ func MakeConfigEndpoint(svc ingest.Service) endpoint.Endpoint {
 			Success: true, ProgramID: p.ID, CookieWindowDays: p.AttributionWindowDays, LeadAuthPolicy: p.LeadAuthPolicy,
 			BrowserLeadsAllowed: p.LeadAuthPolicy == "browser_allowed",
 		}, nil
-	}
-}
-
-// ProcessorEventResponse answers a payment-processor webhook delivery.
-type ProcessorEventResponse struct {
-	Duplicate bool   `json:"duplicate,omitempty"`
-	Outcome   string `json:"outcome"`
-	Received  bool   `json:"received"`
-	SaleID    int64  `json:"sale_id,omitempty"`
-	Err       error  `json:"-"`
-}
-
-// Failed implements endpoint.Failer.
-func (r ProcessorEventResponse) Failed() error { return r.Err }
-
-// MakeProcessorEventEndpoint acts on one processor event.
-func MakeProcessorEventEndpoint(svc ingest.Service) endpoint.Endpoint {
-	return func(ctx context.Context, request any) (any, error) {
-		out, err := svc.ProcessorPayment(ctx, request.(ProcessorEventRequest))
-		if err != nil {
-			return ProcessorEventResponse{Err: err}, infrastructure(err)
-		}
-		return ProcessorEventResponse{Received: true, Outcome: out.Outcome, Duplicate: out.Duplicate, SaleID: out.SaleID}, nil
 	}
 }
 

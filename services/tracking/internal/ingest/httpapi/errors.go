@@ -28,11 +28,10 @@ type kindCode struct {
 }
 
 var (
-	clickErrors     = routeErrors{failMsg: "Click tracking failed"}
-	leadErrors      = routeErrors{failMsg: "Lead tracking failed"}
-	visitErrors     = routeErrors{failMsg: "Visit tracking failed"}
-	configErrors    = routeErrors{failMsg: "Failed to load tracking config"}
-	processorErrors = routeErrors{failMsg: "Processor event handling failed"}
+	clickErrors  = routeErrors{failMsg: "Click tracking failed"}
+	leadErrors   = routeErrors{failMsg: "Lead tracking failed"}
+	visitErrors  = routeErrors{failMsg: "Visit tracking failed"}
+	configErrors = routeErrors{failMsg: "Failed to load tracking config"}
 )
 
 const (

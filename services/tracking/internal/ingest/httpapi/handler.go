@@ -68,9 +68,6 @@ type Config struct {
 	// preflights and CORS headers; the program's own check is the
 	// service's).
 	Origins func(ctx context.Context, origin string) (bool, error)
-	// ProcessorSecret verifies payment-processor webhook signatures; the
-	// webhook route is served only when it is set.
-	ProcessorSecret string
 	// InternalToken authenticates the other services on the /internal/v1
 	// routes (its SHA-256 only; nil: not configured, those routes answer
 	// 503).
@@ -110,10 +107,6 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	// Ingress routes /internal/), for the commissions service.
 	attribution := internalOnly(cfg.InternalToken, server(set.Attribution, decodeAttribution(cfg.Now), attributionErrors))
 	routes = append(routes, httpkit.Route{Pattern: "POST " + AttributionsPath, Name: "internal_attribution", Handler: attribution})
-	if cfg.ProcessorSecret != "" {
-		hook := server(set.ProcessorEvent, decodeProcessorEvent(cfg.ProcessorSecret, cfg.Now), processorErrors)
-		routes = append(routes, httpkit.Route{Pattern: "POST " + ProcessorWebhookPath, Name: "processor_webhook", Handler: hook})
-	}
 	return append(routes, cfg.Extra...)
 }
 

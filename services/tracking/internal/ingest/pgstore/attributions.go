@@ -75,7 +75,7 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 			a.RefusalCode, a.RefusalMessage = ingest.Refusal(d.Refused)
 		} else {
 			pr := ingest.PaymentResult{CustomerStatus: c.Status}
-			if err := s.applyPayment(ctx, tx, c, d, ingest.PaymentRequest{Ref: req.Ref, At: req.At}, false, &pr); err != nil {
+			if err := s.applyPayment(ctx, tx, c, d, req.Ref, req.At, &pr); err != nil {
 				return err
 			}
 			a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
