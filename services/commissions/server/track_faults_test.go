@@ -126,33 +126,7 @@ type drillReply struct {
 
 func (d *drillStack) do(t *testing.T, method, path string, body any, headers ...string) drillReply {
 	t.Helper()
-	var in io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		in = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, d.gw+path, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := d.http.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, raw := send(t, d.http, method, d.gw+path, body, headers...)
 	if n, err := strconv.ParseInt(resp.Header.Get("X-Catalog-Seq"), 10, 64); err == nil {
 		for cur := d.seq.Load(); n > cur && !d.seq.CompareAndSwap(cur, n); cur = d.seq.Load() {
 		}

@@ -83,6 +83,17 @@ type reply struct {
 // to path through the gateway; headers are name/value pairs.
 func (s *trackStack) do(t *testing.T, method, path string, body any, headers ...string) reply {
 	t.Helper()
+	resp, raw := send(t, s.http, method, s.gw+path, body, headers...)
+	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// send is one HTTP request of the package's harnesses: body a string sent
+// as is, anything else as JSON (nil: none); headers name/value pairs. It
+// answers the response (body closed) and the body read.
+func send(t *testing.T, hc *http.Client, method, url string, body any, headers ...string) (*http.Response, []byte) {
+	t.Helper()
 	var in io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -95,7 +106,7 @@ func (s *trackStack) do(t *testing.T, method, path string, body any, headers ...
 		}
 		in = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, s.gw+path, in)
+	req, err := http.NewRequest(method, url, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,18 +116,16 @@ func (s *trackStack) do(t *testing.T, method, path string, body any, headers ...
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := s.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	return resp, raw
 }
 
 // admin sends an admin request (Bearer stacktest.AdminToken) and returns
