@@ -455,7 +455,8 @@ func TestProcessorWebhook(t *testing.T) {
 			map[string]any{"customer_details": nil})), "no_customer")
 		refund := hookFixture(t, "charge_refunded.json")
 		refund["id"], refund["account"], refund["created"] = "evt_"+s.uniq(), account, s.clock.Now().Unix()
-		wantHook(t, s.deliver(t, refund), "stored")
+		// Its payment (pi_3Qpayment1) is not recorded: kept until it is.
+		wantHook(t, s.deliver(t, refund), "awaiting_payment")
 		testMode := s.hookEvent(t, "checkout_session_completed_payment.json", account, map[string]any{"svc_click_id": cid}, nil)
 		testMode["livemode"] = false
 		wantHook(t, s.deliver(t, testMode), "test_mode_event")
@@ -465,7 +466,7 @@ func TestProcessorWebhook(t *testing.T) {
 		if after := sales(); after != before {
 			t.Fatalf("sales %d -> %d", before, after)
 		}
-		if n := count(t, db.commissions, `SELECT count(*) FROM processor_events WHERE type = 'charge.refunded' AND outcome = 'stored' AND payload->'data'->'object'->>'id' = 'ch_3Qpayment1' AND event_id = $1`, refund["id"]); n != 1 {
+		if n := count(t, db.commissions, `SELECT count(*) FROM processor_events WHERE type = 'charge.refunded' AND outcome = 'awaiting_payment' AND payload->'data'->'object'->>'id' = 'ch_3Qpayment1' AND event_id = $1`, refund["id"]); n != 1 {
 			t.Fatal("refund event not kept")
 		}
 		t.Run("an s2s program: the brand reports its sales, the event changes nothing", func(t *testing.T) {

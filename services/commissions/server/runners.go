@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+	"github.com/svc-dev/svc/services/commissions/internal/processor"
 	"github.com/svc-dev/svc/services/commissions/internal/track"
 )
 
@@ -90,12 +91,13 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 // runners are commissions' background loops on the injected clock: each
 // run reads now from it; the interval between runs is real time.
 type runners struct {
-	ledger  *ledger.Service
-	track   *track.Service
-	now     func() time.Time
-	logger  *slog.Logger
-	metrics *runnerMetrics
-	cfg     Config
+	ledger    *ledger.Service
+	track     *track.Service
+	processor *processor.Service
+	now       func() time.Time
+	logger    *slog.Logger
+	metrics   *runnerMetrics
+	cfg       Config
 }
 
 // every calls fn now and then every interval until ctx ends. A failed run
@@ -150,7 +152,9 @@ func (r *runners) approveLoop(ctx context.Context) error {
 // (their process died between the reservation and the record) are decided
 // again with tracking; then the sales older than the grace whose
 // commission is undecided (RecordSale could not read the program's terms)
-// are decided by EnsureCommission, one transaction each.
+// are decided by EnsureCommission, one transaction each. Between the two,
+// the processor's refunds and disputes kept waiting for a payment that is
+// now recorded are applied.
 func (r *runners) backstop(ctx context.Context) {
 	olderThan := r.now().UTC().Add(-r.cfg.BackstopGrace)
 	if reserved, err := r.ledger.ReservedSales(ctx, olderThan, BackstopBatch); err != nil {
@@ -173,6 +177,11 @@ func (r *runners) backstop(ctx context.Context) {
 		r.logger.WarnContext(ctx, "backstop could not send refund notifications", "sent", n, "err", err)
 	} else if n > 0 {
 		r.logger.InfoContext(ctx, "backstop sent pending refund notifications", "refunds", n)
+	}
+	if n, err := r.processor.RetryWaiting(ctx, BackstopBatch); err != nil && ctx.Err() == nil {
+		r.logger.WarnContext(ctx, "backstop could not apply waiting processor refunds", "applied", n, "err", err)
+	} else if n > 0 {
+		r.logger.InfoContext(ctx, "backstop applied processor refunds and disputes whose payment is now recorded", "events", n)
 	}
 	ids, err := r.ledger.SalesWithoutCommission(ctx, olderThan, BackstopBatch)
 	if err != nil {

@@ -102,7 +102,14 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := &runners{ledger: svc, track: tracker, now: p.Now, logger: p.Logger, metrics: metrics, cfg: cfg}
+	hooks, err := processor.New(processor.Config{
+		Store: processorstore.New(p.Pool), Ledger: svc, Attributor: attr, Now: p.Now, Logger: p.Logger,
+		OnOutcome: func(outcome string) { metrics.processorEvents.WithLabelValues(outcome).Inc() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	run := &runners{ledger: svc, track: tracker, processor: hooks, now: p.Now, logger: p.Logger, metrics: metrics, cfg: cfg}
 	p.AddRunner(run.approveLoop)
 	p.AddRunner(run.backstopLoop)
 
@@ -140,13 +147,6 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Limit:      ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(refusals.Inc)),
 		FailedAuth: failedAuth,
 	})
-	hooks, err := processor.New(processor.Config{
-		Store: processorstore.New(p.Pool), Ledger: svc, Attributor: attr, Now: p.Now, Logger: p.Logger,
-		OnOutcome: func(outcome string) { metrics.processorEvents.WithLabelValues(outcome).Inc() },
-	})
-	if err != nil {
-		return nil, err
-	}
 	if cfg.ProcessorWebhookSecret == "" {
 		p.Logger.Info("no PROCESSOR_WEBHOOK_SECRET: the payment processor's webhook is not served")
 	}

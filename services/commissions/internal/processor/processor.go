@@ -6,9 +6,11 @@
 // is one sale and one commission whoever reports it first.
 //
 // The dispatch on the event type is in one place (Service.dispatch):
-// checkout.session.completed and invoice.payment_succeeded here (sales.go);
-// refund and dispute events are stored ("stored") until refunds.go and
-// disputes.go act on them.
+// checkout.session.completed and invoice.payment_succeeded record sales
+// (sales.go); charge.refunded, refund.created/updated and
+// charge.dispute.created/closed reverse them (refunds.go). A refund or
+// dispute whose payment is not recorded yet is kept (awaiting_payment) and
+// applied when it is.
 package processor
 
 import (
@@ -100,11 +102,22 @@ const (
 // what it did, its sale (0: none) and the sale's payment references.
 type Record struct {
 	Event
-	ProgramID  int64
-	Outcome    string
-	SaleID     int64
-	Refs       []PaymentRef
+	ProgramID int64
+	Outcome   string
+	SaleID    int64
+	Refs      []PaymentRef
+	// Waiting: the references of the payment an awaiting_payment event
+	// waits for.
+	Waiting    []string
 	ReceivedAt time.Time
+}
+
+// SaleRef is the recorded live sale a refund or dispute names.
+type SaleRef struct {
+	ID            int64
+	ProgramID     int64
+	TransactionID string
+	Currency      string
 }
 
 // Store keeps the processor events and payment references
@@ -120,14 +133,28 @@ type Store interface {
 	// duplicate is true when the event id was stored meanwhile (nothing is
 	// written then).
 	Save(ctx context.Context, r Record) (duplicate bool, err error)
+	// SaleFor finds the recorded live sale of programID (0: any program)
+	// named by one of refs: a payment reference linked to it, else its
+	// transaction id.
+	SaleFor(ctx context.Context, programID int64, refs []string) (SaleRef, bool, error)
+	// Waiting lists, oldest first, the awaiting_payment events naming one
+	// of refs, or with refs nil those whose payment is now recorded.
+	Waiting(ctx context.Context, refs []string, limit int) ([]Record, error)
+	// Resolve replaces a waiting event's outcome once it is applied (no-op
+	// when it is not waiting any more).
+	Resolve(ctx context.Context, eventID, outcome string, saleID int64) error
 }
 
 // Ledger is what the webhook needs of the ledger (*ledger.Service): the
-// sale route's three steps.
+// sale route's three steps, the processor's refunds and disputes.
 type Ledger interface {
 	ReserveSale(ctx context.Context, in ledger.SaleInput, ref []byte) (ledger.Sale, error)
 	CompleteSale(ctx context.Context, saleID, customerID, partnerID int64) (ledger.SaleResult, error)
 	ReleaseSale(ctx context.Context, saleID int64) (bool, error)
+	RefundTo(ctx context.Context, in ledger.RefundToInput) (ledger.RefundResult, error)
+	ProcessorRefund(ctx context.Context, in ledger.ProcessorRefundInput) (ledger.RefundResult, error)
+	OpenDispute(ctx context.Context, saleID int64, disputeID string) error
+	CloseDispute(ctx context.Context, disputeID, outcome string) (ledger.DisputeResult, error)
 }
 
 // Attributor asks tracking for a payment's attribution decision
@@ -194,8 +221,12 @@ func (s *Service) Handle(ctx context.Context, ev Event) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	rv, err := parseReversal(ev)
+	if err != nil {
+		return Result{}, err
+	}
 	rec := Record{Event: ev, ReceivedAt: s.now().UTC()}
-	res, err := s.dispatch(ctx, ev, p, &rec)
+	res, err := s.dispatch(ctx, ev, p, rv, &rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -208,11 +239,26 @@ func (s *Service) Handle(ctx context.Context, ev Event) (Result, error) {
 		res = Result{Outcome: OutcomeDuplicateEvent, Duplicate: true}
 	}
 	s.outcome(res.Outcome)
+	if !dup && len(rec.Refs) > 0 && res.SaleID != 0 {
+		// Refunds and disputes that came before this payment apply now.
+		// A failure leaves them to the backstop (RetryWaiting): the
+		// payment is recorded and the answer stands.
+		refs := make([]string, len(rec.Refs))
+		for i, r := range rec.Refs {
+			refs[i] = r.Ref
+		}
+		if _, err := s.applyWaiting(context.WithoutCancel(ctx), refs, WaitingBatch); err != nil {
+			s.logger.WarnContext(ctx, "waiting refunds of a recorded payment not applied; the backstop retries", "sale_id", res.SaleID, "err", err)
+		}
+	}
 	return res, nil
 }
 
+// WaitingBatch bounds the waiting events applied at once.
+const WaitingBatch = 100
+
 // dispatch is the one place an event type chooses its handling.
-func (s *Service) dispatch(ctx context.Context, ev Event, p *payment, rec *Record) (Result, error) {
+func (s *Service) dispatch(ctx context.Context, ev Event, p *payment, rv *reversal, rec *Record) (Result, error) {
 	programID, outcome, err := s.program(ctx, ev, p)
 	if err != nil {
 		return Result{}, err
@@ -227,9 +273,8 @@ func (s *Service) dispatch(ctx context.Context, ev Event, p *payment, rec *Recor
 			return Result{Outcome: p.skip}, nil
 		}
 		return s.pay(ctx, programID, *p, rec)
-	// Refund events (charge.refunded, refund.created, refund.updated) and
-	// disputes (charge.dispute.*) are stored until refunds.go and
-	// disputes.go handle them here.
+	case TypeChargeRefunded, TypeRefundCreated, TypeRefundUpdated, TypeDisputeCreated, TypeDisputeClosed:
+		return s.reverse(ctx, programID, *rv, rec)
 	default:
 		return Result{Outcome: OutcomeStoredOnly}, nil
 	}

@@ -71,9 +71,13 @@ func (s *Store) Save(ctx context.Context, r processor.Record) (bool, error) {
 		if r.SaleID != 0 {
 			sale = r.SaleID
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO processor_events (event_id, type, account_id, program_id, livemode, outcome, sale_id, payload, received_at)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT (event_id) DO NOTHING`,
-			r.ID, r.Type, r.AccountID, program, r.Livemode, r.Outcome, sale, string(r.Payload), r.ReceivedAt)
+		waiting := r.Waiting
+		if waiting == nil {
+			waiting = []string{}
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO processor_events (event_id, type, account_id, program_id, livemode, outcome, sale_id, payload, received_at, refs)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) ON CONFLICT (event_id) DO NOTHING`,
+			r.ID, r.Type, r.AccountID, program, r.Livemode, r.Outcome, sale, string(r.Payload), r.ReceivedAt, waiting)
 		if err != nil {
 			return fmt.Errorf("store processor event: %w", err)
 		}
@@ -96,16 +100,77 @@ func (s *Store) Save(ctx context.Context, r processor.Record) (bool, error) {
 	return dup, err
 }
 
-// SaleByRef finds the sale a payment reference was linked to (refunds and
-// disputes name a charge or a payment intent).
-func (s *Store) SaleByRef(ctx context.Context, ref string) (int64, bool, error) {
-	var id int64
-	err := s.pool.QueryRow(ctx, `SELECT sale_id FROM payment_refs WHERE ref = $1`, ref).Scan(&id)
+// SaleFor finds the recorded live sale a refund or dispute names: first
+// through a payment reference linked to it (its own program's, whatever
+// programID says, as the processor's ids are unique), else one whose
+// transaction id is one of refs (the brand's sale route may have recorded
+// the payment under its payment intent or invoice).
+func (s *Store) SaleFor(ctx context.Context, programID int64, refs []string) (processor.SaleRef, bool, error) {
+	var r processor.SaleRef
+	err := s.pool.QueryRow(ctx, `
+		SELECT s.id, s.program_id, s.transaction_id, s.currency FROM (
+			SELECT r.sale_id AS id, 0 AS rank FROM payment_refs r WHERE r.ref = ANY($1) AND ($2 = 0 OR r.program_id = $2)
+			UNION ALL
+			SELECT id, 1 FROM sales WHERE transaction_id = ANY($1) AND NOT is_test AND ($2 = 0 OR program_id = $2)
+		) f JOIN sales s ON s.id = f.id
+		WHERE NOT s.reserved AND NOT s.is_test
+		ORDER BY f.rank, s.id LIMIT 1`, refs, programID).Scan(&r.ID, &r.ProgramID, &r.TransactionID, &r.Currency)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+		return processor.SaleRef{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("look up payment reference: %w", err)
+		return processor.SaleRef{}, false, fmt.Errorf("find the sale of a processor refund: %w", err)
 	}
-	return id, true, nil
+	return r, true, nil
+}
+
+// Waiting lists the awaiting_payment events naming one of refs (refs nil:
+// those whose payment is now recorded, found as SaleFor finds it), oldest
+// first. The event's object is read back from the stored payload.
+func (s *Store) Waiting(ctx context.Context, refs []string, limit int) ([]processor.Record, error) {
+	q := `SELECT e.event_id, e.type, e.account_id, COALESCE(e.program_id, 0), e.livemode, e.payload->'data'->'object', e.received_at, e.refs
+		FROM processor_events e
+		WHERE e.outcome = 'awaiting_payment' AND e.refs && $1::text[]
+		ORDER BY e.received_at, e.event_id LIMIT $2`
+	args := []any{refs, limit}
+	if refs == nil {
+		q = `SELECT e.event_id, e.type, e.account_id, COALESCE(e.program_id, 0), e.livemode, e.payload->'data'->'object', e.received_at, e.refs
+			FROM processor_events e
+			WHERE e.outcome = 'awaiting_payment' AND (
+				EXISTS (SELECT 1 FROM payment_refs r JOIN sales s ON s.id = r.sale_id
+					WHERE r.ref = ANY(e.refs) AND NOT s.reserved AND (e.program_id IS NULL OR r.program_id = e.program_id))
+				OR EXISTS (SELECT 1 FROM sales s WHERE s.transaction_id = ANY(e.refs) AND NOT s.is_test AND NOT s.reserved
+					AND (e.program_id IS NULL OR s.program_id = e.program_id)))
+			ORDER BY e.received_at, e.event_id LIMIT $1`
+		args = []any{limit}
+	}
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list waiting processor events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (processor.Record, error) {
+		var r processor.Record
+		var object []byte
+		err := row.Scan(&r.ID, &r.Type, &r.AccountID, &r.ProgramID, &r.Livemode, &object, &r.ReceivedAt, &r.Waiting)
+		r.Object, r.Created = object, r.ReceivedAt
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read waiting processor events: %w", err)
+	}
+	return out, nil
+}
+
+// Resolve replaces the outcome of a waiting event once applied; another
+// process that applied it first wins (the ledger applied it once).
+func (s *Store) Resolve(ctx context.Context, eventID, outcome string, saleID int64) error {
+	var sale any
+	if saleID != 0 {
+		sale = saleID
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE processor_events SET outcome = $2, sale_id = $3 WHERE event_id = $1 AND outcome = 'awaiting_payment'`,
+		eventID, outcome, sale); err != nil {
+		return fmt.Errorf("resolve waiting processor event: %w", err)
+	}
+	return nil
 }

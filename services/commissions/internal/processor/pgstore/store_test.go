@@ -83,8 +83,8 @@ func TestStore(t *testing.T) {
 		if dup, err := s.Save(ctx, rec); !dup || err != nil {
 			t.Fatalf("second save: %v %v", dup, err)
 		}
-		if id, ok, err := s.SaleByRef(ctx, "cs_1"); !ok || err != nil || id != 10 {
-			t.Fatalf("%d %v %v", id, ok, err)
+		if r, ok, err := s.SaleFor(ctx, 1, []string{"ch_unknown", "cs_1"}); !ok || err != nil || r != (processor.SaleRef{ID: 10, ProgramID: 1, TransactionID: "pi_recorded", Currency: "USD"}) {
+			t.Fatalf("%+v %v %v", r, ok, err)
 		}
 		for _, r := range []processor.Record{
 			{Event: processor.Event{ID: "evt_2", Type: processor.TypeInvoicePaid, Payload: []byte(`{}`)}, ProgramID: 1, SaleID: 11, ReceivedAt: t0,
@@ -107,6 +107,69 @@ func TestStore(t *testing.T) {
 		// The reserved sale can still be released (no reference holds it).
 		if _, err := pool.Exec(ctx, `DELETE FROM sales WHERE id = 11`); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("the sale of a refund: by reference, by transaction id, never reserved, test or of another program", func(t *testing.T) {
+		for _, tc := range []struct {
+			program int64
+			refs    []string
+			want    int64
+		}{
+			{1, []string{"pi_recorded"}, 10}, // its transaction id (no reference linked)
+			{0, []string{"cs_1"}, 10},        // any program: the reference's
+			{2, []string{"cs_1"}, 0},         // another program's reference
+			{1, []string{"pi_reserved"}, 0},  // reserved: not recorded yet
+			{1, []string{"pi_other"}, 0},     // another program's sale
+			{2, []string{"pi_other"}, 12},
+			{1, []string{"ch_nothing"}, 0},
+		} {
+			r, ok, err := s.SaleFor(ctx, tc.program, tc.refs)
+			if err != nil || ok != (tc.want != 0) || r.ID != tc.want {
+				t.Fatalf("program %d refs %v: %+v %v %v, want sale %d", tc.program, tc.refs, r, ok, err, tc.want)
+			}
+		}
+	})
+	t.Run("waiting events: kept with their references, listed once their payment is recorded, resolved once", func(t *testing.T) {
+		save := func(id string, program int64, refs ...string) {
+			t.Helper()
+			rec := processor.Record{
+				Event:     processor.Event{ID: id, Type: processor.TypeRefundCreated, Livemode: true, Payload: []byte(`{"id":"` + id + `","data":{"object":{"id":"re_` + id + `","amount":5}}}`)},
+				ProgramID: program, Outcome: processor.OutcomeAwaitingPayment, Waiting: refs, ReceivedAt: t0,
+			}
+			if dup, err := s.Save(ctx, rec); dup || err != nil {
+				t.Fatalf("%v %v", dup, err)
+			}
+		}
+		save("evt_w1", 1, "ch_later", "pi_later")
+		save("evt_w2", 1, "pi_recorded") // its payment is recorded (transaction id)
+		save("evt_w3", 0, "cs_1")        // recorded, found through the reference
+		save("evt_w4", 2, "pi_recorded") // names program 1's sale from program 2
+		ids := func(rs []processor.Record) (out []string) {
+			for _, r := range rs {
+				out = append(out, r.ID)
+			}
+			return out
+		}
+		got, err := s.Waiting(ctx, []string{"pi_later"}, 10)
+		if err != nil || len(got) != 1 || got[0].ID != "evt_w1" || got[0].ProgramID != 1 || got[0].Type != processor.TypeRefundCreated ||
+			string(got[0].Object) != `{"id": "re_evt_w1", "amount": 5}` || len(got[0].Waiting) != 2 {
+			t.Fatalf("%+v %v", got, err)
+		}
+		got, err = s.Waiting(ctx, nil, 10)
+		if err != nil || len(got) != 2 || got[0].ID != "evt_w2" || got[1].ID != "evt_w3" {
+			t.Fatalf("recorded payments: %v %v", ids(got), err)
+		}
+		if err := s.Resolve(ctx, "evt_w2", processor.OutcomeRefundApplied, 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Resolve(ctx, "evt_w2", processor.OutcomeRefundSkipped, 0); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(`SELECT count(*) FROM processor_events WHERE event_id = 'evt_w2' AND outcome = 'refund_applied' AND sale_id = 10`); n != 1 {
+			t.Fatal("not resolved once")
+		}
+		if got, _ := s.Waiting(ctx, nil, 10); len(got) != 1 || got[0].ID != "evt_w3" {
+			t.Fatalf("after resolve: %v", ids(got))
 		}
 	})
 }
