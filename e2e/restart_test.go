@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -19,6 +20,7 @@ func TestMakeRunStartsAgainAndAfterDataIsDeleted(t *testing.T) {
 		t.Fatalf("first start did not seed: %q", first.Seeded)
 	}
 	wantTrackedClick(t, first)
+	wantPrintedProcessorExample(t, first)
 	// What a newcomer needs to try the tracker: the allowed origins and a
 	// page that loads it from this gateway.
 	for _, want := range []string{"http://localhost:3000", "http://127.0.0.1:5173", "http://localhost:8000", "http://127.0.0.1:8080",
@@ -78,4 +80,26 @@ func wantTrackedClick(t *testing.T, s *stack) {
 	c.withKey(s.LiveKey).sale(map[string]any{
 		"transaction_id": uniqueID("txn"), "amount_cents": 4900, "currency": "USD", "click_id": r.str("click_id"),
 	}).want(t, 200)
+}
+
+// wantPrintedProcessorExample runs, as pasted into bash, the signed payment
+// and refund that make run printed, with a fresh click's id in cid: the
+// payment is recorded and the refund applied.
+func wantPrintedProcessorExample(t *testing.T, s *stack) {
+	t.Helper()
+	out := s.output()
+	i := strings.Index(out, "A payment of 25.00 USD")
+	if i < 0 {
+		t.Fatalf("make run printed no processor example:\n%s", out)
+	}
+	lines := strings.SplitN(out[i:], "\n\n", 2)[0]
+	script := strings.SplitN(lines, "\n", 2)[1]
+	c := newClient(t, s, "198.51.100.78")
+	r := c.click(map[string]any{"affiliate_url": "https://demo-brand.example/?via=" + s.LinkCode})
+	r.want(t, 200)
+	script = strings.Replace(script, "<click_id>", r.str("click_id"), 1)
+	got, err := exec.Command("bash", "-c", script).CombinedOutput()
+	if err != nil || !strings.Contains(string(got), `"outcome":"sale_recorded"`) || !strings.Contains(string(got), `"outcome":"refund_applied"`) {
+		t.Fatalf("the printed processor example (%v):\n%s\nanswered:\n%s", err, script, got)
+	}
 }

@@ -19,6 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -187,7 +189,6 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "page")); err != nil {
 		return err
 	}
-	printProcessorWebhook(out, baseURL, processorWebhookSecret())
 	fmt.Fprintln(out, "stack is up; Ctrl-C stops it")
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
@@ -235,6 +236,8 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, page
 		fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/refund -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"transaction_id\":\"order_1\",\"refund_amount_cents\":1000,\"refund_id\":\"re_1\"}'\n", baseURL, live.Key)
 		fmt.Fprintf(out, "  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/partners/%d/balances   # the partner's balance, in cents\n", token, baseURL, res.PartnerID)
 	}
+	fmt.Fprintln(out)
+	printProcessorWebhook(out, baseURL, processorWebhookSecret(), strconv.FormatInt(res.ProgramID, 10), demo.ProcessorAccount)
 	page := trackerPage(baseURL, res)
 	if pageDir != "" {
 		path := filepath.Join(pageDir, "demo.html")
@@ -280,14 +283,30 @@ func trackerPage(baseURL string, res seed.Result) string {
 }
 
 // printProcessorWebhook tells how to play the payment processor against the
-// local stack. The curl signs with openssl so it needs nothing from the repo.
-func printProcessorWebhook(out io.Writer, baseURL, secret string) {
+// local stack: a signed payment of the demo program and its refund, as
+// shell lines that work as pasted (e2e runs them). The signature uses
+// openssl so it needs nothing from the repo.
+func printProcessorWebhook(out io.Writer, baseURL, secret, programID, account string) {
 	fmt.Fprintf(out, "Processor events: POST %s/api/v1/webhooks/processor, signed with PROCESSOR_WEBHOOK_SECRET=%s\n", baseURL, secret)
-	fmt.Fprintln(out, "  (header Processor-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>), e.g.")
-	fmt.Fprintf(out, "  body='{\"id\":\"evt_local_1\",\"type\":\"customer.created\",\"data\":{\"object\":{}}}'; t=$(date +%%s)\n")
-	fmt.Fprintf(out, "  sig=$(printf '%%s.%%s' \"$t\" \"$body\" | openssl dgst -sha256 -hmac '%s' -r | cut -d' ' -f1)\n", secret)
-	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/webhooks/processor -H \"Processor-Signature: t=$t,v1=$sig\" -H 'Content-Type: application/json' -d \"$body\"\n\n", baseURL)
+	fmt.Fprintln(out, "  (header Processor-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>)")
+	fmt.Fprintln(out, "A payment of 25.00 USD and its 10.00 refund as the processor sends them (put the click_id of the click above in cid):")
+	acct := ""
+	if account != "" {
+		acct = `"account":"` + account + `",`
+	}
+	fmt.Fprint(out, strings.NewReplacer("{url}", baseURL, "{secret}", secret, "{program}", programID, "{account}", acct).Replace(processorExample))
 }
+
+// processorExample is the shell of printProcessorWebhook: hook signs and
+// posts one event; the payment names the click and the program in its
+// metadata, both come from the demo's connected account, and the refund
+// names the payment.
+const processorExample = `  cid=<click_id>; n=$(date +%s)
+  hook() { t=$(date +%s); sig=$(printf '%s.%s' "$t" "$1" | openssl dgst -sha256 -hmac '{secret}' -r | cut -d' ' -f1); curl -s -X POST {url}/api/v1/webhooks/processor -H "Processor-Signature: t=$t,v1=$sig" -H 'Content-Type: application/json' -d "$1"; echo; }
+  hook '{"id":"evt_pay_'$n'",{account}"type":"checkout.session.completed","data":{"object":{"id":"cs_'$n'","mode":"payment","payment_status":"paid","amount_total":2500,"currency":"usd","payment_intent":"pi_'$n'","metadata":{"svc_click_id":"'$cid'","program_id":"{program}"}}}}'
+  hook '{"id":"evt_refund_'$n'",{account}"type":"refund.created","data":{"object":{"id":"re_'$n'","amount":1000,"currency":"usd","payment_intent":"pi_'$n'","status":"succeeded"}}}'
+
+`
 
 // devSignIn serves a stand-in OpenID provider for `svc login` on the local
 // stack: its sign-in page signs in as DEV_LOGIN_EMAIL (the demo owner by

@@ -31,6 +31,11 @@ type Demo struct {
 	Partner    map[string]any `json:"partner"`
 	Enrolment  map[string]any `json:"partner_program"`
 	Link       map[string]any `json:"link"`
+	// ProcessorAccount is the processor account the demo program is
+	// connected to, so the processor's events for it (signed by hand
+	// locally) select the program; "" leaves the connection alone. Set by
+	// PATCH, the only route that changes a connection.
+	ProcessorAccount string `json:"processor_account"`
 	// Keys have fixed values (imported, not generated) so that a seed run
 	// after the local state is gone, or from a second clone, finds the
 	// same keys and prints them again: only their hashes are stored.
@@ -289,7 +294,11 @@ func ensureProgram(ctx context.Context, c *Client, d Demo, r *Result) error {
 		id, _ := p["id"].(float64)
 		r.ProgramID = int64(id)
 		r.AllowedOrigins = strs(p["allowed_origins"])
-		if changed := differing(d.Program, p); len(changed) > 0 {
+		changed := differing(d.Program, p)
+		if pc, _ := p["processor_connection"].(map[string]any); d.ProcessorAccount != "" && (pc["status"] != "connected" || pc["account_id"] != d.ProcessorAccount) {
+			changed["processor_connection"] = connection(d.ProcessorAccount)
+		}
+		if len(changed) > 0 {
 			if err := c.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", r.ProgramID), changed, nil); err != nil {
 				return err
 			}
@@ -308,7 +317,16 @@ func ensureProgram(ctx context.Context, c *Client, d Demo, r *Result) error {
 	r.AllowedOrigins = strs(d.Program["allowed_origins"])
 	r.Created++
 	r.newMembership = true
+	if d.ProcessorAccount != "" {
+		return c.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", r.ProgramID), map[string]any{"processor_connection": connection(d.ProcessorAccount)}, nil)
+	}
 	return nil
+}
+
+// connection is the demo's processor connection: connected, able to take
+// charges and pay out.
+func connection(account string) map[string]any {
+	return map[string]any{"status": "connected", "account_id": account, "charges_enabled": true, "payouts_enabled": true, "details_submitted": true}
 }
 
 // ensureMember puts the demo user's membership when the user or the
