@@ -29,6 +29,10 @@ type runnerMetrics struct {
 	// processorEvents counts the processor's webhook deliveries by outcome
 	// (not a runner's, but registered with the service's other counters).
 	processorEvents *prometheus.CounterVec
+	// waiting and waitingOldest: the processor's refunds and disputes kept
+	// until their payment is recorded, measured at each backstop run.
+	waiting       prometheus.Gauge
+	waitingOldest prometheus.Gauge
 }
 
 // Refund outcomes, every one pre-declared so a rate over it starts at 0.
@@ -66,8 +70,16 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 			Name: "commissions_processor_events_total",
 			Help: "Payment processor webhook deliveries handled, by outcome (sale_recorded, duplicate_event, unknown_account, test_mode_event, stored, …).",
 		}, []string{"outcome"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "commissions_processor_waiting_events",
+			Help: "Processor refund and dispute events kept (awaiting_payment) until the payment they name is recorded, measured at each backstop run.",
+		}),
+		waitingOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "commissions_processor_waiting_oldest_seconds",
+			Help: "How long the oldest processor event awaiting its payment has waited (0: none), measured at each backstop run.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds, m.reserved, m.processorEvents} {
+	for _, c := range []prometheus.Collector{m.approved, m.approvalRuns, m.oldestDue, m.backlog, m.backstopRuns, m.backstopCreated, m.refunds, m.reserved, m.processorEvents, m.waiting, m.waitingOldest} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -82,7 +94,7 @@ func newRunnerMetrics(reg prometheus.Registerer) (*runnerMetrics, error) {
 	for _, o := range []string{"completed", "released", "failed"} {
 		m.reserved.WithLabelValues(o)
 	}
-	for _, o := range []string{"sale_recorded", "duplicate_event", "unknown_account", "test_mode_event", "stored"} {
+	for _, o := range []string{"sale_recorded", "refund_applied", "awaiting_payment", "dispute_lost", "duplicate_event", "unknown_account", "test_mode_event", "stored"} {
 		m.processorEvents.WithLabelValues(o)
 	}
 	return m, nil
@@ -182,6 +194,16 @@ func (r *runners) backstop(ctx context.Context) {
 		r.logger.WarnContext(ctx, "backstop could not apply waiting processor refunds", "applied", n, "err", err)
 	} else if n > 0 {
 		r.logger.InfoContext(ctx, "backstop applied processor refunds and disputes whose payment is now recorded", "events", n)
+	}
+	if n, oldest, err := r.processor.WaitingStats(ctx); err != nil {
+		r.logger.WarnContext(ctx, "backstop could not count waiting processor events", "err", err)
+	} else {
+		r.metrics.waiting.Set(float64(n))
+		age := 0.0
+		if !oldest.IsZero() {
+			age = r.now().Sub(oldest).Seconds()
+		}
+		r.metrics.waitingOldest.Set(age)
 	}
 	ids, err := r.ledger.SalesWithoutCommission(ctx, olderThan, BackstopBatch)
 	if err != nil {

@@ -143,6 +143,9 @@ type Store interface {
 	// Resolve replaces a waiting event's outcome once it is applied (no-op
 	// when it is not waiting any more).
 	Resolve(ctx context.Context, eventID, outcome string, saleID int64) error
+	// WaitingStats counts the awaiting_payment events and gives the
+	// receipt time of the oldest (zero when none).
+	WaitingStats(ctx context.Context) (int64, time.Time, error)
 }
 
 // Ledger is what the webhook needs of the ledger (*ledger.Service): the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/svc-dev/svc/services/commissions/internal/ledger"
 )
@@ -311,4 +312,11 @@ func (s *Service) applyWaiting(ctx context.Context, refs []string, limit int) (i
 // payment).
 func (s *Service) RetryWaiting(ctx context.Context, limit int) (int, error) {
 	return s.applyWaiting(ctx, nil, limit)
+}
+
+// WaitingStats counts the events waiting for their payment and gives the
+// oldest one's receipt time (zero when none): a refund that finds no
+// payment for long is money a partner keeps that the brand gave back.
+func (s *Service) WaitingStats(ctx context.Context) (int64, time.Time, error) {
+	return s.store.WaitingStats(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -173,4 +174,18 @@ func (s *Store) Resolve(ctx context.Context, eventID, outcome string, saleID int
 		return fmt.Errorf("resolve waiting processor event: %w", err)
 	}
 	return nil
+}
+
+// WaitingStats counts the awaiting_payment events and gives the oldest's
+// receipt time (zero when none); the partial index keeps it small.
+func (s *Store) WaitingStats(ctx context.Context) (int64, time.Time, error) {
+	var n int64
+	var oldest *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), min(received_at) FROM processor_events WHERE outcome = 'awaiting_payment'`).Scan(&n, &oldest); err != nil {
+		return 0, time.Time{}, fmt.Errorf("count waiting processor events: %w", err)
+	}
+	if oldest == nil {
+		return n, time.Time{}, nil
+	}
+	return n, *oldest, nil
 }
