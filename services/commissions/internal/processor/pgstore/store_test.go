@@ -171,5 +171,8 @@ func TestStore(t *testing.T) {
 		if got, _ := s.Waiting(ctx, nil, 10); len(got) != 1 || got[0].ID != "evt_w3" {
 			t.Fatalf("after resolve: %v", ids(got))
 		}
+		if n, oldest, err := s.WaitingStats(ctx); err != nil || n != 3 || !oldest.Equal(t0) {
+			t.Fatalf("stats: %d %v %v, want 3 since t0", n, oldest, err)
+		}
 	})
 }
