@@ -1,0 +1,106 @@
+package dashboard_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
+)
+
+func serve(t *testing.T, h http.Handler, method, path string) *http.Response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	return rec.Result()
+}
+
+func body(t *testing.T, r *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestPage(t *testing.T) {
+	cfg := dashboard.Config{SignInURL: "/api/v1/dashboard/auth/start", SignOutURL: "/api/v1/dashboard/auth/signout", ProgramsURL: "/api/v1/dashboard/me"}
+	h, err := dashboard.Handler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("the page, its assets and config, each locked to its own origin", func(t *testing.T) {
+		for path, wantType := range map[string]string{
+			"/dashboard/":                                      "text/html",
+			"/dashboard/config.json":                           "application/json",
+			"/dashboard/assets/app.js":                         "text/javascript",
+			"/dashboard/assets/app.css":                        "text/css",
+			"/dashboard/assets/vendor/uplot/uPlot.iife.min.js": "text/javascript",
+			"/dashboard/assets/vendor/uplot/uPlot.min.css":     "text/css",
+			"/dashboard/?program=3&period=30d":                 "text/html",
+		} {
+			r := serve(t, h, "GET", path)
+			if r.StatusCode != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), wantType) {
+				t.Fatalf("%s: %d %q", path, r.StatusCode, r.Header.Get("Content-Type"))
+			}
+			csp := r.Header.Get("Content-Security-Policy")
+			if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe") || r.Header.Get("X-Content-Type-Options") != "nosniff" ||
+				r.Header.Get("Referrer-Policy") != "no-referrer" {
+				t.Fatalf("%s: headers %v", path, r.Header)
+			}
+		}
+		var got dashboard.Config
+		if err := json.Unmarshal([]byte(body(t, serve(t, h, "GET", "/dashboard/config.json"))), &got); err != nil || got != cfg {
+			t.Fatalf("config %+v %v", got, err)
+		}
+		page := body(t, serve(t, h, "GET", "/dashboard/"))
+		// No CDN, no inline script: every script and style is an embedded file.
+		for _, bad := range []string{"http://", "https://", "<script>", "style="} {
+			if strings.Contains(page, bad) {
+				t.Fatalf("the page contains %q", bad)
+			}
+		}
+		for _, label := range []string{`<label for="program">`, `<label for="period">`, `<label for="date-from">`, `<label for="date-to">`, `<label for="dimension">`} {
+			if !strings.Contains(page, label) {
+				t.Fatalf("control without its label: %s", label)
+			}
+		}
+	})
+
+	t.Run("the vendored chart library is the pinned npm release", func(t *testing.T) {
+		for path, want := range map[string]string{
+			"/dashboard/assets/vendor/uplot/uPlot.iife.min.js": "19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f",
+			"/dashboard/assets/vendor/uplot/uPlot.min.css":     "df630c6a8d6f8eeaff264b50f73ce5b114f646ffd9a0bb74f049b0a00135fa04",
+		} {
+			sum := sha256.Sum256([]byte(body(t, serve(t, h, "GET", path))))
+			if hex.EncodeToString(sum[:]) != want {
+				t.Fatalf("%s is not uPlot 1.6.32's (see static/vendor/uplot/README.md)", path)
+			}
+		}
+	})
+
+	t.Run("without the slash: redirected, query kept", func(t *testing.T) {
+		r := serve(t, h, "GET", "/dashboard?program=3")
+		if r.StatusCode != http.StatusMovedPermanently || r.Header.Get("Location") != "/dashboard/?program=3" {
+			t.Fatalf("%d %q", r.StatusCode, r.Header.Get("Location"))
+		}
+	})
+
+	t.Run("nothing else: no listings, no page under assets, no writes", func(t *testing.T) {
+		for _, path := range []string{"/dashboard/assets/", "/dashboard/assets/vendor/", "/dashboard/assets/index.html", "/dashboard/nope", "/dashboard/assets/nope.js", "/dashboard/assets/../dashboard.go"} {
+			if r := serve(t, h, "GET", path); r.StatusCode != 404 && r.StatusCode != 301 {
+				t.Fatalf("%s: %d", path, r.StatusCode)
+			}
+		}
+		if r := serve(t, h, "POST", "/dashboard/"); r.StatusCode != http.StatusMethodNotAllowed || r.Header.Get("Allow") != "GET, HEAD" {
+			t.Fatalf("POST: %d", r.StatusCode)
+		}
+	})
+}

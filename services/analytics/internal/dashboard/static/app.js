@@ -1,0 +1,265 @@
+// The brand dashboard: one page over the public dashboard API, like any
+// client of it. The session token arrives once in the URL fragment
+// (#session=…, never sent to a server or a Referer) or from the session
+// route named by config.json, and is kept in sessionStorage for this tab.
+(function () {
+  'use strict';
+
+  var TOKEN_KEY = 'svc_dashboard_session';
+  var state = { config: null, token: '', programs: [], chart: null, seq: 0 };
+  var $ = function (id) { return document.getElementById(id); };
+
+  var KPIS = [
+    ['totalClicks', 'Clicks', 'int', 'clicksTrend'],
+    ['totalLeads', 'Leads', 'int', 'leadsTrend'],
+    ['totalConversions', 'Conversions', 'int', 'conversionsTrend'],
+    ['totalRevenue', 'Revenue', 'usd', 'revenueTrend'],
+    ['totalPartnersCommission', 'Commission', 'usd', 'commissionTrend'],
+    ['conversionRate', 'Conversion rate', 'pct', null],
+    ['averageOrderValue', 'Average order', 'usd', null],
+    ['totalSales', 'Paid sales', 'int', 'salesTrend'],
+    ['totalPartners', 'New partners', 'int', 'partnersTrend']
+  ];
+
+  function fmt(kind, v) {
+    var n = Number(v || 0);
+    if (kind === 'usd') return '$' + n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+    if (kind === 'pct') return n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 }) + '%';
+    return n.toLocaleString('en-US', { maximumFractionDigits: 0 });
+  }
+
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === 'text') e.textContent = attrs[k];
+      else if (k === 'className') e.className = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) e.appendChild(c); });
+    return e;
+  }
+
+  function showError(msg) {
+    var e = $('error');
+    e.textContent = msg;
+    e.hidden = !msg;
+  }
+
+  // api calls the dashboard API with the session; a 401 or 403 on the
+  // session itself sends the user back to sign in.
+  function api(path) {
+    return fetch(path, { headers: { Authorization: 'Bearer ' + state.token, Accept: 'application/json' }, credentials: 'same-origin' })
+      .then(function (r) {
+        return r.text().then(function (t) {
+          var body = null;
+          try { body = t ? JSON.parse(t) : null; } catch (e) { body = null; }
+          if (r.status === 401) { signOut(); throw new Error('Your session has ended: sign in again.'); }
+          if (!r.ok) {
+            var msg = body && body.error && (body.error.message || body.error) || ('HTTP ' + r.status);
+            var err = new Error(typeof msg === 'string' ? msg : 'HTTP ' + r.status);
+            err.status = r.status;
+            throw err;
+          }
+          return body;
+        });
+      });
+  }
+
+  function takeToken() {
+    var m = /(?:^|[#&])session=([^&]+)/.exec(location.hash);
+    if (m) {
+      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+      history.replaceState(null, '', location.pathname + location.search);
+    }
+    return sessionStorage.getItem(TOKEN_KEY) || '';
+  }
+
+  function signOut() {
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = '';
+    if (state.config && state.config.signOutURL) {
+      fetch(state.config.signOutURL, { method: 'POST', credentials: 'same-origin' }).catch(function () {});
+    }
+    showSignIn();
+  }
+
+  function showSignIn() {
+    $('app').hidden = true;
+    $('signout').hidden = true;
+    $('who').textContent = '';
+    $('signin').hidden = false;
+    $('signin-link').href = state.config.signInURL + (state.config.signInURL.indexOf('?') < 0 ? '?' : '&') + 'return_to=' + encodeURIComponent(location.pathname);
+  }
+
+  function query() {
+    var p = $('period').value;
+    if (p === 'custom') {
+      var from = $('date-from').value, to = $('date-to').value;
+      if (!from || !to) return null;
+      return 'dateFrom=' + encodeURIComponent(from) + '&dateTo=' + encodeURIComponent(to);
+    }
+    return 'period=' + encodeURIComponent(p);
+  }
+
+  function renderKPIs(metrics) {
+    var box = $('kpis');
+    box.textContent = '';
+    KPIS.forEach(function (k) {
+      var trend = k[3] && metrics[k[3]];
+      var t = null;
+      if (trend) {
+        var arrow = trend.trendDirection === 'up' ? '\u25B2' : trend.trendDirection === 'down' ? '\u25BC' : '\u25CF';
+        var pct = trend.trend === null ? 'new' : Number(trend.trend).toFixed(1) + '%';
+        t = el('div', { className: 'trend ' + trend.trendDirection, 'data-testid': 'trend-' + k[0],
+          text: arrow + ' ' + pct + ' vs ' + fmt(k[2], trend.previous) + ' before',
+          'aria-label': trend.trendDirection + ' ' + pct + ' against the previous period' });
+      }
+      box.appendChild(el('div', { className: 'kpi' }, [
+        el('div', { className: 'label', text: k[1] }),
+        el('div', { className: 'value', 'data-testid': 'kpi-' + k[0], text: fmt(k[2], metrics[k[0]]) }),
+        t
+      ]));
+    });
+  }
+
+  function renderChart(rows) {
+    var box = $('chart');
+    var xs = rows.map(function (r) { return Date.parse(r.date + 'T00:00:00Z') / 1000; });
+    var pick = function (f) { return rows.map(function (r) { return Number(r[f] || 0); }); };
+    var data = [xs, pick('clicks'), pick('leads'), pick('conversions'), pick('revenue'), pick('commission')];
+    if (state.chart) { state.chart.destroy(); state.chart = null; }
+    box.textContent = '';
+    box.setAttribute('data-days', String(rows.length));
+    var money = function (u, vals) { return vals.map(function (v) { return '$' + Number(v).toLocaleString('en-US'); }); };
+    var opts = {
+      width: Math.max(box.clientWidth, 280),
+      height: 300,
+      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'); },
+      scales: { x: { time: true }, n: {}, usd: {} },
+      axes: [{}, { scale: 'n' }, { scale: 'usd', side: 1, grid: { show: false }, values: money }],
+      series: [
+        {},
+        { label: 'Clicks', scale: 'n', stroke: '#2458d3', width: 2 },
+        { label: 'Leads', scale: 'n', stroke: '#8a4fd1', width: 2 },
+        { label: 'Conversions', scale: 'n', stroke: '#137a3c', width: 2 },
+        { label: 'Revenue ($)', scale: 'usd', stroke: '#c27c0e', width: 2, value: function (u, v) { return v == null ? '' : fmt('usd', v); } },
+        { label: 'Commission ($)', scale: 'usd', stroke: '#b42318', width: 2, dash: [6, 4], value: function (u, v) { return v == null ? '' : fmt('usd', v); } }
+      ]
+    };
+    state.chart = new uPlot(opts, data, box);
+  }
+
+  function renderStatus(d) {
+    var list = $('checklist');
+    list.textContent = '';
+    var s = d.stepStatuses || {}, st = d.statistics || {};
+    var pay = st.payments || {};
+    var items = [
+      ['pageview', 'Tracker installed', s.pageview, (st.pageview && st.pageview.testEventCount || 0) + ' test click(s) seen'],
+      ['referrals', 'Signups tracked', s.referrals, (st.referrals && st.referrals.testEventCount || 0) + ' test lead(s) seen'],
+      ['payments', 'Payments tracked', s.payments, pay.paymentTrackingMode === 's2s' ? 'Your server reports sales' :
+        (pay.isProcessorConnected ? 'Processor connected' : 'Processor ' + (pay.processorConnectionStatus || 'not connected'))],
+      ['partners', 'Partners approved', d.hasPartners ? 'complete' : 'pending', d.hasPartners ? 'At least one approved partner' : 'No approved partner yet']
+    ];
+    items.forEach(function (i) {
+      var done = i[2] === 'complete';
+      list.appendChild(el('li', { className: done ? 'complete' : 'pending', 'data-testid': 'step-' + i[0], 'data-status': done ? 'complete' : 'pending' }, [
+        el('span', { className: 'mark', 'aria-hidden': 'true', text: done ? '\u2713' : '\u25CB' }),
+        el('span', {}, [document.createTextNode(i[1] + (done ? ' (complete)' : ' (pending)')), el('small', { text: i[3] })])
+      ]));
+    });
+  }
+
+  function table(id, cols, rows, empty) {
+    var box = $(id);
+    box.textContent = '';
+    if (!rows || rows.length === 0) { box.appendChild(el('p', { className: 'empty', text: empty })); return; }
+    var head = el('tr', {}, cols.map(function (c) { return el('th', { scope: 'col', className: c[2] === 'name' ? '' : 'num', text: c[1] }); }));
+    var body = rows.map(function (r) {
+      return el('tr', {}, cols.map(function (c) {
+        var v = r[c[0]];
+        return el('td', { className: c[2] === 'name' ? 'name' : 'num', text: c[2] === 'name' ? String(v == null ? '' : v) : fmt(c[2], v) });
+      }));
+    });
+    box.appendChild(el('div', { className: 'table-wrap' }, [el('table', {}, [el('thead', {}, [head]), el('tbody', {}, body)])]));
+  }
+
+  function renderOptional(id, promise, cols, pickRows, empty) {
+    return promise.then(function (body) {
+      table(id, cols, pickRows(body), empty);
+    }).catch(function (e) {
+      $(id).textContent = '';
+      $(id).appendChild(el('p', { className: 'empty', text: e.status === 404 ? 'Not available yet.' : 'Could not load: ' + e.message }));
+    });
+  }
+
+  function load() {
+    var pid = $('program').value;
+    var q = query();
+    if (!pid || !q) return;
+    var seq = ++state.seq;
+    showError('');
+    var base = '/api/tracking/';
+    var perf = api(base + 'performance/' + encodeURIComponent(pid) + '?' + q).then(function (body) {
+      if (seq !== state.seq) return;
+      var m = body.meta || {};
+      $('range').textContent = (m.dateFrom || '').slice(0, 10) + ' to ' + (m.dateTo || '').slice(0, 10) + ' (UTC), compared with ' +
+        (m.previousPeriod ? (m.previousPeriod.dateFrom || '').slice(0, 10) + ' to ' + (m.previousPeriod.dateTo || '').slice(0, 10) : 'the period before');
+      renderKPIs(body.metrics || {});
+      renderChart(body.data || []);
+    });
+    var status = api(base + 'status/' + encodeURIComponent(pid)).then(function (body) {
+      if (seq === state.seq) renderStatus(body.data || {});
+    });
+    var dim = $('dimension').value;
+    var sources = renderOptional('sources', api(base + 'sources/' + encodeURIComponent(pid) + '?' + q),
+      [['name', 'Source', 'name'], ['clicks', 'Clicks', 'int'], ['leads', 'Leads', 'int'], ['conversions', 'Conversions', 'int'], ['revenue', 'Revenue', 'usd']],
+      function (b) { return (b.data && b.data[dim]) || []; }, 'No traffic in this period.');
+    var partners = renderOptional('partners', api(base + 'partners/' + encodeURIComponent(pid) + '?' + q),
+      [['name', 'Partner', 'name'], ['clicks', 'Clicks', 'int'], ['conversions', 'Conversions', 'int'], ['revenue', 'Revenue', 'usd'], ['commission', 'Commission', 'usd']],
+      function (b) { return b.data || []; }, 'No partner activity in this period.');
+    return Promise.all([perf, status, sources, partners]).catch(function (e) { showError(e.message); })
+      .then(function () { if (seq === state.seq) document.body.setAttribute('data-loaded', pid + '?' + q); });
+  }
+
+  function start() {
+    state.token = takeToken();
+    if (!state.token) { showSignIn(); return; }
+    api(state.config.programsURL).then(function (body) {
+      var d = body.data || {};
+      state.programs = d.programs || [];
+      var user = d.user || {};
+      $('who').textContent = user.email || user.name || '';
+      $('signin').hidden = true;
+      $('app').hidden = false;
+      $('signout').hidden = false;
+      var sel = $('program');
+      sel.textContent = '';
+      state.programs.forEach(function (p) { sel.appendChild(el('option', { value: String(p.id), text: p.name + ' (#' + p.id + ')' })); });
+      if (state.programs.length === 0) { showError('Your account is not a member of any program yet.'); return; }
+      var want = new URLSearchParams(location.search).get('program');
+      if (want && state.programs.some(function (p) { return String(p.id) === want; })) sel.value = want;
+      load();
+    }).catch(function (e) { showError(e.message); });
+  }
+
+  $('period').addEventListener('change', function () {
+    var custom = $('period').value === 'custom';
+    Array.prototype.forEach.call(document.querySelectorAll('.field.custom'), function (f) { f.hidden = !custom; });
+    if (!custom) load();
+  });
+  $('program').addEventListener('change', load);
+  $('dimension').addEventListener('change', load);
+  $('controls').addEventListener('submit', function (e) { e.preventDefault(); load(); });
+  $('signout').addEventListener('click', signOut);
+  if (window.ResizeObserver) {
+    new ResizeObserver(function () {
+      if (state.chart) state.chart.setSize({ width: Math.max($('chart').clientWidth, 280), height: 300 });
+    }).observe($('chart'));
+  }
+
+  fetch('config.json', { credentials: 'same-origin' }).then(function (r) { return r.json(); }).then(function (c) {
+    state.config = c;
+    start();
+  }).catch(function () { showError('The dashboard could not load its configuration.'); });
+})();
