@@ -1,4 +1,4 @@
-package dashboard_test
+package page_test
 
 import (
 	"crypto/sha256"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
+	"github.com/svc-dev/svc/services/analytics/internal/page"
 )
 
 func serve(t *testing.T, h http.Handler, method, path string) *http.Response {
@@ -30,8 +30,8 @@ func body(t *testing.T, r *http.Response) string {
 }
 
 func TestPage(t *testing.T) {
-	cfg := dashboard.Config{SignInURL: "/api/v1/dashboard/auth/start", SignOutURL: "/api/v1/dashboard/auth/signout", ProgramsURL: "/api/v1/dashboard/me"}
-	h, err := dashboard.Handler(cfg)
+	cfg := page.Config{SignInURL: "/api/v1/dashboard/auth/start", SignOutURL: "/api/v1/dashboard/auth/signout", ProgramsURL: "/api/v1/dashboard/me"}
+	h, err := page.Handler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestPage(t *testing.T) {
 				t.Fatalf("%s: headers %v", path, r.Header)
 			}
 		}
-		var got dashboard.Config
+		var got page.Config
 		if err := json.Unmarshal([]byte(body(t, serve(t, h, "GET", "/dashboard/config.json"))), &got); err != nil || got != cfg {
 			t.Fatalf("config %+v %v", got, err)
 		}

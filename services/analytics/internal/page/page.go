@@ -1,10 +1,10 @@
-// Package dashboard serves the brand dashboard page at /dashboard/: one
+// Package page serves the brand dashboard page at /dashboard/: one
 // HTML page, its script and style, and the vendored charting library
 // (uPlot, pinned, see static/vendor/uplot/README.md), all embedded in the
 // binary. The page is a client of the public dashboard API like any other;
 // the only thing it learns from the server is where the sign-in and
 // program routes are (config.json).
-package dashboard
+package page
 
 import (
 	"embed"
