@@ -156,14 +156,20 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 		}
 	})
 
-	t.Run("refund before the brand's own sale call: the backstop applies it", func(t *testing.T) {
-		t.Parallel()
+	t.Run("refund before the brand's own sale call: the backstop applies it once the sale is past its grace", func(t *testing.T) {
+		// Not parallel: it moves the stack's clock past BACKSTOP_GRACE.
 		p, account := newProgram(t, nil)
 		pi := "pi_brand_" + s.uniq()
 		early := s.reversalEvent(t, "refund_created.json", account, map[string]any{"id": "re_" + s.uniq(), "charge": "ch_" + s.uniq(), "payment_intent": pi, "amount": 400})
 		wantHook(t, s.deliver(t, early), "awaiting_payment")
 		cid := s.click(t, p.code)
 		wantSale(t, s.sale(t, p.key, saleOf(pi, cid, 2000, "USD", nil)), pi, cid)
+		runs := s.commissionsMetric(t, "commissions_backstop_runs_total", "outcome", "ok")
+		eventually(t, "two backstop runs", func() bool { return s.commissionsMetric(t, "commissions_backstop_runs_total", "outcome", "ok") >= runs+2 })
+		if got := outcomeOf(t, early["id"]); got != "awaiting_payment" {
+			t.Fatalf("applied within the grace: %q", got)
+		}
+		clock.Advance(2 * time.Minute)
 		eventually(t, "the waiting refund applied", func() bool { return outcomeOf(t, early["id"]) == "refund_applied" })
 		if refunded(t, pi) != 400 {
 			t.Fatalf("refunded %d", refunded(t, pi))

@@ -166,7 +166,7 @@ func (r *runners) approveLoop(ctx context.Context) error {
 // commission is undecided (RecordSale could not read the program's terms)
 // are decided by EnsureCommission, one transaction each. Between the two,
 // the processor's refunds and disputes kept waiting for a payment that is
-// now recorded are applied.
+// recorded before the grace are applied.
 func (r *runners) backstop(ctx context.Context) {
 	olderThan := r.now().UTC().Add(-r.cfg.BackstopGrace)
 	if reserved, err := r.ledger.ReservedSales(ctx, olderThan, BackstopBatch); err != nil {
@@ -190,7 +190,7 @@ func (r *runners) backstop(ctx context.Context) {
 	} else if n > 0 {
 		r.logger.InfoContext(ctx, "backstop sent pending refund notifications", "refunds", n)
 	}
-	if n, err := r.processor.RetryWaiting(ctx, BackstopBatch); err != nil && ctx.Err() == nil {
+	if n, err := r.processor.RetryWaiting(ctx, olderThan, BackstopBatch); err != nil && ctx.Err() == nil {
 		r.logger.WarnContext(ctx, "backstop could not apply waiting processor refunds", "applied", n, "err", err)
 	} else if n > 0 {
 		r.logger.InfoContext(ctx, "backstop applied processor refunds and disputes whose payment is now recorded", "events", n)

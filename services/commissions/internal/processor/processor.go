@@ -138,8 +138,9 @@ type Store interface {
 	// transaction id.
 	SaleFor(ctx context.Context, programID int64, refs []string) (SaleRef, bool, error)
 	// Waiting lists, oldest first, the awaiting_payment events naming one
-	// of refs, or with refs nil those whose payment is now recorded.
-	Waiting(ctx context.Context, refs []string, limit int) ([]Record, error)
+	// of refs, or with refs nil those whose payment was recorded before
+	// recordedBefore.
+	Waiting(ctx context.Context, refs []string, recordedBefore time.Time, limit int) ([]Record, error)
 	// Resolve replaces a waiting event's outcome once it is applied (no-op
 	// when it is not waiting any more).
 	Resolve(ctx context.Context, eventID, outcome string, saleID int64) error
@@ -250,7 +251,7 @@ func (s *Service) Handle(ctx context.Context, ev Event) (Result, error) {
 		for i, r := range rec.Refs {
 			refs[i] = r.Ref
 		}
-		if _, err := s.applyWaiting(context.WithoutCancel(ctx), refs, WaitingBatch); err != nil {
+		if _, err := s.applyWaiting(context.WithoutCancel(ctx), refs, time.Time{}, WaitingBatch); err != nil {
 			s.logger.WarnContext(ctx, "waiting refunds of a recorded payment not applied; the backstop retries", "sale_id", res.SaleID, "err", err)
 		}
 	}

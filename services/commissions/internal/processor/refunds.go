@@ -272,11 +272,11 @@ func (s *Service) closeDispute(ctx context.Context, saleID int64, r reversal) (s
 
 // applyWaiting applies the events kept awaiting a payment once it is
 // recorded: those naming one of refs, or with refs nil those of any
-// payment recorded since (the backstop). Each is applied as on its first
+// payment recorded before recordedBefore (the backstop). Each is applied as on its first
 // delivery and its stored outcome replaced; one still waiting stays. It
 // answers how many were applied.
-func (s *Service) applyWaiting(ctx context.Context, refs []string, limit int) (int, error) {
-	waiting, err := s.store.Waiting(ctx, refs, limit)
+func (s *Service) applyWaiting(ctx context.Context, refs []string, recordedBefore time.Time, limit int) (int, error) {
+	waiting, err := s.store.Waiting(ctx, refs, recordedBefore, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -307,11 +307,14 @@ func (s *Service) applyWaiting(ctx context.Context, refs []string, limit int) (i
 }
 
 // RetryWaiting is the backstop of applyWaiting: it applies the waiting
-// events whose payment is now recorded (a process stopped between a sale
-// and its waiting refunds, or the brand's sale route recorded the
-// payment).
-func (s *Service) RetryWaiting(ctx context.Context, limit int) (int, error) {
-	return s.applyWaiting(ctx, nil, limit)
+// events whose payment was recorded before recordedBefore (a process
+// stopped between a sale and its waiting refunds, or the brand's sale route
+// recorded the payment). The grace leaves a payment just recorded to the
+// delivery that recorded it: both would apply the refund once (the ledger
+// keys it), but the second would store the event's outcome as
+// refund_skipped.
+func (s *Service) RetryWaiting(ctx context.Context, recordedBefore time.Time, limit int) (int, error) {
+	return s.applyWaiting(ctx, nil, recordedBefore, limit)
 }
 
 // WaitingStats counts the events waiting for their payment and gives the

@@ -126,9 +126,9 @@ func (s *Store) SaleFor(ctx context.Context, programID int64, refs []string) (pr
 }
 
 // Waiting lists the awaiting_payment events naming one of refs (refs nil:
-// those whose payment is now recorded, found as SaleFor finds it), oldest
-// first. The event's object is read back from the stored payload.
-func (s *Store) Waiting(ctx context.Context, refs []string, limit int) ([]processor.Record, error) {
+// those whose payment was recorded before recordedBefore, found as SaleFor
+// finds it), oldest first. The event's object is read back from the stored payload.
+func (s *Store) Waiting(ctx context.Context, refs []string, recordedBefore time.Time, limit int) ([]processor.Record, error) {
 	q := `SELECT e.event_id, e.type, e.account_id, COALESCE(e.program_id, 0), e.livemode, e.payload->'data'->'object', e.received_at, e.refs
 		FROM processor_events e
 		WHERE e.outcome = 'awaiting_payment' AND e.refs && $1::text[]
@@ -139,11 +139,11 @@ func (s *Store) Waiting(ctx context.Context, refs []string, limit int) ([]proces
 			FROM processor_events e
 			WHERE e.outcome = 'awaiting_payment' AND (
 				EXISTS (SELECT 1 FROM payment_refs r JOIN sales s ON s.id = r.sale_id
-					WHERE r.ref = ANY(e.refs) AND NOT s.reserved AND (e.program_id IS NULL OR r.program_id = e.program_id))
+					WHERE r.ref = ANY(e.refs) AND NOT s.reserved AND r.created_at < $2 AND (e.program_id IS NULL OR r.program_id = e.program_id))
 				OR EXISTS (SELECT 1 FROM sales s WHERE s.transaction_id = ANY(e.refs) AND NOT s.is_test AND NOT s.reserved
-					AND (e.program_id IS NULL OR s.program_id = e.program_id)))
+					AND s.created_at < $2 AND (e.program_id IS NULL OR s.program_id = e.program_id)))
 			ORDER BY e.received_at, e.event_id LIMIT $1`
-		args = []any{limit}
+		args = []any{limit, recordedBefore}
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

@@ -150,12 +150,17 @@ func TestStore(t *testing.T) {
 			}
 			return out
 		}
-		got, err := s.Waiting(ctx, []string{"pi_later"}, 10)
+		got, err := s.Waiting(ctx, []string{"pi_later"}, time.Time{}, 10)
 		if err != nil || len(got) != 1 || got[0].ID != "evt_w1" || got[0].ProgramID != 1 || got[0].Type != processor.TypeRefundCreated ||
 			string(got[0].Object) != `{"id": "re_evt_w1", "amount": 5}` || len(got[0].Waiting) != 2 {
 			t.Fatalf("%+v %v", got, err)
 		}
-		got, err = s.Waiting(ctx, nil, 10)
+		// The backstop's grace: payments recorded after recordedBefore are
+		// the delivery's that recorded them.
+		if got, err := s.Waiting(ctx, nil, t0.Add(-time.Hour), 10); err != nil || len(got) != 0 {
+			t.Fatalf("within the grace: %v %v", ids(got), err)
+		}
+		got, err = s.Waiting(ctx, nil, time.Now().Add(time.Hour), 10)
 		if err != nil || len(got) != 2 || got[0].ID != "evt_w2" || got[1].ID != "evt_w3" {
 			t.Fatalf("recorded payments: %v %v", ids(got), err)
 		}
@@ -168,7 +173,7 @@ func TestStore(t *testing.T) {
 		if n := count(`SELECT count(*) FROM processor_events WHERE event_id = 'evt_w2' AND outcome = 'refund_applied' AND sale_id = 10`); n != 1 {
 			t.Fatal("not resolved once")
 		}
-		if got, _ := s.Waiting(ctx, nil, 10); len(got) != 1 || got[0].ID != "evt_w3" {
+		if got, _ := s.Waiting(ctx, nil, time.Now().Add(time.Hour), 10); len(got) != 1 || got[0].ID != "evt_w3" {
 			t.Fatalf("after resolve: %v", ids(got))
 		}
 		if n, oldest, err := s.WaitingStats(ctx); err != nil || n != 3 || !oldest.Equal(t0) {
