@@ -56,12 +56,6 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 		"BACKSTOP_INTERVAL": "50ms",
 	})
 	db := s.hookDB()
-	newProgram := func(t *testing.T, fields map[string]any) (prog, string) {
-		p := s.program(t, fields)
-		account := "acct_" + s.uniq()
-		s.connect(t, p, account)
-		return p, account
-	}
 	outcomeOf := func(t *testing.T, eventID any) string {
 		t.Helper()
 		var o string
@@ -78,7 +72,7 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 
 	t.Run("a partial refund.created, then cumulative charge.refunded: each cent once", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		ch := "ch_" + s.uniq()
 		pi, c := s.paidCheckout(t, p, account, 2500, nil)
 		if c.Status != "approved" || c.Amount != 250 || s.balances(t, p.partner) != "USD 250/0/250" {
@@ -133,7 +127,7 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 
 	t.Run("refund before payment: kept, applied when the payment is recorded", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		pi, ch := "pi_early_"+s.uniq(), "ch_early_"+s.uniq()
 		early := s.reversalEvent(t, "refund_created.json", account, map[string]any{"id": "re_" + s.uniq(), "charge": ch, "payment_intent": pi, "amount": 1000})
 		wantHook(t, s.deliver(t, early), "awaiting_payment")
@@ -158,7 +152,7 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 
 	t.Run("refund before the brand's own sale call: the backstop applies it once the sale is past its grace", func(t *testing.T) {
 		// Not parallel: it moves the stack's clock past BACKSTOP_GRACE.
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		pi := "pi_brand_" + s.uniq()
 		early := s.reversalEvent(t, "refund_created.json", account, map[string]any{"id": "re_" + s.uniq(), "charge": "ch_" + s.uniq(), "payment_intent": pi, "amount": 400})
 		wantHook(t, s.deliver(t, early), "awaiting_payment")
@@ -178,7 +172,7 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 
 	t.Run("older API: charge.refunded names a renewal's invoice", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, map[string]any{"commission_type": "recurring_percent"})
+		p, account := s.connectedProgram(t, map[string]any{"commission_type": "recurring_percent"})
 		cid := s.click(t, p.code)
 		inv := s.hookEvent(t, "invoice_payment_succeeded_legacy.json", account, map[string]any{"svc_click_id": cid}, map[string]any{"charge": nil, "payment_intent": nil})
 		wantHook(t, s.deliver(t, inv), "sale_recorded")
@@ -200,7 +194,7 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 
 	t.Run("test mode and unknown account: stored, nothing moves", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		pi, c := s.paidCheckout(t, p, account, 2500, nil)
 		test := s.reversalEvent(t, "refund_created.json", account, map[string]any{"id": "re_" + s.uniq(), "payment_intent": pi, "amount": 2500})
 		test["livemode"] = false
@@ -213,7 +207,7 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 
 	t.Run("disputes hold the commission; lost reverses it (chargeback), won releases it", func(t *testing.T) {
 		// Not parallel: it moves the stack's clock past the hold.
-		p, account := newProgram(t, map[string]any{"hold_days": 7})
+		p, account := s.connectedProgram(t, map[string]any{"hold_days": 7})
 		dispute := func(fixture, pi, id string, fields map[string]any) map[string]any {
 			all := map[string]any{"id": id, "payment_intent": pi, "charge": "ch_" + s.uniq()}
 			for k, v := range fields {

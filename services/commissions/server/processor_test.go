@@ -163,6 +163,16 @@ func (s *trackStack) connect(t *testing.T, p prog, account string) {
 	s.sync(t)
 }
 
+// connectedProgram is a program of its own (program's fields) connected
+// to an account of its own, and that account.
+func (s *trackStack) connectedProgram(t *testing.T, fields map[string]any) (prog, string) {
+	t.Helper()
+	p := s.program(t, fields)
+	account := "acct_" + s.uniq()
+	s.connect(t, p, account)
+	return p, account
+}
+
 // provisional records a provisional lead (no key, server_required).
 func (s *trackStack) provisional(t *testing.T, clickID, customerKey string) {
 	t.Helper()
@@ -185,13 +195,6 @@ func TestProcessorWebhook(t *testing.T) {
 		"PROCESSOR_WEBHOOK_SECRET": hookSecret, "PROCESSOR_WEBHOOK_SECRET_PREVIOUS": hookSecretPrevious,
 	})
 	db := s.hookDB()
-	// newProgram is a program of its own connected to its own account.
-	newProgram := func(t *testing.T, fields map[string]any) (prog, string) {
-		p := s.program(t, fields)
-		account := "acct_" + s.uniq()
-		s.connect(t, p, account)
-		return p, account
-	}
 	eventsOf := func(t *testing.T, id any) int {
 		return count(t, db.commissions, `SELECT count(*) FROM processor_events WHERE event_id = $1`, id)
 	}
@@ -199,7 +202,7 @@ func TestProcessorWebhook(t *testing.T) {
 	t.Run("sales", func(t *testing.T) {
 		t.Run("paid checkout: the sale, its commission, the customer converted, the payment refs kept", func(t *testing.T) {
 			t.Parallel()
-			p, account := newProgram(t, nil)
+			p, account := s.connectedProgram(t, nil)
 			cid := s.click(t, p.code)
 			ev := s.hookEvent(t, "checkout_session_completed_payment.json", account, map[string]any{"svc_click_id": cid, "program_id": fmt.Sprint(p.id)}, nil)
 			obj := hookObject(ev)
@@ -264,7 +267,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 		t.Run("the brand reports the invoice first: the processor's invoice is a duplicate, one sale, one commission", func(t *testing.T) {
 			t.Parallel()
-			p, account := newProgram(t, nil)
+			p, account := s.connectedProgram(t, nil)
 			cid := s.click(t, p.code)
 			s.lead(t, p.key, cid, "brand-"+s.uniq())
 			ev := s.hookEvent(t, "invoice_payment_succeeded_basil.json", account, map[string]any{"svc_click_id": cid}, nil)
@@ -281,7 +284,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 		t.Run("resolution: the lead's email, then client_reference_id, then svc_customer_key", func(t *testing.T) {
 			t.Parallel()
-			p, account := newProgram(t, nil)
+			p, account := s.connectedProgram(t, nil)
 			cid := s.click(t, p.code)
 			r := s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": cid, "email": "Buyer@Example.com"}, bearer(p.key)...)
 			if r.status != 200 {
@@ -319,7 +322,7 @@ func TestProcessorWebhook(t *testing.T) {
 		t.Run("subscription: the checkout records nothing, the first invoice settles and records, renewals match the processor customer", func(t *testing.T) {
 			t.Parallel()
 			// Recurring: each renewal earns its commission.
-			p, account := newProgram(t, map[string]any{"commission_type": "recurring_percent"})
+			p, account := s.connectedProgram(t, map[string]any{"commission_type": "recurring_percent"})
 			cid := s.click(t, p.code)
 			s.provisional(t, cid, "")
 			md := map[string]any{"svc_click_id": cid, "program_id": fmt.Sprint(p.id)}
@@ -380,7 +383,7 @@ func TestProcessorWebhook(t *testing.T) {
 	t.Run("customer status rows driven by the processor", func(t *testing.T) {
 		t.Run("provisional lead settled by a free checkout: lead, no sale", func(t *testing.T) {
 			t.Parallel()
-			p, account := newProgram(t, nil)
+			p, account := s.connectedProgram(t, nil)
 			cid := s.click(t, p.code)
 			s.provisional(t, cid, "free-"+s.uniq())
 			ev := s.hookEvent(t, "checkout_session_completed_payment.json", account, map[string]any{"svc_click_id": cid, "program_id": fmt.Sprint(p.id)},
@@ -405,7 +408,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 		t.Run("provisional lead and a paid checkout: settles, records the sale, converts (lead → conversion)", func(t *testing.T) {
 			t.Parallel()
-			p, account := newProgram(t, nil)
+			p, account := s.connectedProgram(t, nil)
 			cid := s.click(t, p.code)
 			s.provisional(t, cid, "")
 			ev := s.hookEvent(t, "checkout_session_completed_payment.json", account, map[string]any{"svc_click_id": cid, "svc_customer_key": "paid-" + s.uniq()}, nil)
@@ -427,7 +430,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 		t.Run("a trial's free first invoice settles the provisional lead", func(t *testing.T) {
 			t.Parallel()
-			p, account := newProgram(t, nil)
+			p, account := s.connectedProgram(t, nil)
 			cid := s.click(t, p.code)
 			s.provisional(t, cid, "")
 			ev := s.hookEvent(t, "invoice_payment_succeeded_basil.json", account, map[string]any{"svc_click_id": cid}, map[string]any{"amount_paid": 0})
@@ -441,7 +444,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 	t.Run("events stored without effect", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		other := s.program(t, nil)
 		cid := s.click(t, p.code)
 		sales := func() int { return count(t, db.commissions, `SELECT count(*) FROM sales WHERE program_id = $1`, p.id) }
@@ -479,7 +482,7 @@ func TestProcessorWebhook(t *testing.T) {
 			t.Fatal("refund event not kept")
 		}
 		t.Run("an s2s program: the brand reports its sales, the event changes nothing", func(t *testing.T) {
-			q, qAccount := newProgram(t, map[string]any{"payment_tracking_mode": "s2s"})
+			q, qAccount := s.connectedProgram(t, map[string]any{"payment_tracking_mode": "s2s"})
 			qc := s.click(t, q.code)
 			wantHook(t, s.deliver(t, s.hookEvent(t, "checkout_session_completed_payment.json", qAccount, map[string]any{"svc_click_id": qc}, nil)), "s2s_program")
 			if c := db.customer(t, qc); c.status != "click" {
@@ -490,7 +493,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 	t.Run("signatures: missing, wrong, stale, garbled refused and stored nothing; the previous secret and several v1 accepted", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		ev := s.hookEvent(t, "checkout_session_completed_payment.json", account, map[string]any{"svc_click_id": s.click(t, p.code)}, nil)
 		b, _ := json.Marshal(ev)
 		now := s.clock.Now()
@@ -526,7 +529,7 @@ func TestProcessorWebhook(t *testing.T) {
 
 	t.Run("bodies jsonb cannot hold: 400, nothing stored", func(t *testing.T) {
 		t.Parallel()
-		p, account := newProgram(t, nil)
+		p, account := s.connectedProgram(t, nil)
 		cid := s.click(t, p.code)
 		good := func() []byte {
 			b, _ := json.Marshal(s.hookEvent(t, "checkout_session_completed_payment.json", account, map[string]any{"svc_click_id": cid}, nil))
