@@ -238,19 +238,36 @@ func (s *Service) release(ctx context.Context, saleID int64) {
 	}
 }
 
+// generatedAttempts bounds the retries of a generated test id taken by a
+// concurrent test sale of the same nanosecond.
+const generatedAttempts = 8
+
 func (s *Service) testSale(ctx context.Context, in SaleInput) (SaleOutput, error) {
-	txn := in.TransactionID
-	if txn == "" {
-		txn = "test_txn_" + strconv.FormatInt(s.now().UnixNano(), 10)
+	txn, generated := in.TransactionID, in.TransactionID == ""
+	var nanos int64
+	if generated {
+		nanos = s.now().UnixNano()
 	}
-	res, err := s.ledger.RecordSale(ctx, ledger.SaleInput{
-		TransactionID: txn, ProgramID: in.Key.ProgramID, AmountCents: in.AmountCents, Currency: in.Currency,
-		OccurredAt: in.OccurredAt, Source: ledger.SourceAPI, Test: true,
-	})
-	if err != nil {
-		return SaleOutput{}, saleError(err)
+	for attempt := 0; ; attempt++ {
+		if generated {
+			// The spec's shape, test_txn_<timestamp>: the next nanosecond
+			// when this one is taken, so two test sales of one instant
+			// (a clock's resolution, concurrent calls) both get an id.
+			txn = "test_txn_" + strconv.FormatInt(nanos+int64(attempt), 10)
+		}
+		res, err := s.ledger.RecordSale(ctx, ledger.SaleInput{
+			TransactionID: txn, ProgramID: in.Key.ProgramID, AmountCents: in.AmountCents, Currency: in.Currency,
+			OccurredAt: in.OccurredAt, Source: ledger.SourceAPI, Test: true,
+		})
+		var dup *ledger.DuplicateSaleError
+		if generated && errors.As(err, &dup) && attempt+1 < generatedAttempts {
+			continue
+		}
+		if err != nil {
+			return SaleOutput{}, saleError(err)
+		}
+		return SaleOutput{Test: true, SaleID: res.Sale.ID, ProgramID: in.Key.ProgramID, TransactionID: txn}, nil
 	}
-	return SaleOutput{Test: true, SaleID: res.Sale.ID, ProgramID: in.Key.ProgramID, TransactionID: txn}, nil
 }
 
 // saleError gives the ledger's refusals their route message.
