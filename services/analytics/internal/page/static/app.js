@@ -136,7 +136,13 @@
       height: 300,
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'); },
       scales: { x: { time: true }, n: {}, usd: {} },
-      axes: [{}, { scale: 'n' }, { scale: 'usd', side: 1, grid: { show: false }, values: money }],
+      // Daily data: ticks on whole days (never hours), dates as MM-DD.
+      axes: [
+        { incrs: [86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400, 91 * 86400, 365 * 86400], space: 50,
+          values: function (u, vals) { return vals.map(function (v) { return new Date(v * 1000).toISOString().slice(5, 10); }); } },
+        { scale: 'n', size: 60 },
+        { scale: 'usd', side: 1, size: 80, grid: { show: false }, values: money }
+      ],
       series: [
         {},
         { label: 'Clicks', scale: 'n', stroke: '#2458d3', width: 2 },

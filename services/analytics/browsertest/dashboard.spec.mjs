@@ -1,0 +1,125 @@
+// Drives Debian's Chromium through the brand dashboard (/dashboard/) behind
+// the gateway: signs in through the page (the sign-in link, the OpenID
+// provider's page, back to the dashboard), picks the program, and checks
+// that the figures shown are the ones the Go test read from the API; then
+// saves screenshots at a desktop (1440 px) and a phone (390 px) width and
+// checks the phone layout does not scroll sideways.
+// Plain node, no test runner: exit 0 and one JSON line on stdout on
+// success, exit 1 and the reason on stderr otherwise.
+//
+//   node dashboard.spec.mjs --base=URL --program-id=N --expect=JSON --shots=DIR \
+//     [--chromium=/usr/bin/chromium] [--timeout-ms=20000]
+//
+// --expect is {"period": "7d", "text": {"<data-testid>": "<text>"}, "days": N,
+//   "steps": {"pageview": "complete", …}}: every element named in text must
+// show exactly that text.
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { chromium } from 'playwright-core';
+
+const { values: flags } = parseArgs({
+  options: {
+    base: { type: 'string', default: process.env.SVC_BASE_URL },
+    'program-id': { type: 'string', default: process.env.SVC_PROGRAM_ID },
+    expect: { type: 'string', default: process.env.SVC_EXPECT },
+    shots: { type: 'string', default: process.env.SVC_SHOTS },
+    chromium: { type: 'string', default: process.env.CHROMIUM_PATH || '/usr/bin/chromium' },
+    'timeout-ms': { type: 'string', default: process.env.SVC_TIMEOUT_MS || '20000' },
+  },
+});
+for (const k of ['base', 'program-id', 'expect', 'shots']) {
+  if (!flags[k]) fail(new Error(`missing --${k}`));
+}
+const base = flags.base.replace(/\/+$/, '');
+const programId = String(flags['program-id']);
+const expected = JSON.parse(flags.expect);
+const timeout = Number(flags['timeout-ms']);
+
+// Chromium on CI machines: no sandbox (root in a container), no GPU, and
+// nothing that phones home during the test.
+const ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
+];
+
+const pageErrors = [];
+const consoleErrors = [];
+const failedRequests = [];
+
+function fail(err) {
+  process.stderr.write(`dashboard.spec: FAIL: ${err && err.stack ? err.stack : err}\n`);
+  for (const m of pageErrors) process.stderr.write(`dashboard.spec: page error: ${m}\n`);
+  for (const m of consoleErrors) process.stderr.write(`dashboard.spec: console error: ${m}\n`);
+  for (const m of failedRequests) process.stderr.write(`dashboard.spec: request: ${m}\n`);
+  process.exit(1);
+}
+
+function check(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+const profile = mkdtempSync(join(tmpdir(), 'svc-dashboard-'));
+let browser;
+try {
+  mkdirSync(flags.shots, { recursive: true });
+  browser = await chromium.launch({ executablePath: flags.chromium, args: ARGS, timeout });
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(timeout);
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  page.on('response', (r) => { if (r.status() >= 400) failedRequests.push(`${r.status()} ${r.url()}`); });
+
+  // Signed out: the page offers the sign-in, and it leads back here.
+  await page.goto(`${base}/dashboard/`);
+  await page.locator('#signin').waitFor({ state: 'visible' });
+  await Promise.all([page.waitForNavigation({ timeout }), page.getByRole('link', { name: 'Sign in' }).click()]);
+  // The provider's page, when it shows one, has one button to go on.
+  if (!page.url().startsWith(`${base}/dashboard/`)) {
+    const go = page.locator('button[type=submit], input[type=submit]').first();
+    if (await go.count()) await go.click();
+    await page.waitForURL((u) => u.href.startsWith(`${base}/dashboard/`), { timeout });
+  }
+  await page.locator('#app').waitFor({ state: 'visible' });
+  check(!page.url().includes('session='), `the session stayed in the address bar: ${page.url()}`);
+
+  // Controls are labelled: reachable by their label text.
+  await page.getByLabel('Program', { exact: true }).selectOption(programId);
+  await page.getByLabel('Period', { exact: true }).selectOption(expected.period || '7d');
+  const loaded = `${programId}?period=${expected.period || '7d'}`;
+  await page.waitForFunction((want) => document.body.getAttribute('data-loaded') === want, loaded, { timeout });
+
+  for (const [id, want] of Object.entries(expected.text || {})) {
+    const got = (await page.getByTestId(id).textContent() || '').trim();
+    check(got === want, `${id} shows ${JSON.stringify(got)}, the API says ${JSON.stringify(want)}`);
+  }
+  if (expected.days) {
+    const days = await page.locator('#chart').getAttribute('data-days');
+    check(days === String(expected.days), `the chart has ${days} days, want ${expected.days}`);
+    check(await page.locator('#chart canvas').count() > 0, 'no chart drawn');
+  }
+  for (const [step, want] of Object.entries(expected.steps || {})) {
+    const got = await page.getByTestId(`step-${step}`).getAttribute('data-status');
+    check(got === want, `integration step ${step} is ${got}, the API says ${want}`);
+  }
+  await page.screenshot({ path: join(flags.shots, 'dashboard-1440.png'), fullPage: true });
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForFunction(() => document.documentElement.clientWidth <= 390);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  check(overflow <= 1, `the page scrolls sideways by ${overflow}px at 390px`);
+  for (const id of Object.keys(expected.text || {})) {
+    check(await page.getByTestId(id).isVisible(), `${id} hidden at 390px`);
+  }
+  await page.screenshot({ path: join(flags.shots, 'dashboard-390.png'), fullPage: true });
+
+  check(pageErrors.length === 0, `page errors: ${pageErrors.join('; ')}`);
+  process.stdout.write(JSON.stringify({ ok: true, shots: [join(flags.shots, 'dashboard-1440.png'), join(flags.shots, 'dashboard-390.png')] }) + '\n');
+} catch (err) {
+  fail(err);
+} finally {
+  if (browser) await browser.close().catch(() => {});
+  rmSync(profile, { recursive: true, force: true });
+}
