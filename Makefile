@@ -36,7 +36,7 @@ build: ## Build every service binary into bin/
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do echo "build $$s"; CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/$$s ./services/$$s/cmd/$$s || exit 1; done
 
-BROWSERTEST := services/tracking/browsertest
+BROWSERTESTS := services/tracking/browsertest services/analytics/browsertest
 
 .PHONY: test-deps
 test-deps: ## Install what the tests need but Go does not bring (protoc, Chromium, Node packages)
@@ -48,7 +48,7 @@ test-deps: ## Install what the tests need but Go does not bring (protoc, Chromiu
 	      echo "installing:$$need"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
 	    else echo "missing:$$need (install them with apt-get)"; exit 1; fi; \
 	  fi
-	@[ -d $(BROWSERTEST)/node_modules/playwright-core ] || { echo "npm ci in $(BROWSERTEST)"; npm ci --prefix $(BROWSERTEST) --no-audit --no-fund --silent; }
+	@for d in $(BROWSERTESTS); do [ ! -f $$d/package.json ] || [ -d $$d/node_modules/playwright-core ] || { echo "npm ci in $$d"; npm ci --prefix $$d --no-audit --no-fund --silent; } || exit 1; done
 
 .PHONY: test
 test: test-deps ## Run every unit and integration test (real Postgres, embedded Kafka broker, real Chromium)
