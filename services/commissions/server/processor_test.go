@@ -627,6 +627,28 @@ func TestProcessorWebhookFailedDeliveryIsRetried(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a refund while the ledger's refund table is gone: 500, nothing stored or applied; the redelivery applies it", func(t *testing.T) {
+		pi, c := s.paidCheckout(t, p, account, 2500, nil)
+		ev := s.reversalEvent(t, "refund_created.json", account, map[string]any{"id": "re_" + s.uniq(), "charge": "ch_" + s.uniq(), "payment_intent": pi, "amount": 1000})
+		if _, err := db.commissions.Exec(ctx, `ALTER TABLE processor_refunds RENAME TO processor_refunds_away`); err != nil {
+			t.Fatal(err)
+		}
+		r := s.deliver(t, ev)
+		if _, err := db.commissions.Exec(ctx, `ALTER TABLE processor_refunds_away RENAME TO processor_refunds`); err != nil {
+			t.Fatal(err)
+		}
+		wantHookError(t, r, 500, "Processor event handling failed")
+		if n := count(t, db.commissions, `SELECT count(*) FROM processor_events WHERE event_id = $1`, ev["id"]); n != 0 {
+			t.Fatal("a failed delivery was stored")
+		}
+		if v, _ := s.saleRecord(t, pi, false); v.RefundedCents != 0 || s.commission(t, c.ID).RefundedAmount != 0 {
+			t.Fatalf("a failed delivery refunded: %+v", v)
+		}
+		wantHook(t, s.deliver(t, ev), "refund_applied")
+		if v, _ := s.saleRecord(t, pi, false); v.RefundedCents != 1000 || s.commission(t, c.ID).RefundedAmount != 100 {
+			t.Fatalf("redelivery: %+v", v)
+		}
+	})
 }
 
 // Without PROCESSOR_WEBHOOK_SECRET the route is not served.
