@@ -82,7 +82,6 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 }
 
-
 func decodeStart(_ context.Context, r *http.Request) (any, error) {
 	return endpoints.StartRequest{ReturnTo: r.URL.Query().Get("return_to")}, nil
 }
