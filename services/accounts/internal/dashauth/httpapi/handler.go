@@ -162,8 +162,8 @@ func encodeCallback(enc httperr.Route) kithttp.EncodeResponseFunc {
 			enc.Refusal(ctx, r.Err, w)
 			return nil
 		}
-		frag := url.Values{"session": {r.SignedIn.Token}, "expires_at": {endpoints.RFC3339(r.SignedIn.ExpiresAt)}}
-		w.Header().Set("Location", r.SignedIn.ReturnTo+"#"+frag.Encode())
+		frag := "session=" + url.QueryEscape(r.SignedIn.Token) + "&expires_at=" + url.QueryEscape(endpoints.RFC3339(r.SignedIn.ExpiresAt))
+		w.Header().Set("Location", r.SignedIn.ReturnTo+"#"+frag)
 		w.WriteHeader(http.StatusSeeOther)
 		return nil
 	}
