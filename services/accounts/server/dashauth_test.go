@@ -337,7 +337,7 @@ func TestDashboardSignIn(t *testing.T) {
 		expired, _, _ := issuer.Issue(owner, session.KindDashboard)
 		for _, tc := range []struct{ name, bearer, message string }{
 			{"no session", "", "Missing or malformed Authorization header. Expected: Bearer <session_token>"},
-			{"CLI login token", "svc_cli_" + strings.Repeat("a", 43), "Invalid session token. Sign in again."},
+			{"CLI login token", d.cliLogin("owner@brand.example"), "Invalid session token. Sign in again."},
 			{"CLI-kind session token", cliKind, "Invalid session token. Sign in again."},
 			{"program API key", "svc_live_" + strings.Repeat("a", 43), "Invalid session token. Sign in again."},
 		} {
@@ -349,6 +349,16 @@ func TestDashboardSignIn(t *testing.T) {
 		wantRefusal(t, d.get(http.DefaultClient, d.base+"/api/v1/dashboard/me", expired), 401, "Session expired. Sign in again.", "")
 	})
 
+	t.Run("me refuses a user blocked after signing in", func(t *testing.T) {
+		c := d.newBrowser()
+		req := d.start(c, "/dashboard/")
+		tok := d.sessionFrom(d.callback(c, req.State, d.token("later@brand.example", req.Nonce)), "/dashboard/")
+		if _, err := d.pool.Exec(context.Background(), `UPDATE users SET blocked = true WHERE email = $1`, "later@brand.example"); err != nil {
+			t.Fatal(err)
+		}
+		wantRefusal(t, d.get(http.DefaultClient, d.base+"/api/v1/dashboard/me", tok), 403, "Your account has been suspended.", "ACCOUNT_BLOCKED")
+	})
+
 	t.Run("sign-out clears the sign-in cookie", func(t *testing.T) {
 		req, _ := http.NewRequest("POST", d.base+"/api/v1/dashboard/auth/signout", nil)
 		a := d.send(d.newBrowser(), req)
@@ -356,6 +366,34 @@ func TestDashboardSignIn(t *testing.T) {
 			t.Fatalf("signout: %d %v", a.status, a.header)
 		}
 	})
+}
+
+// cliLogin runs the command-line sign-in through the gateway and returns
+// its login token (svc_cli_…).
+func (d *dash) cliLogin(email string) string {
+	d.t.Helper()
+	req, _ := http.NewRequest("POST", d.base+"/api/v1/cli/auth/start", nil)
+	a := d.send(http.DefaultClient, req)
+	link, err := oidctest.ParseAuthURL(a.body["data"].(map[string]any)["url"].(string))
+	if err != nil {
+		d.t.Fatalf("cli start %d %s: %v", a.status, a.raw, err)
+	}
+	body, _ := json.Marshal(map[string]string{"state": link.State, "id_token": d.token(email, link.Nonce)})
+	req, _ = http.NewRequest("POST", d.base+"/api/v1/cli/auth/callback", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if a := d.send(http.DefaultClient, req); a.status != 200 {
+		d.t.Fatalf("cli callback %d %s", a.status, a.raw)
+	}
+	a = d.get(http.DefaultClient, d.base+"/api/v1/cli/auth/poll?state="+url.QueryEscape(link.State), "")
+	tok, _ := a.body["data"].(map[string]any)["token"].(string)
+	if !strings.HasPrefix(tok, "svc_cli_") {
+		d.t.Fatalf("cli poll %d %s", a.status, a.raw)
+	}
+	// The login token works where it belongs.
+	if p := d.get(http.DefaultClient, d.base+"/api/v1/cli/programs", tok); p.status != 200 {
+		d.t.Fatalf("cli programs %d %s", p.status, p.raw)
+	}
+	return tok
 }
 
 func mustURL(t *testing.T, s string) *url.URL {
