@@ -121,7 +121,8 @@ func encodeStart(enc httperr.Route, ttl time.Duration) kithttp.EncodeResponseFun
 		req := requestFrom(ctx)
 		http.SetCookie(w, bindingCookie(req, r.Started.State, int(ttl/time.Second)))
 		w.Header().Set("Referrer-Policy", "no-referrer")
-		http.Redirect(w, req, r.Started.URL, http.StatusFound)
+		w.Header().Set("Location", r.Started.URL)
+		w.WriteHeader(http.StatusFound)
 		return nil
 	}
 }
