@@ -61,7 +61,9 @@ func (m *memStore) UserByID(_ context.Context, id int64) (catalog.User, error) {
 	}
 	return catalog.User{ID: 7, Email: "o@b.example"}, nil
 }
-func (m *memStore) Memberships(context.Context, int64) ([]dashauth.Membership, error) { return nil, nil }
+func (m *memStore) Memberships(context.Context, int64) ([]dashauth.Membership, error) {
+	return nil, nil
+}
 
 type identifier struct{ nonce string }
 
