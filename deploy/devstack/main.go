@@ -128,6 +128,8 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
 	}
 	gatewayURL := "http://" + addr
+	// Where the provider sends the dashboard's browser sign-in back to.
+	env["PUBLIC_URL"] = gatewayURL
 	if os.Getenv("OIDC_ISSUER") == "" {
 		oidcEnv, stopOIDC, err := devSignIn(out, gatewayURL)
 		if err != nil {
@@ -189,6 +191,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "page")); err != nil {
 		return err
 	}
+	printDashboardLink(out, baseURL)
 	fmt.Fprintln(out, "stack is up; Ctrl-C stops it")
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
@@ -327,11 +330,28 @@ func devSignIn(out io.Writer, gatewayURL string) (map[string]string, func(), err
 	p.SetSignIn(&oidctest.SignIn{
 		Email: envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example"), EmailVerified: true, Name: "Local developer",
 		CallbackURL: gatewayURL + "/api/v1/cli/auth/callback",
+		// The dashboard's sign-in (response_mode=form_post) gets a form
+		// that posts itself back to the gateway: one click signs in.
+		AutoSubmit: true,
 	})
 	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	fmt.Fprintf(out, "sign-in   dev OpenID provider on %s (svc login signs in as %s)\n", base, envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example"))
+	fmt.Fprintf(out, "sign-in   dev OpenID provider on %s (svc login and the dashboard sign in as %s)\n", base, envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example"))
 	return p.Env(), func() { _ = srv.Close() }, nil
+}
+
+// printDashboardLink prints the link that signs the demo owner in to the
+// dashboard: it starts the browser sign-in, the dev provider approves
+// DEV_LOGIN_EMAIL and posts back by itself, and accounts sends the browser
+// to /dashboard/ with the session. With a real provider (OIDC_ISSUER set)
+// the link leads to its sign-in page instead.
+func printDashboardLink(out io.Writer, baseURL string) {
+	who := "the demo owner " + envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example")
+	if os.Getenv("OIDC_ISSUER") != "" {
+		who = "your OpenID provider's account"
+	}
+	fmt.Fprintf(out, "dashboard %s/api/v1/dashboard/auth/start?return_to=/dashboard/\n", baseURL)
+	fmt.Fprintf(out, "          (open it in a browser: one click signs %s in)\n", who)
 }
 
 // signingSeed returns the dashboard-session signing seed, made once and kept

@@ -52,6 +52,9 @@ func Rules() []Rule {
 		{Prefix: "/api/v1/webhooks/processor", Service: "commissions", Public: true},
 		{Prefix: "/svc.js", Service: "tracking", Public: true},
 		{Prefix: "/api/v1/cli/", Service: "accounts", Public: true},
+		// The dashboard's browser sign-in and the signed-in user's
+		// programs (accounts issues dashboard sessions).
+		{Prefix: "/api/v1/dashboard/", Service: "accounts", Public: true},
 		// The integrator's API reference (api/openapi.yaml as JSON).
 		{Prefix: "/api/openapi.json", Service: "accounts", Public: true},
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},

@@ -21,11 +21,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
+	"html/template"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -386,6 +389,9 @@ type AuthRequest struct {
 	State        string
 	Nonce        string
 	RedirectURI  string
+	// ResponseMode is "form_post" when the token is to be posted to
+	// RedirectURI by the browser (the dashboard's sign-in), "" otherwise.
+	ResponseMode string
 }
 
 // ParseAuthURL reads the OpenID parameters of a sign-in link (the url that
@@ -403,6 +409,7 @@ func authRequest(q url.Values) (AuthRequest, error) {
 	r := AuthRequest{
 		ClientID: q.Get("client_id"), ResponseType: q.Get("response_type"), Scope: q.Get("scope"),
 		State: q.Get("state"), Nonce: q.Get("nonce"), RedirectURI: q.Get("redirect_uri"),
+		ResponseMode: q.Get("response_mode"),
 	}
 	if r.State == "" || r.Nonce == "" || r.ClientID == "" {
 		return r, errors.New("oidctest: sign-in url needs client_id, state and nonce")
@@ -420,8 +427,15 @@ type SignIn struct {
 	// there (e.g. http://127.0.0.1:8080/api/v1/cli/auth/callback) and shows
 	// the answer. Otherwise the page redirects to redirect_uri with the
 	// token in the fragment (implicit flow), or, with no redirect_uri,
-	// answers {"state","id_token"} as JSON.
+	// answers {"state","id_token"} as JSON. A request with
+	// response_mode=form_post and a redirect_uri (the dashboard's browser
+	// sign-in) always gets the form-post page instead: a form that posts
+	// state and id_token to redirect_uri from the browser, as real
+	// providers do.
 	CallbackURL string
+	// AutoSubmit makes the form-post page submit itself (one click signs
+	// in); otherwise it waits for its "Continue" button.
+	AutoSubmit bool
 }
 
 // SetSignIn sets who the sign-in page signs in as; nil makes it refuse.
@@ -506,6 +520,8 @@ func (p *Provider) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case req.ResponseMode == "form_post" && req.RedirectURI != "":
+		p.formPost(w, req.RedirectURI, req.State, tok, who)
 	case who.CallbackURL != "":
 		p.deliver(w, r, who.CallbackURL, req.State, tok)
 	case req.RedirectURI != "":
@@ -515,6 +531,51 @@ func (p *Provider) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"state": req.State, "id_token": tok})
 	}
 }
+
+var formPostPage = template.Must(template.New("form").Parse(`<!doctype html>
+<meta charset="utf-8">
+<meta name="referrer" content="no-referrer">
+<title>Test sign-in</title>
+<body{{if .Auto}} onload="document.forms[0].submit()"{{end}}>
+<form method="post" action="{{.Action}}">
+<input type="hidden" name="state" value="{{.State}}">
+<input type="hidden" name="id_token" value="{{.IDToken}}">
+<p>Test OpenID provider: sign in as {{.Email}}.</p>
+<button type="submit">Continue</button>
+</form>
+`))
+
+// formPost answers the OpenID form_post response mode: a page whose form
+// posts state and id_token to redirect_uri.
+func (p *Provider) formPost(w http.ResponseWriter, redirectURI, state, tok string, who *SignIn) {
+	u, err := url.Parse(redirectURI)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		http.Error(w, "oidctest: redirect_uri must be an absolute http(s) URL", http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	_ = formPostPage.Execute(w, map[string]any{"Action": u.String(), "State": state, "IDToken": tok, "Email": who.Email, "Auto": who.AutoSubmit})
+}
+
+// FormPost reads the form-post page: where it posts, and its fields.
+func FormPost(page string) (action string, fields url.Values, err error) {
+	m := formAction.FindStringSubmatch(page)
+	if m == nil {
+		return "", nil, errors.New("oidctest: no form in the page")
+	}
+	fields = url.Values{}
+	for _, f := range formField.FindAllStringSubmatch(page, -1) {
+		fields.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
+	}
+	return html.UnescapeString(m[1]), fields, nil
+}
+
+var (
+	formAction = regexp.MustCompile(`<form method="post" action="([^"]*)">`)
+	formField  = regexp.MustCompile(`<input type="hidden" name="([^"]*)" value="([^"]*)">`)
+)
 
 // deliver posts the token to the callback as the browser page would, and
 // answers with the callback's status and body so the outcome is visible.

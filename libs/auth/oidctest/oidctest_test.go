@@ -323,3 +323,41 @@ func TestNewRefusesUnknownAlgorithm(t *testing.T) {
 		t.Fatal("want error")
 	}
 }
+
+// response_mode=form_post with a redirect_uri gets the form-post page (even
+// when a CallbackURL is set for the command-line sign-in): a form posting
+// state and a valid id_token for the nonce to redirect_uri, self-submitting
+// only with AutoSubmit.
+func TestAuthorizeFormPost(t *testing.T) {
+	p := oidctest.Start(t)
+	for _, auto := range []bool{false, true} {
+		p.SetSignIn(&oidctest.SignIn{Email: "a@b.example", EmailVerified: true, CallbackURL: "http://127.0.0.1:1/cli", AutoSubmit: auto})
+		q := url.Values{"client_id": {p.ClientID()}, "response_type": {"id_token"}, "response_mode": {"form_post"},
+			"state": {"st<&>"}, "nonce": {"n1"}, "redirect_uri": {"https://app.example/cb?x=1&y=2"}}
+		resp, err := http.Get(p.AuthURL() + "?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+			t.Fatalf("%d %v", resp.StatusCode, resp.Header)
+		}
+		action, fields, err := oidctest.FormPost(string(page))
+		if err != nil || action != "https://app.example/cb?x=1&y=2" || fields.Get("state") != "st<&>" || fields.Get("id_token") == "" {
+			t.Fatalf("form %q %v %v\n%s", action, fields, err, page)
+		}
+		if got := strings.Contains(string(page), "onload="); got != auto {
+			t.Fatalf("auto-submit %v with AutoSubmit %v", got, auto)
+		}
+	}
+	q := url.Values{"client_id": {p.ClientID()}, "response_mode": {"form_post"}, "state": {"s"}, "nonce": {"n"}, "redirect_uri": {"javascript:alert(1)"}}
+	resp, err := http.Get(p.AuthURL() + "?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("a non-http redirect_uri: %d", resp.StatusCode)
+	}
+}

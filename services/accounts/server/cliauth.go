@@ -22,6 +22,10 @@ import (
 	clihttpapi "github.com/svc-dev/svc/services/accounts/internal/cliauth/httpapi"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
 	clistore "github.com/svc-dev/svc/services/accounts/internal/cliauth/pgstore"
+	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
+	dashendpoints "github.com/svc-dev/svc/services/accounts/internal/dashauth/endpoints"
+	dashhttpapi "github.com/svc-dev/svc/services/accounts/internal/dashauth/httpapi"
+	dashstore "github.com/svc-dev/svc/services/accounts/internal/dashauth/pgstore"
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
 	settingsendpoints "github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
@@ -106,7 +110,7 @@ func absoluteHTTP(raw string) string {
 // wireCLIAuth builds the command-line sign-in, init and programs routes
 // (behind the shared CLI limiter) and the program settings routes (behind
 // their own 30-a-minute limiter per sign-in token).
-func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat catalog.Service, priv ed25519.PrivateKey, trace obs.EndpointMiddleware,
+func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat catalog.Service, priv ed25519.PrivateKey, issuer *session.Issuer, trace obs.EndpointMiddleware,
 	cli cliLimits, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
 	oenv := cfg.OIDC // discovery fills what the configuration leaves out
 	var verifier cliauth.IDTokenVerifier
@@ -155,5 +159,47 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	}
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("program_settings"), ratelimit.WithOnRefuse(refusals.Inc))
 	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, trace), settingshttpapi.Config{Sessions: sessions, Logger: p.Logger, Limit: limit, FailedAuth: cli.failedAuth})...)
-	return routes, nil
+
+	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, sessions, trace, cli, refusals)
+	if err != nil {
+		return nil, err
+	}
+	return append(routes, dash...), nil
+}
+
+// dashIssuer issues dashboard-kind session tokens.
+type dashIssuer struct{ *session.Issuer }
+
+func (d dashIssuer) IssueDashboard(userID int64) (string, time.Time, error) {
+	return d.Issue(userID, session.KindDashboard)
+}
+
+// wireDashAuth builds the dashboard's browser sign-in over the same OpenID
+// provider and id_token check as the command-line sign-in (cliauth's
+// Identify), and the signed-in user's program list. Without a provider or
+// PUBLIC_URL the sign-in routes answer 503; me works for any session.
+func wireDashAuth(p *platform.Platform, cfg Config, oenv OIDCConfig, cli cliauth.Service, oidcOn bool, issuer *session.Issuer,
+	sessions *session.Verifier, trace obs.EndpointMiddleware, limits cliLimits, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
+	dcfg := dashauth.Config{
+		Store: dashstore.New(p.Pool), Tokens: dashIssuer{issuer}, Now: p.Now, DashboardPath: cfg.DashboardURL,
+	}
+	switch {
+	case oidcOn && cfg.PublicURL != "":
+		dcfg.Identifier = cli
+		dcfg.AuthURL, dcfg.ClientID, dcfg.CallbackURL = oenv.AuthURL, oenv.Audience, cfg.PublicURL+dashhttpapi.PathCallback
+	case oidcOn:
+		p.Logger.Warn("dashboard sign-in is off: PUBLIC_URL is unset (the provider needs the callback's address)")
+	}
+	svc, err := dashauth.NewService(dcfg)
+	if err != nil {
+		return nil, err
+	}
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.SettingsRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("SETTINGS_RATE_LIMIT: %w", err)
+	}
+	tokenLimit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("dashboard_me"), ratelimit.WithOnRefuse(refusals.Inc))
+	return dashhttpapi.Routes(dashendpoints.New(svc, trace), dashhttpapi.Config{
+		Sessions: sessions, Logger: p.Logger, Limit: limits.byIP, TokenLimit: tokenLimit, FailedAuth: limits.failedAuth,
+	}), nil
 }

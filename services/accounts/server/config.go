@@ -3,12 +3,15 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
+	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 )
 
@@ -38,6 +41,13 @@ type Config struct {
 	OIDC                OIDCConfig
 	CLILoginRedirectURL string        `env:"CLI_LOGIN_REDIRECT_URL"`
 	CLITokenTTL         time.Duration `env:"CLI_TOKEN_TTL"`
+
+	// The dashboard's browser sign-in (same OpenID provider). PublicURL is
+	// the site's address as browsers see it: the provider posts the
+	// id_token to PublicURL + /api/v1/dashboard/auth/callback. DashboardURL
+	// is the path a sign-in without return_to lands on.
+	PublicURL    string `env:"PUBLIC_URL"`
+	DashboardURL string `env:"DASHBOARD_URL"`
 
 	// Command-line status and test events.
 	TrackingURL string `env:"TRACKING_URL"`
@@ -74,6 +84,7 @@ const (
 	DefaultSettingsRateLimit = 30
 	DefaultFailedAuthLimit   = 30
 	DefaultTrackingTimeout   = 10 * time.Second
+	DefaultDashboardURL      = "/dashboard/"
 )
 
 // LoadConfig reads and validates accounts' configuration from env in one
@@ -100,6 +111,8 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		},
 		CLILoginRedirectURL: env.String("CLI_LOGIN_REDIRECT_URL", ""),
 		CLITokenTTL:         env.Duration("CLI_TOKEN_TTL", cliauth.DefaultTokenTTL),
+		PublicURL:           strings.TrimRight(env.String("PUBLIC_URL", ""), "/"),
+		DashboardURL:        env.String("DASHBOARD_URL", DefaultDashboardURL),
 
 		TrackingURL:          env.String("TRACKING_URL", ""),
 		CommissionsURL:       env.String("COMMISSIONS_URL", ""),
@@ -109,6 +122,14 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
 	}
 	c.OIDC.Enabled = c.OIDC.validate(env)
+	if _, err := dashauth.SafeReturnTo(c.DashboardURL); err != nil {
+		env.Fail(fmt.Errorf("DASHBOARD_URL must be a path on this site like /dashboard/, got %q", c.DashboardURL))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" {
+			env.Fail(fmt.Errorf("PUBLIC_URL must be an http(s) address without a path, like https://app.example.com, got %q", c.PublicURL))
+		}
+	}
 	if c.ChainLimitPerHour < 1 {
 		env.Fail(fmt.Errorf("CHAIN_LIMIT_PER_HOUR must be at least 1, got %d", c.ChainLimitPerHour))
 	}

@@ -54,6 +54,23 @@ func TestLoadConfig(t *testing.T) {
 			}
 		}
 	})
+	t.Run("dashboard sign-in", func(t *testing.T) {
+		c, err := load(map[string]string{"PUBLIC_URL": "https://app.example.com/"})
+		if err != nil || c.PublicURL != "https://app.example.com" || c.DashboardURL != "/dashboard/" {
+			t.Fatalf("PUBLIC_URL %q, DASHBOARD_URL %q, %v", c.PublicURL, c.DashboardURL, err)
+		}
+		for _, tc := range []struct{ k, v, want string }{
+			{"PUBLIC_URL", "app.example.com", "PUBLIC_URL must be an http(s) address"},
+			{"PUBLIC_URL", "https://app.example.com/base", "PUBLIC_URL must be an http(s) address"},
+			{"PUBLIC_URL", "javascript:x", "PUBLIC_URL must be an http(s) address"},
+			{"DASHBOARD_URL", "https://evil.example/", "DASHBOARD_URL must be a path on this site"},
+			{"DASHBOARD_URL", "//evil.example", "DASHBOARD_URL must be a path on this site"},
+		} {
+			if _, err := load(map[string]string{tc.k: tc.v}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s=%q: %v, want %q", tc.k, tc.v, err, tc.want)
+			}
+		}
+	})
 	t.Run("oidc on", func(t *testing.T) {
 		c, err := load(map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_AUDIENCE": "cli"})
 		if err != nil || !c.OIDC.Enabled {

@@ -129,7 +129,7 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 
 	// CLI sign-in, init, programs and stripe-connect, and the program
 	// settings routes: see cliauth.go.
-	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, trace, cli, refusals)
+	cliAuthRoutes, err := wireCLIAuth(ctx, p, cfg, svc, priv, issuer, trace, cli, refusals)
 	if err != nil {
 		return nil, err
 	}

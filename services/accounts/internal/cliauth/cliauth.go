@@ -181,6 +181,10 @@ type Initialized struct {
 type Service interface {
 	Start(ctx context.Context) (Started, error)
 	Callback(ctx context.Context, state, idToken string) (SignedIn, error)
+	// Identify verifies an id_token against nonce and resolves its user
+	// (created when new), with the sign-in refusals: ErrInvalidIDToken,
+	// ErrEmailNotVerified, ErrAccountBlocked, ErrNotConfigured.
+	Identify(ctx context.Context, idToken, nonce string) (catalog.User, error)
 	Poll(ctx context.Context, state string) (PollResult, error)
 	// Authenticate resolves a login token to its user.
 	Authenticate(ctx context.Context, token string) (catalog.User, error)

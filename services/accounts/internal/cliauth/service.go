@@ -67,7 +67,8 @@ func HashSecret(s string) []byte {
 	return sum[:]
 }
 
-func randomString(n int) (string, error) {
+// RandomString is n random bytes, base64url without padding.
+func RandomString(n int) (string, error) {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("random: %w", err)
@@ -79,11 +80,11 @@ func (s *service) Start(ctx context.Context) (Started, error) {
 	if s.cfg.Verifier == nil {
 		return Started{}, ErrNotConfigured
 	}
-	state, err := randomString(32)
+	state, err := RandomString(32)
 	if err != nil {
 		return Started{}, fmt.Errorf("new state: %w", err)
 	}
-	nonce, err := randomString(16)
+	nonce, err := RandomString(16)
 	if err != nil {
 		return Started{}, fmt.Errorf("new nonce: %w", err)
 	}
@@ -147,31 +148,9 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 	if !now.Before(sess.ExpiresAt) {
 		return SignedIn{}, ErrSessionExpired
 	}
-	id, err := s.cfg.Verifier.Verify(ctx, idToken)
-	if err != nil {
-		if errors.Is(err, errkind.Unavailable) {
-			return SignedIn{}, fmt.Errorf("verify id_token: %w", err)
-		}
-		return SignedIn{}, &refusal{public: ErrInvalidIDToken, reason: err}
-	}
-	if subtle.ConstantTimeCompare([]byte(id.Nonce), []byte(sess.Nonce)) != 1 {
-		return SignedIn{}, &refusal{public: ErrInvalidIDToken, reason: errors.New("nonce does not match the session's")}
-	}
-	email := strings.TrimSpace(id.Email)
-	if email == "" {
-		return SignedIn{}, &refusal{public: ErrInvalidIDToken, reason: errors.New("no email claim")}
-	}
-	// Unverified first: until the provider vouches for the address, it
-	// names nobody, so it cannot be matched to (or reveal) an account.
-	if !id.EmailVerified {
-		return SignedIn{}, ErrEmailNotVerified
-	}
-	user, err := s.userFor(ctx, email, id.Name)
+	user, err := s.Identify(ctx, idToken, sess.Nonce)
 	if err != nil {
 		return SignedIn{}, err
-	}
-	if user.Blocked {
-		return SignedIn{}, ErrAccountBlocked
 	}
 	ok, err := s.cfg.Store.LinkSession(ctx, sess.ID, user.ID, now)
 	if err != nil {
@@ -182,6 +161,45 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 		return SignedIn{}, ErrSessionNotFoundOrUsed
 	}
 	return SignedIn{User: user}, nil
+}
+
+// Identify checks an id_token the way every sign-in does (the provider's
+// signature, issuer, audience, expiry; the session's nonce in constant
+// time; an email the provider has verified) and resolves it to its user,
+// created when new; a blocked user is refused. The dashboard's browser
+// sign-in (internal/dashauth) calls it so both sign-ins accept and refuse
+// exactly the same tokens.
+func (s *service) Identify(ctx context.Context, idToken, nonce string) (catalog.User, error) {
+	if s.cfg.Verifier == nil {
+		return catalog.User{}, ErrNotConfigured
+	}
+	id, err := s.cfg.Verifier.Verify(ctx, idToken)
+	if err != nil {
+		if errors.Is(err, errkind.Unavailable) {
+			return catalog.User{}, fmt.Errorf("verify id_token: %w", err)
+		}
+		return catalog.User{}, &refusal{public: ErrInvalidIDToken, reason: err}
+	}
+	if subtle.ConstantTimeCompare([]byte(id.Nonce), []byte(nonce)) != 1 {
+		return catalog.User{}, &refusal{public: ErrInvalidIDToken, reason: errors.New("nonce does not match the session's")}
+	}
+	email := strings.TrimSpace(id.Email)
+	if email == "" {
+		return catalog.User{}, &refusal{public: ErrInvalidIDToken, reason: errors.New("no email claim")}
+	}
+	// Unverified first: until the provider vouches for the address, it
+	// names nobody, so it cannot be matched to (or reveal) an account.
+	if !id.EmailVerified {
+		return catalog.User{}, ErrEmailNotVerified
+	}
+	user, err := s.userFor(ctx, email, id.Name)
+	if err != nil {
+		return catalog.User{}, err
+	}
+	if user.Blocked {
+		return catalog.User{}, ErrAccountBlocked
+	}
+	return user, nil
 }
 
 // userFor finds the user with this email, or creates one without an
@@ -245,7 +263,7 @@ func (s *service) Poll(ctx context.Context, state string) (PollResult, error) {
 	if sess.SignedInAt != nil && !now.Before(sess.SignedInAt.Add(s.cfg.SessionTTL)) {
 		return PollResult{Status: StatusExpired}, nil
 	}
-	secret, err := randomString(32)
+	secret, err := RandomString(32)
 	if err != nil {
 		return PollResult{}, fmt.Errorf("new login token: %w", err)
 	}
