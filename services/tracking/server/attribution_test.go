@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
 // The commissions service's view of tracking: POST /internal/v1/attributions
@@ -102,6 +106,42 @@ func (s *stack) attrRows() [6]int {
 	}
 }
 
+// converted is the one CustomerConverted event tracking published for the
+// customer of clickID.
+func (s *stack) converted(clickID string) *eventsv1.CustomerConverted {
+	s.t.Helper()
+	rows, err := s.pool.Query(context.Background(), `SELECT payload FROM outbox WHERE event_type = $1`, eventsv1.TypeCustomerConverted)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	payloads, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var found *eventsv1.CustomerConverted
+	for _, p := range payloads {
+		var env eventsv1.Envelope
+		var ev eventsv1.CustomerConverted
+		if err := proto.Unmarshal(p, &env); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			s.t.Fatal(err)
+		}
+		if ev.GetClickId() != clickID {
+			continue
+		}
+		if found != nil {
+			s.t.Fatalf("two CustomerConverted events for %s", clickID)
+		}
+		found = &ev
+	}
+	if found == nil {
+		s.t.Fatalf("no CustomerConverted event for %s", clickID)
+	}
+	return found
+}
+
 func (s *stack) attributionStored(txn any) int {
 	s.t.Helper()
 	return s.count(`SELECT count(*) FROM attributions WHERE transaction_id = $1`, txn)
@@ -141,10 +181,18 @@ func TestAttributionDecisions(t *testing.T) {
 			t.Fatalf("customer %+v", c)
 		}
 		after := s.attrRows()
-		// One decision and one converted customer; no sale row, no sale
-		// event (the sale ledger is the commissions service's).
-		if want := [6]int{before[0] + 1, before[1], before[2], before[3] + 1, before[4], before[5]}; after != want {
+		// One decision, one converted customer and its CustomerConverted
+		// event; no sale row, no sale event (the sale ledger is the
+		// commissions service's).
+		if want := [6]int{before[0] + 1, before[1], before[2], before[3] + 1, before[4], before[5] + 1}; after != want {
 			t.Fatalf("rows %v -> %v, want %v", before, after, want)
+		}
+		conv := s.converted(cid)
+		signup := s.customer(cid).signup
+		if conv.GetProgramId() != f.progServer || conv.GetPartnerId() != f.partner2 || conv.GetTransactionId() != body["transaction_id"] ||
+			conv.GetCustomerId() == 0 || !conv.GetFirstPurchaseDate().AsTime().Equal(paid.Truncate(time.Second)) ||
+			signup == nil || !conv.GetSignupDate().AsTime().Equal(*signup) || !conv.GetConvertedAt().AsTime().Equal(clock.Now()) {
+			t.Fatalf("CustomerConverted %v (signup %v)", conv, signup)
 		}
 		if n := s.count(`SELECT count(*) FROM attributions WHERE transaction_id = $1 AND outcome = 'attributed' AND partner_id = $2
 				AND program_id = $3 AND customer_status = 'conversion' AND first_purchase_date IS NOT NULL AND refusal_code = '' AND source = 'api'`,
@@ -461,9 +509,9 @@ func TestAttributionConcurrentCalls(t *testing.T) {
 		t.Fatalf("%d calls decided, want 1", fresh)
 	}
 	after := s.attrRows()
-	// One decision, one converted customer, one settled lead and its one
-	// event; no sale.
-	if want := [6]int{beforeRows[0] + 1, beforeRows[1], beforeRows[2], beforeRows[3] + 1, beforeRows[4] + 1, beforeRows[5] + 1}; after != want {
+	// One decision, one converted customer, one settled lead and the two
+	// events (lead, conversion); no sale.
+	if want := [6]int{beforeRows[0] + 1, beforeRows[1], beforeRows[2], beforeRows[3] + 1, beforeRows[4] + 1, beforeRows[5] + 2}; after != want {
 		t.Fatalf("rows %v -> %v, want %v", beforeRows, after, want)
 	}
 	if got := leads(); got != beforeLeads+1 {

@@ -9,7 +9,7 @@ const (
 	// TopicCatalogApplied carries CatalogApplied acknowledgements.
 	TopicCatalogApplied = "catalog.applied.v1"
 	// TopicTracking carries tracking's ClickRecorded, LeadRecorded,
-	// VisitRecorded and SaleRecorded events.
+	// VisitRecorded, SaleRecorded and CustomerConverted events.
 	TopicTracking = "tracking.events.v1"
 	// TopicCommissions carries the commissions ledger's LedgerSaleRecorded,
 	// CommissionCreated, CommissionStatusChanged, RefundRecorded,
@@ -34,6 +34,7 @@ const (
 	TypeLeadRecorded           = "tracking.lead.recorded"
 	TypeVisitRecorded          = "tracking.visit.recorded"
 	TypeSaleRecorded           = "tracking.sale.recorded"
+	TypeCustomerConverted      = "tracking.customer.converted"
 
 	TypeLedgerSaleRecorded      = "commissions.sale.recorded"
 	TypeCommissionCreated       = "commissions.commission.created"

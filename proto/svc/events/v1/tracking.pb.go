@@ -650,6 +650,114 @@ func (x *SaleRecorded) GetApiKeyId() int64 {
 	return 0
 }
 
+// Event type "tracking.customer.converted": an attributed sale moved a
+// customer from lead to conversion. Published in the transaction of that
+// change, once per customer (a customer converts once), so analytics counts
+// conversions by first_purchase_date without seeing the sale's money.
+type CustomerConverted struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	CustomerId int64                  `protobuf:"varint,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	ProgramId  int64                  `protobuf:"varint,2,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	ClickId    string                 `protobuf:"bytes,3,opt,name=click_id,json=clickId,proto3" json:"click_id,omitempty"`
+	// The customer's first partner.
+	PartnerId int64 `protobuf:"varint,4,opt,name=partner_id,json=partnerId,proto3" json:"partner_id,omitempty"`
+	// The transaction id of the sale that converted the customer.
+	TransactionId string `protobuf:"bytes,5,opt,name=transaction_id,json=transactionId,proto3" json:"transaction_id,omitempty"`
+	// The customer's signup date (its settled lead), unset if it has none.
+	SignupDate *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=signup_date,json=signupDate,proto3" json:"signup_date,omitempty"`
+	// The converting sale's occurred_at.
+	FirstPurchaseDate *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=first_purchase_date,json=firstPurchaseDate,proto3" json:"first_purchase_date,omitempty"`
+	ConvertedAt       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=converted_at,json=convertedAt,proto3" json:"converted_at,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *CustomerConverted) Reset() {
+	*x = CustomerConverted{}
+	mi := &file_svc_events_v1_tracking_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CustomerConverted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CustomerConverted) ProtoMessage() {}
+
+func (x *CustomerConverted) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_events_v1_tracking_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CustomerConverted.ProtoReflect.Descriptor instead.
+func (*CustomerConverted) Descriptor() ([]byte, []int) {
+	return file_svc_events_v1_tracking_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CustomerConverted) GetCustomerId() int64 {
+	if x != nil {
+		return x.CustomerId
+	}
+	return 0
+}
+
+func (x *CustomerConverted) GetProgramId() int64 {
+	if x != nil {
+		return x.ProgramId
+	}
+	return 0
+}
+
+func (x *CustomerConverted) GetClickId() string {
+	if x != nil {
+		return x.ClickId
+	}
+	return ""
+}
+
+func (x *CustomerConverted) GetPartnerId() int64 {
+	if x != nil {
+		return x.PartnerId
+	}
+	return 0
+}
+
+func (x *CustomerConverted) GetTransactionId() string {
+	if x != nil {
+		return x.TransactionId
+	}
+	return ""
+}
+
+func (x *CustomerConverted) GetSignupDate() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SignupDate
+	}
+	return nil
+}
+
+func (x *CustomerConverted) GetFirstPurchaseDate() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FirstPurchaseDate
+	}
+	return nil
+}
+
+func (x *CustomerConverted) GetConvertedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConvertedAt
+	}
+	return nil
+}
+
 var File_svc_events_v1_tracking_proto protoreflect.FileDescriptor
 
 const file_svc_events_v1_tracking_proto_rawDesc = "" +
@@ -736,7 +844,20 @@ const file_svc_events_v1_tracking_proto_rawDesc = "" +
 	"\fpayment_kind\x18\x12 \x01(\tR\vpaymentKind\x122\n" +
 	"\x15processor_customer_id\x18\x13 \x01(\tR\x13processorCustomerId\x12\x1c\n" +
 	"\n" +
-	"api_key_id\x18\x14 \x01(\x03R\bapiKeyIdB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
+	"api_key_id\x18\x14 \x01(\x03R\bapiKeyId\"\xfc\x02\n" +
+	"\x11CustomerConverted\x12\x1f\n" +
+	"\vcustomer_id\x18\x01 \x01(\x03R\n" +
+	"customerId\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x02 \x01(\x03R\tprogramId\x12\x19\n" +
+	"\bclick_id\x18\x03 \x01(\tR\aclickId\x12\x1d\n" +
+	"\n" +
+	"partner_id\x18\x04 \x01(\x03R\tpartnerId\x12%\n" +
+	"\x0etransaction_id\x18\x05 \x01(\tR\rtransactionId\x12;\n" +
+	"\vsignup_date\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"signupDate\x12J\n" +
+	"\x13first_purchase_date\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x11firstPurchaseDate\x12=\n" +
+	"\fconverted_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vconvertedAtB5Z3github.com/svc-dev/svc/proto/svc/events/v1;eventsv1b\x06proto3"
 
 var (
 	file_svc_events_v1_tracking_proto_rawDescOnce sync.Once
@@ -750,26 +871,30 @@ func file_svc_events_v1_tracking_proto_rawDescGZIP() []byte {
 	return file_svc_events_v1_tracking_proto_rawDescData
 }
 
-var file_svc_events_v1_tracking_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_svc_events_v1_tracking_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_svc_events_v1_tracking_proto_goTypes = []any{
 	(*ClickRecorded)(nil),         // 0: svc.events.v1.ClickRecorded
 	(*LeadRecorded)(nil),          // 1: svc.events.v1.LeadRecorded
 	(*VisitRecorded)(nil),         // 2: svc.events.v1.VisitRecorded
 	(*SaleRecorded)(nil),          // 3: svc.events.v1.SaleRecorded
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*CustomerConverted)(nil),     // 4: svc.events.v1.CustomerConverted
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_svc_events_v1_tracking_proto_depIdxs = []int32{
-	4, // 0: svc.events.v1.ClickRecorded.clicked_at:type_name -> google.protobuf.Timestamp
-	4, // 1: svc.events.v1.LeadRecorded.recorded_at:type_name -> google.protobuf.Timestamp
-	4, // 2: svc.events.v1.LeadRecorded.signup_date:type_name -> google.protobuf.Timestamp
-	4, // 3: svc.events.v1.VisitRecorded.visited_at:type_name -> google.protobuf.Timestamp
-	4, // 4: svc.events.v1.SaleRecorded.occurred_at:type_name -> google.protobuf.Timestamp
-	4, // 5: svc.events.v1.SaleRecorded.first_purchase_date:type_name -> google.protobuf.Timestamp
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5, // 0: svc.events.v1.ClickRecorded.clicked_at:type_name -> google.protobuf.Timestamp
+	5, // 1: svc.events.v1.LeadRecorded.recorded_at:type_name -> google.protobuf.Timestamp
+	5, // 2: svc.events.v1.LeadRecorded.signup_date:type_name -> google.protobuf.Timestamp
+	5, // 3: svc.events.v1.VisitRecorded.visited_at:type_name -> google.protobuf.Timestamp
+	5, // 4: svc.events.v1.SaleRecorded.occurred_at:type_name -> google.protobuf.Timestamp
+	5, // 5: svc.events.v1.SaleRecorded.first_purchase_date:type_name -> google.protobuf.Timestamp
+	5, // 6: svc.events.v1.CustomerConverted.signup_date:type_name -> google.protobuf.Timestamp
+	5, // 7: svc.events.v1.CustomerConverted.first_purchase_date:type_name -> google.protobuf.Timestamp
+	5, // 8: svc.events.v1.CustomerConverted.converted_at:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_svc_events_v1_tracking_proto_init() }
@@ -783,7 +908,7 @@ func file_svc_events_v1_tracking_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_events_v1_tracking_proto_rawDesc), len(file_svc_events_v1_tracking_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

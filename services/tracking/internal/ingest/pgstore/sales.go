@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 
@@ -80,7 +82,7 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 			return err
 		}
 		res.LeadSettled, res.CustomerStatus = true, "lead"
-		c.HasProvisional = false
+		c.HasProvisional, c.SignupDate = false, at
 	}
 	if d.Sale == nil {
 		return nil
@@ -103,5 +105,16 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 	if err != nil {
 		return fmt.Errorf("record sale on customer: %w", err)
 	}
-	return nil
+	if !d.Convert {
+		return nil
+	}
+	// Analytics counts conversions by first purchase date: the event rides
+	// in the transaction of the conversion, so it exists exactly when the
+	// conversion does.
+	ev := &eventsv1.CustomerConverted{CustomerId: c.ID, ProgramId: c.ProgramID, ClickId: c.ClickID, PartnerId: c.FirstPartnerID,
+		TransactionId: sale.TransactionID, FirstPurchaseDate: timestamppb.New(sale.OccurredAt), ConvertedAt: timestamppb.New(at)}
+	if !c.SignupDate.IsZero() {
+		ev.SignupDate = timestamppb.New(c.SignupDate)
+	}
+	return publish(ctx, tx, eventsv1.TypeCustomerConverted, c.ProgramID, at, ev)
 }
