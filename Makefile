@@ -7,7 +7,7 @@ MODULES   := $(shell $(GO) list -m -f '{{.Path}}' 2>/dev/null)
 MODDIRS   := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS      := $(addsuffix /...,$(MODULES))
 BIN       := bin
-SERVICES  := accounts tracking commissions
+SERVICES  := accounts tracking commissions analytics
 GOTESTFLAGS ?= -race -count=1 -timeout=20m
 
 export TEST_DATABASE_URL ?= postgres://postgres@localhost:5432/postgres?sslmode=disable

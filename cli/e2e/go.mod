@@ -59,6 +59,7 @@ require (
 	github.com/svc-dev/svc/libs/pg v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/proto v0.0.0 // indirect
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -103,6 +104,7 @@ replace (
 	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../proto
 	github.com/svc-dev/svc/services/accounts => ../../services/accounts
+	github.com/svc-dev/svc/services/analytics => ../../services/analytics
 	github.com/svc-dev/svc/services/commissions => ../../services/commissions
 	github.com/svc-dev/svc/services/tracking => ../../services/tracking
 )

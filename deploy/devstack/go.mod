@@ -17,6 +17,7 @@ require (
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/proto v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/services/commissions v0.0.0
 	github.com/svc-dev/svc/services/tracking v0.0.0
 	go.yaml.in/yaml/v3 v3.0.6
@@ -98,6 +99,7 @@ replace (
 	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../proto
 	github.com/svc-dev/svc/services/accounts => ../../services/accounts
+	github.com/svc-dev/svc/services/analytics => ../../services/analytics
 	github.com/svc-dev/svc/services/commissions => ../../services/commissions
 	github.com/svc-dev/svc/services/tracking => ../../services/tracking
 )

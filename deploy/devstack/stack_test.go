@@ -133,6 +133,8 @@ func TestGatewayRoutes(t *testing.T) {
 		{"/api/v1/programs/12/settings", "accounts"},
 		{"/api/v1/programs/me/readiness", "analytics"},
 		{"/api/tracking/performance/3", "analytics"},
+		{"/dashboard/", "analytics"},
+		{"/dashboard", "analytics"},
 		{"/admin/v1/programs", "accounts"},
 	}
 	for _, tc := range cases {

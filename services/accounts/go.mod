@@ -28,6 +28,7 @@ require (
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
@@ -97,6 +98,7 @@ replace (
 	github.com/svc-dev/svc/libs/platform => ../../libs/platform
 	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../proto
+	github.com/svc-dev/svc/services/analytics => ../analytics
 	github.com/svc-dev/svc/services/commissions => ../commissions
 )
 

@@ -58,6 +58,7 @@ require (
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
@@ -95,5 +96,6 @@ replace (
 	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../proto
 	github.com/svc-dev/svc/services/accounts => ../accounts
+	github.com/svc-dev/svc/services/analytics => ../analytics
 	github.com/svc-dev/svc/services/tracking => ../tracking
 )

@@ -19,6 +19,7 @@ require (
 	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/svc-dev/svc/api v0.0.0 // indirect
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -99,6 +100,7 @@ replace (
 	github.com/svc-dev/svc/libs/platform => ../../libs/platform
 	github.com/svc-dev/svc/libs/ratelimit => ../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../proto
+	github.com/svc-dev/svc/services/analytics => ../analytics
 	github.com/svc-dev/svc/services/commissions => ../commissions
 )
 

@@ -60,6 +60,8 @@ func Rules() []Rule {
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},
 		{Prefix: "/api/v1/programs/", Service: "accounts", Public: true},
 		{Prefix: "/api/tracking/", Service: "analytics", Public: true},
+		// The brand dashboard page (analytics serves it and its assets).
+		{Prefix: "/dashboard", Service: "analytics", Public: true},
 		// Admin API: accounts' unless listed below.
 		{Prefix: "/admin/v1/", Service: "accounts", Public: false},
 		// Commissions' ledger (services/commissions/README.md, "Admin API"):

@@ -19,6 +19,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
+	analytics "github.com/svc-dev/svc/services/analytics/server"
 	commissions "github.com/svc-dev/svc/services/commissions/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -44,6 +45,7 @@ func Services() []Service {
 	return []Service{
 		{Spec: tracking.Spec(), CatalogReplica: true},
 		{Spec: commissions.Spec(), CatalogReplica: true, URLs: map[string]string{"TRACKING_URL": tracking.Name}},
+		{Spec: analytics.Spec(), CatalogReplica: true},
 		// Test events: click and lead at tracking, the sale at commissions.
 		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name}},
 	}

@@ -32,6 +32,8 @@ func Defaults() map[string]string {
 		"ADMIN_TOKEN":         AdminToken,
 		"INTERNAL_TOKEN":      InternalToken,
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, ed25519.SeedSize)),
+		// Its public half, for the services that verify sessions (analytics).
+		"SESSION_PUBLIC_KEY": base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)).Public().(ed25519.PublicKey)),
 	}
 }
 

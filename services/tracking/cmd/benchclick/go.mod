@@ -55,6 +55,7 @@ require (
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/proto v0.0.0 // indirect
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
@@ -96,6 +97,7 @@ replace (
 	github.com/svc-dev/svc/libs/ratelimit => ../../../../libs/ratelimit
 	github.com/svc-dev/svc/proto => ../../../../proto
 	github.com/svc-dev/svc/services/accounts => ../../../accounts
+	github.com/svc-dev/svc/services/analytics => ../../../analytics
 	github.com/svc-dev/svc/services/commissions => ../../../commissions
 	github.com/svc-dev/svc/services/tracking => ../..
 )

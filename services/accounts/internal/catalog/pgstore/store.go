@@ -225,13 +225,13 @@ func (s *Store) CreateProgram(ctx context.Context, p catalog.Program) (catalog.P
 		row := tx.QueryRow(ctx, `INSERT INTO programs (advertiser_id, name, domain, commission_type, commission_rate,
 			duration_months, cookie_duration, attribution_window_days, hold_days, lead_auth_policy, payment_tracking_mode,
 			processor_status, processor_account_id, charges_enabled, payouts_enabled, details_submitted, connected_at, allowed_origins,
-			currency, lead_commission)
-			VALUES ($1,$2,$3,$4,$5::numeric,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20::numeric)
+			currency, lead_commission, created_at, updated_at)
+			VALUES ($1,$2,$3,$4,$5::numeric,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20::numeric,$21,$21)
 			RETURNING `+programColumns,
 			p.AdvertiserID, p.Name, p.Domain, p.CommissionType, p.CommissionRate, p.DurationMonths, p.CookieDuration,
 			p.AttributionWindowDays, p.HoldDays, p.LeadAuthPolicy, p.PaymentTrackingMode, p.Processor.Status,
 			p.Processor.AccountID, p.Processor.ChargesEnabled, p.Processor.PayoutsEnabled, p.Processor.DetailsSubmitted,
-			p.Processor.ConnectedAt, p.AllowedOrigins, p.Currency, p.LeadCommission)
+			p.Processor.ConnectedAt, p.AllowedOrigins, p.Currency, p.LeadCommission, s.now().UTC())
 		var err error
 		if p, err = scanProgram(row); err != nil {
 			return fmt.Errorf("insert program: %w", err)
@@ -386,8 +386,8 @@ func (s *Store) CreatePartner(ctx context.Context, p catalog.Partner) (catalog.P
 func (s *Store) CreatePartnerProgram(ctx context.Context, pp catalog.PartnerProgram) (catalog.PartnerProgram, catalog.Seq, error) {
 	var seq catalog.Seq
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO partner_programs (partner_id, program_id, approved) VALUES ($1,$2,$3) RETURNING id, created_at`,
-			pp.PartnerID, pp.ProgramID, pp.Approved).Scan(&pp.ID, &pp.CreatedAt); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO partner_programs (partner_id, program_id, approved, created_at) VALUES ($1,$2,$3,$4) RETURNING id, created_at`,
+			pp.PartnerID, pp.ProgramID, pp.Approved, s.now().UTC()).Scan(&pp.ID, &pp.CreatedAt); err != nil {
 			return fmt.Errorf("insert partner-program: %w", err)
 		}
 		var err error

@@ -1,0 +1,20 @@
+// Command analytics runs the analytics service: `analytics serve`
+// (default) or `analytics migrate`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/services/analytics/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := platform.Run(ctx, server.Spec(), os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	os.Exit(code)
+}

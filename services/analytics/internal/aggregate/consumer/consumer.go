@@ -1,0 +1,220 @@
+// Package consumer keeps analytics' pre-aggregated figures from the
+// events of tracking (tracking.events.v1: clicks, leads, conversions) and
+// of the commissions ledger (commissions.events.v1: sales, commissions),
+// each applied inside the inbox transaction the platform opens for it, so
+// the figures and the inbox row commit together: a redelivered envelope is
+// dropped by the inbox, and a second copy of an event under another
+// envelope (a replay, a re-published outbox row) is dropped by the
+// counted table, keyed by the producer's own id.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// Groups of the two consumers; keep them stable (renaming one re-applies
+// every event still in Kafka, and the counted table then holds them off).
+func TrackingGroup(service string) string    { return service + ".tracking" }
+func CommissionsGroup(service string) string { return service + ".commissions" }
+
+// Bucket is the aggregates' time grain: every real time-zone offset is a
+// whole number of quarter hours.
+const Bucket = 15 * time.Minute
+
+// bucket is t's 15-minute UTC bucket.
+func bucket(t time.Time) time.Time { return t.UTC().Truncate(Bucket) }
+
+// TestEventsKept is how many test events per program and kind are kept
+// (status lists up to 10).
+const TestEventsKept = 10
+
+// LeadSettled is LeadRecorded.status of a lead that makes the customer a
+// lead (a provisional one does not, until it settles).
+const LeadSettled = "settled"
+
+// Tracking applies tracking's events.
+func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	switch env.GetType() {
+	case eventsv1.TypeClickRecorded:
+		var ev eventsv1.ClickRecorded
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", env.GetType(), err)
+		}
+		at := ev.GetClickedAt().AsTime()
+		if ev.GetIsTest() {
+			return testEvent(ctx, tx, ev.GetProgramId(), "click", ev.GetEventId(), at, env.GetOccurredAt().AsTime())
+		}
+		if first, err := once(ctx, tx, "click", ev.GetEventId()); err != nil || !first {
+			return err
+		}
+		return addActivity(ctx, tx, ev.GetProgramId(), at, "clicks")
+	case eventsv1.TypeLeadRecorded:
+		var ev eventsv1.LeadRecorded
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", env.GetType(), err)
+		}
+		if ev.GetIsTest() {
+			return testEvent(ctx, tx, ev.GetProgramId(), "lead", ev.GetEventId(), ev.GetRecordedAt().AsTime(), env.GetOccurredAt().AsTime())
+		}
+		if ev.GetStatus() != LeadSettled || ev.GetCustomerId() == 0 || ev.GetSignupDate() == nil {
+			return nil
+		}
+		return signedUp(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetSignupDate().AsTime())
+	case eventsv1.TypeCustomerConverted:
+		var ev eventsv1.CustomerConverted
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", env.GetType(), err)
+		}
+		if ev.GetCustomerId() == 0 || ev.GetFirstPurchaseDate() == nil {
+			return nil
+		}
+		if ev.GetSignupDate() != nil {
+			if err := signedUp(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetSignupDate().AsTime()); err != nil {
+				return err
+			}
+		}
+		return converted(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetFirstPurchaseDate().AsTime())
+	}
+	return nil
+}
+
+// Commissions applies the ledger's events.
+func Commissions(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	switch env.GetType() {
+	case eventsv1.TypeLedgerSaleRecorded:
+		var ev eventsv1.LedgerSaleRecorded
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", env.GetType(), err)
+		}
+		if ev.GetIsTest() || ev.GetAmountCents() <= 0 {
+			return nil
+		}
+		if first, err := once(ctx, tx, "sale", ev.GetSaleId()); err != nil || !first {
+			return err
+		}
+		at := ev.GetOccurredAt().AsTime()
+		if err := addActivity(ctx, tx, ev.GetProgramId(), at, "sales"); err != nil {
+			return err
+		}
+		return addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), ev.GetAmountCents(), 0)
+	case eventsv1.TypeCommissionCreated:
+		var ev eventsv1.CommissionCreated
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", env.GetType(), err)
+		}
+		if ev.GetAmount() <= 0 {
+			return nil
+		}
+		if first, err := once(ctx, tx, "commission", ev.GetCommissionId()); err != nil || !first {
+			return err
+		}
+		return addMoney(ctx, tx, ev.GetProgramId(), ev.GetCreatedAt().AsTime(), ev.GetCurrency(), 0, ev.GetAmount())
+	}
+	return nil
+}
+
+// once records that the producer's event (kind, id) is counted; false when
+// it was counted before.
+func once(ctx context.Context, tx pgx.Tx, kind string, id int64) (bool, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO counted (kind, id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, kind, id)
+	if err != nil {
+		return false, fmt.Errorf("count %s %d: %w", kind, id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// addActivity adds one to a counter column of the program's bucket of at
+// (column is one of the constants above, never input).
+func addActivity(ctx context.Context, tx pgx.Tx, program int64, at time.Time, column string) error {
+	switch column {
+	case "clicks", "leads", "conversions", "sales":
+	default:
+		return fmt.Errorf("unknown activity counter %q", column)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO activity_buckets (program_id, bucket, `+column+`) VALUES ($1, $2, 1)
+		ON CONFLICT (program_id, bucket) DO UPDATE SET `+column+` = activity_buckets.`+column+` + 1`, program, bucket(at)); err != nil {
+		return fmt.Errorf("add %s of program %d: %w", column, program, err)
+	}
+	return nil
+}
+
+func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, currency string, revenue, commission int64) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO money_buckets (program_id, bucket, currency, revenue_minor, commission_minor) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (program_id, bucket, currency) DO UPDATE SET revenue_minor = money_buckets.revenue_minor + EXCLUDED.revenue_minor,
+			commission_minor = money_buckets.commission_minor + EXCLUDED.commission_minor`,
+		program, bucket(at), currency, revenue, commission); err != nil {
+		return fmt.Errorf("add money of program %d: %w", program, err)
+	}
+	return nil
+}
+
+// signedUp counts a customer as a lead of its signup bucket, once: a
+// customer already counted (a second settled lead, a conversion that says
+// the same signup date) is not counted again.
+func signedUp(ctx context.Context, tx pgx.Tx, program, customer int64, signup time.Time) error {
+	var had *time.Time
+	err := tx.QueryRow(ctx, `SELECT signup_bucket FROM customers WHERE customer_id = $1 FOR UPDATE`, customer).Scan(&had)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, `INSERT INTO customers (customer_id, program_id, status, signup_bucket) VALUES ($1, $2, 'lead', $3)`,
+			customer, program, bucket(signup)); err != nil {
+			return fmt.Errorf("customer %d: %w", customer, err)
+		}
+	case err != nil:
+		return fmt.Errorf("customer %d: %w", customer, err)
+	case had != nil:
+		return nil
+	default:
+		if _, err := tx.Exec(ctx, `UPDATE customers SET signup_bucket = $2 WHERE customer_id = $1`, customer, bucket(signup)); err != nil {
+			return fmt.Errorf("customer %d: %w", customer, err)
+		}
+	}
+	return addActivity(ctx, tx, program, signup, "leads")
+}
+
+// converted counts a customer as a conversion of its first purchase
+// bucket, once.
+func converted(ctx context.Context, tx pgx.Tx, program, customer int64, first time.Time) error {
+	var had *time.Time
+	err := tx.QueryRow(ctx, `SELECT first_purchase_bucket FROM customers WHERE customer_id = $1 FOR UPDATE`, customer).Scan(&had)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := tx.Exec(ctx, `INSERT INTO customers (customer_id, program_id, status, first_purchase_bucket) VALUES ($1, $2, 'conversion', $3)`,
+			customer, program, bucket(first)); err != nil {
+			return fmt.Errorf("customer %d: %w", customer, err)
+		}
+	case err != nil:
+		return fmt.Errorf("customer %d: %w", customer, err)
+	case had != nil:
+		return nil
+	default:
+		if _, err := tx.Exec(ctx, `UPDATE customers SET status = 'conversion', first_purchase_bucket = $2 WHERE customer_id = $1`,
+			customer, bucket(first)); err != nil {
+			return fmt.Errorf("customer %d: %w", customer, err)
+		}
+	}
+	return addActivity(ctx, tx, program, first, "conversions")
+}
+
+// testEvent keeps a test click or lead for status, and only the latest
+// TestEventsKept of the program's kind.
+func testEvent(ctx context.Context, tx pgx.Tx, program int64, kind string, id int64, occurred, created time.Time) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO test_events (program_id, kind, event_id, occurred_at, created_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (kind, event_id) DO NOTHING`, program, kind, id, occurred, created); err != nil {
+		return fmt.Errorf("keep test %s %d: %w", kind, id, err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM test_events WHERE program_id = $1 AND kind = $2 AND (occurred_at, event_id) < (
+			SELECT occurred_at, event_id FROM test_events WHERE program_id = $1 AND kind = $2
+			ORDER BY occurred_at DESC, event_id DESC OFFSET $3 - 1 LIMIT 1)`, program, kind, TestEventsKept); err != nil {
+		return fmt.Errorf("trim test %ss: %w", kind, err)
+	}
+	return nil
+}

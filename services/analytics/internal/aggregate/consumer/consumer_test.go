@@ -1,0 +1,99 @@
+package consumer_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/svc-dev/svc/libs/pg"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/analytics/internal/aggregate/consumer"
+	"github.com/svc-dev/svc/services/analytics/migrations"
+)
+
+var t0 = time.Date(2026, 3, 10, 12, 7, 0, 0, time.UTC)
+
+func setup(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	if err := pg.Migrate(ctx, dsn, "analytics", migrations.FS, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pg.NewPool(ctx, dsn, pg.Options{Schema: "analytics", MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// apply applies one event in its own transaction, as the inbox does, under
+// a fresh envelope id (a replay or a re-published outbox row).
+func apply(t *testing.T, pool *pgxpool.Pool, fn func(context.Context, pgx.Tx, *eventsv1.Envelope) error, typ string, msg proto.Message) {
+	t.Helper()
+	payload, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &eventsv1.Envelope{Id: time.Now().String(), Type: typ, Payload: payload, OccurredAt: timestamppb.New(t0)}
+	if err := pg.InTx(context.Background(), pool, func(tx pgx.Tx) error { return fn(context.Background(), tx, env) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Every event counts once, under any number of envelopes; test events go
+// to status's list, never to the figures; buckets are 15 minutes.
+func TestEventsCountOnce(t *testing.T) {
+	pool := setup(t)
+	ts := timestamppb.New(t0)
+	for range 2 {
+		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 1, ProgramId: 7, CustomerId: 1, ClickedAt: ts})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 2, ProgramId: 7, CustomerId: 2, ClickedAt: ts, IsTest: true})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 3, ProgramId: 7, CustomerId: 1, Status: "settled", RecordedAt: ts, SignupDate: ts})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 4, ProgramId: 7, CustomerId: 3, Status: "provisional", RecordedAt: ts})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 7, CustomerId: 1, SignupDate: ts, FirstPurchaseDate: ts})
+		// Converted without a lead: a conversion, not a lead.
+		apply(t, pool, consumer.Tracking, eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 7, CustomerId: 4, FirstPurchaseDate: ts})
+		apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 9, ProgramId: 7, AmountCents: 2500, Currency: "EUR", OccurredAt: ts})
+		apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 10, ProgramId: 7, AmountCents: 999, Currency: "USD", OccurredAt: ts, IsTest: true})
+		apply(t, pool, consumer.Commissions, eventsv1.TypeCommissionCreated, &eventsv1.CommissionCreated{CommissionId: 11, ProgramId: 7, Amount: 250, Currency: "EUR", CreatedAt: ts})
+	}
+	var clicks, leads, conversions, sales, revenue, commission int64
+	var bucket time.Time
+	if err := pool.QueryRow(context.Background(), `SELECT a.bucket, clicks, leads, conversions, sales, revenue_minor, commission_minor
+		FROM activity_buckets a JOIN money_buckets m USING (program_id, bucket) WHERE program_id = 7`).
+		Scan(&bucket, &clicks, &leads, &conversions, &sales, &revenue, &commission); err != nil {
+		t.Fatal(err)
+	}
+	if !bucket.Equal(time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)) || clicks != 1 || leads != 1 || conversions != 2 || sales != 1 || revenue != 2500 || commission != 250 {
+		t.Fatalf("bucket %s: clicks %d leads %d conversions %d sales %d revenue %d commission %d", bucket, clicks, leads, conversions, sales, revenue, commission)
+	}
+	var tests int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM test_events WHERE program_id = 7 AND kind = 'click'`).Scan(&tests); err != nil || tests != 1 {
+		t.Fatalf("test clicks kept: %d %v", tests, err)
+	}
+}
+
+// Status keeps the latest 10 test events of a kind.
+func TestTestEventsKeepTheLatestTen(t *testing.T) {
+	pool := setup(t)
+	for i := range 14 {
+		at := timestamppb.New(t0.Add(time.Duration(i) * time.Minute))
+		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: int64(100 + i), ProgramId: 8, IsTest: true, Status: "settled", RecordedAt: at})
+	}
+	var n, oldest int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), min(event_id) FROM test_events WHERE program_id = 8 AND kind = 'lead'`).Scan(&n, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 || oldest != 104 {
+		t.Fatalf("%d kept, oldest %d; want the latest 10 (104..113)", n, oldest)
+	}
+}

@@ -1,0 +1,447 @@
+// Package dashboard is analytics' dashboard domain: a program's daily
+// performance (GET /api/tracking/performance/:programId) and its
+// integration health (GET /api/tracking/status/:programId), read from the
+// pre-aggregated tables the consumers keep. It decides access, the date
+// ranges, the trends and the roundings; the Store only sums.
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/svc-dev/svc/libs/errkind"
+)
+
+// Errors of the dashboard routes; each wraps one kind.
+var (
+	// ErrNoAccess is performance's one refusal: no session, not an active
+	// member, or no such program (the spec answers 403 for all three, so a
+	// caller learns nothing about programs it cannot see).
+	ErrNoAccess = fmt.Errorf("You do not have access to this program: %w", errkind.Forbidden)
+	// ErrNoPermission: status needs tracking:read on the program.
+	ErrNoPermission = fmt.Errorf("You do not have the tracking:read permission on this program: %w", errkind.Forbidden)
+	// ErrNoSession: status needs a dashboard session.
+	ErrNoSession = fmt.Errorf("Missing or invalid session token. Sign in again.: %w", errkind.Unauthenticated)
+	// ErrProgramNotFound: status of a program id that names no program.
+	ErrProgramNotFound = fmt.Errorf("Program not found: %w", errkind.NotFound)
+	ErrPeriod          = fmt.Errorf("period must be one of: 7d, 30d, 90d, all: %w", errkind.Invalid)
+	ErrDate            = fmt.Errorf("dateFrom and dateTo must be ISO 8601 dates (YYYY-MM-DD) or times with offset: %w", errkind.Invalid)
+	ErrDateOrder       = fmt.Errorf("dateFrom must be on or before dateTo: %w", errkind.Invalid)
+	ErrRangeTooLong    = fmt.Errorf("dateFrom to dateTo may span at most 3660 days: %w", errkind.Invalid)
+)
+
+// PermissionTrackingRead is the workspace permission status needs.
+const PermissionTrackingRead = "tracking:read"
+
+// MaxRangeDays bounds a dateFrom/dateTo range (ten years and a few leap
+// days): one row per day is answered, so the range is the cost.
+const MaxRangeDays = 3660
+
+// DefaultPeriod is the period when none is sent.
+const DefaultPeriod = "7d"
+
+// Program is what the catalog replica knows of a program.
+type Program struct {
+	ID                  int64
+	CreatedAt           time.Time
+	PaymentTrackingMode string
+	ProcessorStatus     string
+	ProcessorAccountID  string
+	ChargesEnabled      bool
+	PayoutsEnabled      bool
+	DetailsSubmitted    bool
+	ConnectedAt         *time.Time
+}
+
+// Member is a user's workspace membership of a program.
+type Member struct {
+	Active      bool
+	Permissions []string
+}
+
+// Can reports whether the membership is active and grants perm.
+func (m Member) Can(perm string) bool {
+	if !m.Active {
+		return false
+	}
+	for _, p := range m.Permissions {
+		if p == perm {
+			return true
+		}
+	}
+	return false
+}
+
+// Day is one UTC calendar day's figures; money in US dollars, unrounded.
+type Day struct {
+	Date                                        time.Time
+	Clicks, Leads, Conversions, Sales, Partners int64
+	Revenue, Commission                         float64
+}
+
+// TestEvent is a test click or lead event kept for status.
+type TestEvent struct {
+	ID        int64
+	Timestamp time.Time
+	CreatedAt time.Time
+}
+
+// TestEvents are the latest (up to 10) test events of one kind.
+type TestEvents struct {
+	Count  int
+	Latest *TestEvent
+}
+
+// Test event kinds.
+const (
+	KindClick = "click"
+	KindLead  = "lead"
+)
+
+// Store reads the replica and the aggregates.
+type Store interface {
+	Program(ctx context.Context, id int64) (Program, bool, error)
+	Member(ctx context.Context, programID, userID int64) (Member, bool, error)
+	// Days answers the days of [from, to) that have any figure, in order.
+	Days(ctx context.Context, programID int64, from, to time.Time) ([]Day, error)
+	// FirstActivity is the start of the earliest bucket with any figure.
+	FirstActivity(ctx context.Context, programID int64) (time.Time, bool, error)
+	TestEvents(ctx context.Context, programID int64, kind string) (TestEvents, error)
+	HasApprovedPartner(ctx context.Context, programID int64) (bool, error)
+}
+
+// Service answers the dashboard routes.
+type Service struct {
+	store Store
+	now   func() time.Time
+}
+
+// New returns the Service; store and now are required.
+func New(store Store, now func() time.Time) (*Service, error) {
+	if store == nil || now == nil {
+		return nil, errors.New("dashboard: store and clock are required")
+	}
+	return &Service{store: store, now: now}, nil
+}
+
+// PerformanceQuery is a performance request. UserID 0: no valid session.
+// ProgramID 0: the path named no program (not a positive integer).
+type PerformanceQuery struct {
+	UserID, ProgramID int64
+	Period            string // "" when not sent
+	DateFrom, DateTo  string // "" when not sent
+}
+
+// Trend compares a metric with the previous period. Value nil: previous
+// 0 and current not.
+type Trend struct {
+	Value     *float64
+	Direction string
+	Previous  float64
+}
+
+// Metrics are the period's totals and trends.
+type Metrics struct {
+	TotalClicks, TotalLeads, TotalConversions, TotalPartners, TotalSales int64
+	TotalRevenue, ConversionRate, AverageOrderValue, TotalCommission     float64
+	Clicks, Leads, Conversions, Revenue, Partners, Sales, Commission     Trend
+}
+
+// Performance is the route's answer: one Day per calendar day (money
+// rounded to cents), the metrics, and the ranges.
+type Performance struct {
+	Days             []Day
+	Metrics          Metrics
+	Period           string
+	From, To         time.Time // first instant and last millisecond of the range
+	PrevFrom, PrevTo time.Time
+}
+
+// Performance answers the daily figures of a program for the caller.
+func (s *Service) Performance(ctx context.Context, q PerformanceQuery) (Performance, error) {
+	if q.UserID == 0 || q.ProgramID == 0 {
+		return Performance{}, ErrNoAccess
+	}
+	prog, ok, err := s.store.Program(ctx, q.ProgramID)
+	if err != nil {
+		return Performance{}, err
+	}
+	if !ok {
+		return Performance{}, ErrNoAccess
+	}
+	m, ok, err := s.store.Member(ctx, q.ProgramID, q.UserID)
+	if err != nil {
+		return Performance{}, err
+	}
+	if !ok || !m.Active {
+		return Performance{}, ErrNoAccess
+	}
+	period := q.Period
+	if period == "" {
+		period = DefaultPeriod
+	}
+	first, days, err := s.dayRange(ctx, prog, period, q.DateFrom, q.DateTo)
+	if err != nil {
+		return Performance{}, err
+	}
+	from, to := first, first.AddDate(0, 0, days)
+	prevFrom := first.AddDate(0, 0, -days)
+	cur, err := s.store.Days(ctx, q.ProgramID, from, to)
+	if err != nil {
+		return Performance{}, err
+	}
+	prev, err := s.store.Days(ctx, q.ProgramID, prevFrom, from)
+	if err != nil {
+		return Performance{}, err
+	}
+	out := Performance{
+		Days: fill(cur, from, days), Period: period,
+		From: from, To: to.Add(-time.Millisecond), PrevFrom: prevFrom, PrevTo: from.Add(-time.Millisecond),
+	}
+	out.Metrics = metrics(sum(cur), sum(prev))
+	return out, nil
+}
+
+// dayRange is the first day and the number of days of the current range.
+// dateFrom and dateTo, both sent, win over period and include both days;
+// one without the other is ignored (the spec uses them together). "all"
+// runs from the program's creation or its earliest figure, whichever is
+// first, to today.
+func (s *Service) dayRange(ctx context.Context, prog Program, period, dateFrom, dateTo string) (time.Time, int, error) {
+	today := day(s.now())
+	if dateFrom != "" && dateTo != "" {
+		f, err := parseDate(dateFrom)
+		if err != nil {
+			return time.Time{}, 0, err
+		}
+		t, err := parseDate(dateTo)
+		if err != nil {
+			return time.Time{}, 0, err
+		}
+		if t.Before(f) {
+			return time.Time{}, 0, ErrDateOrder
+		}
+		n := int(t.Sub(f).Hours()/24) + 1
+		if n > MaxRangeDays {
+			return time.Time{}, 0, ErrRangeTooLong
+		}
+		return f, n, nil
+	}
+	switch period {
+	case "7d":
+		return today.AddDate(0, 0, -6), 7, nil
+	case "30d":
+		return today.AddDate(0, 0, -29), 30, nil
+	case "90d":
+		return today.AddDate(0, 0, -89), 90, nil
+	case "all":
+		start := today
+		if d := day(prog.CreatedAt); !prog.CreatedAt.IsZero() && d.Before(start) {
+			start = d
+		}
+		if t, ok, err := s.store.FirstActivity(ctx, prog.ID); err != nil {
+			return time.Time{}, 0, err
+		} else if d := day(t); ok && d.Before(start) {
+			start = d
+		}
+		return start, int(today.Sub(start).Hours()/24) + 1, nil
+	}
+	return time.Time{}, 0, ErrPeriod
+}
+
+// parseDate reads an ISO 8601 date, or a time with offset whose calendar
+// date (in its own offset) is the day meant.
+func parseDate(s string) (time.Time, error) {
+	if len(s) > 64 {
+		return time.Time{}, ErrDate
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, ErrDate
+	}
+	y, m, d := t.Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC), nil
+}
+
+// day is the UTC calendar day of t, at midnight.
+func day(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// fill answers one row per day from first, zeros where the store had
+// none, money rounded to cents.
+func fill(have []Day, first time.Time, days int) []Day {
+	byDate := make(map[time.Time]Day, len(have))
+	for _, d := range have {
+		byDate[day(d.Date)] = d
+	}
+	out := make([]Day, days)
+	for i := range out {
+		date := first.AddDate(0, 0, i)
+		d := byDate[date]
+		d.Date, d.Revenue, d.Commission = date, round(d.Revenue, 2), round(d.Commission, 2)
+		out[i] = d
+	}
+	return out
+}
+
+func sum(days []Day) Day {
+	var t Day
+	for _, d := range days {
+		t.Clicks += d.Clicks
+		t.Leads += d.Leads
+		t.Conversions += d.Conversions
+		t.Sales += d.Sales
+		t.Partners += d.Partners
+		t.Revenue += d.Revenue
+		t.Commission += d.Commission
+	}
+	t.Revenue, t.Commission = round(t.Revenue, 2), round(t.Commission, 2)
+	return t
+}
+
+func metrics(cur, prev Day) Metrics {
+	m := Metrics{
+		TotalClicks: cur.Clicks, TotalLeads: cur.Leads, TotalConversions: cur.Conversions,
+		TotalPartners: cur.Partners, TotalSales: cur.Sales, TotalRevenue: cur.Revenue, TotalCommission: cur.Commission,
+		Clicks:      trend(float64(cur.Clicks), float64(prev.Clicks)),
+		Leads:       trend(float64(cur.Leads), float64(prev.Leads)),
+		Conversions: trend(float64(cur.Conversions), float64(prev.Conversions)),
+		Revenue:     trend(cur.Revenue, prev.Revenue),
+		Partners:    trend(float64(cur.Partners), float64(prev.Partners)),
+		Sales:       trend(float64(cur.Sales), float64(prev.Sales)),
+		Commission:  trend(cur.Commission, prev.Commission),
+	}
+	if cur.Clicks > 0 {
+		m.ConversionRate = round(float64(cur.Conversions)/float64(cur.Clicks)*100, 2)
+	}
+	if cur.Conversions > 0 {
+		m.AverageOrderValue = round(cur.Revenue/float64(cur.Conversions), 2)
+	}
+	return m
+}
+
+// Trend directions.
+const (
+	Up     = "up"
+	Down   = "down"
+	Stable = "stable"
+)
+
+// trend applies the spec's rules: previous 0 and current above 0 is null
+// and up; both 0 is 0 and stable; a change whose magnitude rounds to 0.0
+// is stable (and 0).
+func trend(cur, prev float64) Trend {
+	t := Trend{Previous: prev}
+	if prev == 0 {
+		if cur > 0 {
+			t.Direction = Up
+			return t
+		}
+		zero := 0.0
+		t.Value, t.Direction = &zero, Stable
+		return t
+	}
+	change := (cur - prev) / prev * 100
+	mag := round(math.Abs(change), 1)
+	t.Value = &mag
+	switch {
+	case mag == 0:
+		t.Direction = Stable
+	case change > 0:
+		t.Direction = Up
+	default:
+		t.Direction = Down
+	}
+	return t
+}
+
+// round rounds half away from zero to places decimals.
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	r := math.Round(v*p) / p
+	if r == 0 {
+		return 0 // never -0 in JSON
+	}
+	return r
+}
+
+// StatusQuery is a status request; UserID 0: no valid session.
+type StatusQuery struct {
+	UserID    int64
+	ProgramID int64 // 0: the path named no program
+	RawID     string
+}
+
+// Status is the integration health of a program.
+type Status struct {
+	ProgramID          string
+	Pageview, Referral TestEvents
+	Program            Program
+	HasPartners        bool
+	LastUpdated        time.Time
+}
+
+// Step statuses.
+const (
+	Complete = "complete"
+	Pending  = "pending"
+)
+
+// Processor connection states and payment modes the status reads.
+const (
+	ProcessorConnected    = "connected"
+	ProcessorNotConnected = "not_connected"
+	ModeS2S               = "s2s"
+	ModeProcessorConnect  = "processor_connect"
+)
+
+// PaymentsReady is the payments step: a connected processor, or the
+// brand tracks sales itself.
+func (p Program) PaymentsReady() bool {
+	return p.ProcessorStatus == ProcessorConnected || p.PaymentTrackingMode == ModeS2S
+}
+
+// Status answers a program's integration health. A session is checked
+// first (401), then the program (404, as the spec asks, for any signed-in
+// caller), then the permission (403).
+func (s *Service) Status(ctx context.Context, q StatusQuery) (Status, error) {
+	if q.UserID == 0 {
+		return Status{}, ErrNoSession
+	}
+	if q.ProgramID == 0 {
+		return Status{}, ErrProgramNotFound
+	}
+	prog, ok, err := s.store.Program(ctx, q.ProgramID)
+	if err != nil {
+		return Status{}, err
+	}
+	if !ok {
+		return Status{}, ErrProgramNotFound
+	}
+	m, ok, err := s.store.Member(ctx, q.ProgramID, q.UserID)
+	if err != nil {
+		return Status{}, err
+	}
+	if !ok || !m.Can(PermissionTrackingRead) {
+		return Status{}, ErrNoPermission
+	}
+	out := Status{ProgramID: q.RawID, Program: prog, LastUpdated: s.now().UTC()}
+	if out.Pageview, err = s.store.TestEvents(ctx, q.ProgramID, KindClick); err != nil {
+		return Status{}, err
+	}
+	if out.Referral, err = s.store.TestEvents(ctx, q.ProgramID, KindLead); err != nil {
+		return Status{}, err
+	}
+	if out.HasPartners, err = s.store.HasApprovedPartner(ctx, q.ProgramID); err != nil {
+		return Status{}, err
+	}
+	return out, nil
+}

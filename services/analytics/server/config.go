@@ -1,0 +1,37 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/obs"
+)
+
+// Config is analytics' whole configuration besides the platform's common
+// variables (HTTP_ADDR, DATABASE_URL, KAFKA_BROKERS, …: libs/platform). The
+// env tag names each field's variable; the README's Configuration table is
+// checked against the tags (config_test.go).
+type Config struct {
+	// SessionPublicKey verifies dashboard session tokens locally (accounts
+	// signs them with SESSION_SIGNING_KEY). Unset: every caller of the
+	// dashboard routes is signed out (logged at start).
+	SessionPublicKey string `env:"SESSION_PUBLIC_KEY"`
+}
+
+// SessionIssuer is accounts' issuer of session tokens (accounts'
+// server.SessionIssuer; the server test checks they agree).
+const SessionIssuer = "svc-accounts"
+
+// LoadConfig reads and validates analytics' configuration.
+func LoadConfig(env *obs.Env) (Config, error) {
+	c := Config{SessionPublicKey: env.String("SESSION_PUBLIC_KEY", "")}
+	if c.SessionPublicKey != "" {
+		if _, err := session.ParsePublicKey(c.SessionPublicKey); err != nil {
+			env.Fail(fmt.Errorf("SESSION_PUBLIC_KEY: %w", err))
+		}
+	}
+	if err := env.Err(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}

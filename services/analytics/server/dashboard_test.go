@@ -1,0 +1,363 @@
+package server_test
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/deploy/devstack/gateway"
+	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
+	accounts "github.com/svc-dev/svc/services/accounts/server"
+	"github.com/svc-dev/svc/services/analytics/server"
+)
+
+var t0 = time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+
+// env is the stack's: limits out of the way (the clock stands still, so a
+// window never rolls over), small pools.
+var env = map[string]string{
+	"DB_MAX_CONNS": "6", "TRACK_CLICK_RATE_LIMIT": "1000000", "TRACK_LEAD_RATE_LIMIT": "1000000",
+	"FAILED_AUTH_RATE_LIMIT": "1000000", "ADMIN_RATE_LIMIT": "1000000", "TRACK_SALE_RATE_LIMIT": "1000000",
+}
+
+// dash is the whole stack behind the real gateway; every call goes
+// through the gateway's URL.
+type dash struct {
+	gw     string
+	clock  *platformtest.Clock
+	http   *http.Client
+	issuer *session.Issuer
+	seq    atomic.Int64
+	n      atomic.Int64
+}
+
+func start(t *testing.T, clock *platformtest.Clock) *dash {
+	t.Helper()
+	st := stacktest.StartOn(t, clock, env)
+	gw := httptest.NewServer(gateway.New(st.Handlers()))
+	t.Cleanup(gw.Close)
+	issuer, err := session.NewIssuer(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)), server.SessionIssuer, time.Hour, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dash{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second}, issuer: issuer}
+}
+
+type reply struct {
+	status int
+	raw    string
+	body   map[string]any
+	header http.Header
+}
+
+func (d *dash) do(t *testing.T, method, path string, body any, headers ...string) reply {
+	t.Helper()
+	var in io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		in = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, d.gw+path, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, raw: string(raw), header: resp.Header}
+	_ = json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// admin sends an admin call that must succeed and returns its data's id.
+func (d *dash) admin(t *testing.T, method, path string, body any) int64 {
+	t.Helper()
+	r := d.do(t, method, path, body, "Authorization", "Bearer "+stacktest.AdminToken)
+	if r.status < 200 || r.status > 299 {
+		t.Fatalf("%s %s: %d %s", method, path, r.status, r.raw)
+	}
+	if n, err := strconv.ParseInt(r.header.Get("X-Catalog-Seq"), 10, 64); err == nil && n > d.seq.Load() {
+		d.seq.Store(n)
+	}
+	data, _ := r.body["data"].(map[string]any)
+	id, _ := data["id"].(float64)
+	return int64(id)
+}
+
+func (d *dash) sync(t *testing.T) {
+	t.Helper()
+	d.admin(t, "GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=10s", d.seq.Load()), nil)
+}
+
+func (d *dash) uniq() string { return strconv.FormatInt(d.n.Add(1), 10) }
+
+func bearer(token string) []string { return []string{"Authorization", "Bearer " + token} }
+
+// world is one program with its owner (an active member with
+// tracking:read), a member without it, an approved partner with a link,
+// a live and a test key.
+type world struct {
+	program, owner, reader, partner int64
+	code, live, test                string
+}
+
+func (d *dash) world(t *testing.T) world {
+	t.Helper()
+	u := d.uniq()
+	var w world
+	adv := d.admin(t, "POST", "/admin/v1/advertisers", map[string]any{"name": "Brand " + u, "email": "brand" + u + "@brand.example"})
+	w.owner = d.admin(t, "POST", "/admin/v1/users", map[string]any{"email": "owner" + u + "@brand.example", "name": "Owner", "advertiser_id": adv})
+	w.reader = d.admin(t, "POST", "/admin/v1/users", map[string]any{"email": "reader" + u + "@brand.example", "name": "Reader", "advertiser_id": adv})
+	w.program = d.admin(t, "POST", "/admin/v1/programs", map[string]any{"advertiser_id": adv, "name": "Program " + u, "domain": "brand.example",
+		"commission_type": "percent", "commission_rate": 10, "hold_days": 0, "currency": "USD"})
+	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/members", w.program), map[string]any{"user_id": w.owner, "active": true, "permissions": []string{"tracking:read", "tracking:write"}})
+	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/members", w.program), map[string]any{"user_id": w.reader, "active": true, "permissions": []string{"tracking:write"}})
+	w.partner = d.admin(t, "POST", "/admin/v1/partners", map[string]any{"name": "Partner " + u, "email": "partner" + u + "@partners.example"})
+	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/partners", w.program), map[string]any{"partner_id": w.partner, "approved": true})
+	w.code = "C" + u
+	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/links", w.program), map[string]any{"partner_id": w.partner, "code": w.code, "active": true})
+	pad := func(s string) string { return s + strings.Repeat("0", 43-len(s)) }
+	w.live = "svc_live_" + pad("live"+u)
+	w.test = "svc_test_" + pad("test"+u)
+	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/keys", w.program), map[string]any{"key": w.live, "test": false})
+	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/keys", w.program), map[string]any{"key": w.test, "test": true})
+	d.sync(t)
+	return w
+}
+
+func (d *dash) click(t *testing.T, w world, extra map[string]any) string {
+	t.Helper()
+	body := map[string]any{"affiliate_url": "https://brand.example/landing?via=" + w.code}
+	for k, v := range extra {
+		body[k] = v
+	}
+	r := d.do(t, "POST", "/api/v1/track/click", body)
+	cid, _ := r.body["click_id"].(string)
+	if r.status != 200 || (cid == "" && r.body["message"] != "Test click recorded") {
+		t.Fatalf("click: %d %s", r.status, r.raw)
+	}
+	return cid
+}
+
+func (d *dash) sale(t *testing.T, w world, clickID string, cents int64, currency string) {
+	t.Helper()
+	r := d.do(t, "POST", "/api/v1/track/sale", map[string]any{"transaction_id": "txn_" + d.uniq(), "amount_cents": cents, "currency": currency, "click_id": clickID}, bearer(w.live)...)
+	if r.status != 200 {
+		t.Fatalf("sale: %d %s", r.status, r.raw)
+	}
+}
+
+func (d *dash) token(t *testing.T, user int64) string {
+	t.Helper()
+	tok, _, err := d.issuer.Issue(user, session.KindDashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// eventually polls cond until it holds or 20 seconds pass: the figures
+// follow the events through Kafka.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func metric(r reply, name string) any {
+	m, _ := r.body["metrics"].(map[string]any)
+	return m[name]
+}
+
+// wantJSON compares got with the JSON want, key order aside.
+func wantJSON(t *testing.T, what string, got any, want string) {
+	t.Helper()
+	var w any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("%s: want is not JSON: %v", what, err)
+	}
+	b, _ := json.Marshal(got)
+	c, _ := json.Marshal(w)
+	if string(b) != string(c) {
+		t.Fatalf("%s = %s, want %s", what, b, c)
+	}
+}
+
+func TestSessionIssuerIsAccounts(t *testing.T) {
+	if server.SessionIssuer != accounts.SessionIssuer {
+		t.Fatalf("analytics verifies %q, accounts issues %q", server.SessionIssuer, accounts.SessionIssuer)
+	}
+}
+
+// GET /api/tracking/performance/:programId and GET
+// /api/tracking/status/:programId through the gateway, the figures built
+// from the events of real clicks, leads and sales (USD, EUR, VND).
+func TestDashboardRoutes(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(t0)
+	d := start(t, clock)
+	w := d.world(t)
+	owner := d.token(t, w.owner)
+	perf := func(t *testing.T, query string, headers ...string) reply {
+		t.Helper()
+		return d.do(t, "GET", fmt.Sprintf("/api/tracking/performance/%d%s", w.program, query), nil, headers...)
+	}
+
+	c1, c2, c3 := d.click(t, w, nil), d.click(t, w, nil), d.click(t, w, nil)
+	d.click(t, w, map[string]any{"additional_data": map[string]any{"test_mode": true}})
+	if r := d.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": c1, "customer_key": "k" + d.uniq()}, bearer(w.live)...); r.status != 200 {
+		t.Fatalf("lead: %d %s", r.status, r.raw)
+	}
+	if r := d.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": c2, "additional_data": map[string]any{"test_mode": true}}, bearer(w.test)...); r.status != 200 {
+		t.Fatalf("test lead: %d %s", r.status, r.raw)
+	}
+	d.sale(t, w, c1, 4900, "USD")   // $49.00, commission $4.90
+	d.sale(t, w, c2, 2000, "EUR")   // €20.00 at 1.17 = $23.40, commission €2.00 = $2.34
+	d.sale(t, w, c3, 100000, "VND") // ₫100,000 at 1/25,100 = $3.98, commission ₫10,000 = $0.40
+
+	var r reply
+	eventually(t, "three conversions and every sale's money", func() bool {
+		r = perf(t, "", bearer(owner)...)
+		return r.status == 200 && metric(r, "totalConversions") == 3.0 && metric(r, "totalSales") == 3.0 && metric(r, "totalPartnersCommission") == 7.64
+	})
+
+	t.Run("7d: one row per day, zeros included, test events excluded, money in dollars", func(t *testing.T) {
+		rows, _ := r.body["data"].([]any)
+		if len(rows) != 7 {
+			t.Fatalf("%d rows: %s", len(rows), r.raw)
+		}
+		for i, row := range rows[:6] {
+			wantJSON(t, fmt.Sprintf("row %d", i), row, fmt.Sprintf(`{"clicks":0,"commission":0,"conversions":0,"date":"2026-03-%02d","leads":0,"partners":0,"period":"2026-03-%02d","revenue":0,"sales":0}`, 4+i, 4+i))
+		}
+		wantJSON(t, "today", rows[6], `{"clicks":3,"commission":7.64,"conversions":3,"date":"2026-03-10","leads":1,"partners":1,"period":"2026-03-10","revenue":76.38,"sales":0}`)
+		m := r.body["metrics"].(map[string]any)
+		for name, want := range map[string]float64{"totalClicks": 3, "totalLeads": 1, "totalConversions": 3, "totalRevenue": 76.38,
+			"conversionRate": 100, "averageOrderValue": 25.46, "totalPartners": 1, "totalSales": 3, "totalPartnersCommission": 7.64} {
+			if m[name] != want {
+				t.Errorf("%s = %v, want %v", name, m[name], want)
+			}
+		}
+		wantJSON(t, "clicksTrend", m["clicksTrend"], `{"trend":null,"trendDirection":"up","previous":0}`)
+		wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","previousPeriod":{"dateFrom":"2026-02-25T00:00:00.000Z","dateTo":"2026-03-03T23:59:59.999Z"}}`)
+	})
+
+	t.Run("dateFrom and dateTo win over period; both days included", func(t *testing.T) {
+		r := perf(t, "?period=90d&dateFrom=2026-03-09&dateTo=2026-03-10", bearer(owner)...)
+		if rows, _ := r.body["data"].([]any); r.status != 200 || len(rows) != 2 {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		wantJSON(t, "meta", r.body["meta"], `{"period":"90d","dateFrom":"2026-03-09T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","previousPeriod":{"dateFrom":"2026-03-07T00:00:00.000Z","dateTo":"2026-03-08T23:59:59.999Z"}}`)
+		for q, days := range map[string]int{"?period=30d": 30, "?period=90d": 90, "?period=all": 1} {
+			if rows, _ := perf(t, q, bearer(owner)...).body["data"].([]any); len(rows) != days {
+				t.Errorf("%s: %d rows, want %d", q, len(rows), days)
+			}
+		}
+	})
+
+	t.Run("the next week: these figures are its previous period (down 100%); both periods empty: 0, stable", func(t *testing.T) {
+		r := perf(t, "?dateFrom=2026-03-11&dateTo=2026-03-17", bearer(owner)...)
+		m := r.body["metrics"].(map[string]any)
+		wantJSON(t, "clicksTrend", m["clicksTrend"], `{"trend":100,"trendDirection":"down","previous":3}`)
+		wantJSON(t, "revenueTrend", m["revenueTrend"], `{"trend":100,"trendDirection":"down","previous":76.38}`)
+		r = perf(t, "?dateFrom=2026-03-01&dateTo=2026-03-03", bearer(owner)...)
+		m = r.body["metrics"].(map[string]any)
+		wantJSON(t, "clicksTrend both 0", m["clicksTrend"], `{"trend":0,"trendDirection":"stable","previous":0}`)
+	})
+
+	t.Run("403: no session, another user, a CLI token, a program key, no such program; 400: a bad period", func(t *testing.T) {
+		stranger := d.admin(t, "POST", "/admin/v1/users", map[string]any{"email": "stranger" + d.uniq() + "@x.example", "name": "S"})
+		cli, _, _ := d.issuer.Issue(w.owner, session.KindCLI)
+		for name, h := range map[string][]string{"none": nil, "stranger": bearer(d.token(t, stranger)), "cli": bearer(cli), "program key": bearer(w.live), "garbage": bearer("x.y.z")} {
+			if r := perf(t, "", h...); r.status != 403 {
+				t.Errorf("%s: %d %s", name, r.status, r.raw)
+			}
+		}
+		for _, p := range []string{"999999", "0", "-1", "abc", "99999999999999999999"} {
+			if r := d.do(t, "GET", "/api/tracking/performance/"+p, nil, bearer(owner)...); r.status != 403 {
+				t.Errorf("program %s: %d %s", p, r.status, r.raw)
+			}
+		}
+		if r := perf(t, "?period=1y", bearer(owner)...); r.status != 400 {
+			t.Errorf("bad period: %d %s", r.status, r.raw)
+		}
+		if r := perf(t, "?dateFrom=2026-03-10&dateTo=2026-03-01", bearer(owner)...); r.status != 400 {
+			t.Errorf("dateTo before dateFrom: %d %s", r.status, r.raw)
+		}
+	})
+
+	t.Run("status: every field; 404 for no such program; 403 without tracking:read", func(t *testing.T) {
+		var s reply
+		eventually(t, "the test click and lead", func() bool {
+			s = d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(owner)...)
+			data, _ := s.body["data"].(map[string]any)
+			steps, _ := data["stepStatuses"].(map[string]any)
+			return s.status == 200 && steps["referrals"] == "complete" && steps["pageview"] == "complete"
+		})
+		data := s.body["data"].(map[string]any)
+		if data["programId"] != strconv.FormatInt(w.program, 10) || data["hasPartners"] != true || data["lastUpdated"] != "2026-03-10T12:00:00.000Z" {
+			t.Fatalf("status %s", s.raw)
+		}
+		wantJSON(t, "stepStatuses", data["stepStatuses"], `{"pageview":"complete","referrals":"complete","payments":"pending"}`)
+		stats := data["statistics"].(map[string]any)
+		pv := stats["pageview"].(map[string]any)
+		if pv["testEventCount"] != 1.0 || pv["hasTestEvents"] != true || pv["latestTestEvent"] == nil {
+			t.Fatalf("pageview %v", pv)
+		}
+		wantJSON(t, "payments", stats["payments"], `{"paymentTrackingMode":"processor_connect","methodReady":false,"processorConnectionStatus":"not_connected","isProcessorConnected":false,"processorAccountId":null,"chargesEnabled":false,"payoutsEnabled":false,"detailsSubmitted":false,"connectionDate":null}`)
+
+		if r := d.do(t, "GET", "/api/tracking/status/999999", nil, bearer(owner)...); r.status != 404 {
+			t.Errorf("no such program: %d %s", r.status, r.raw)
+		}
+		if r := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(d.token(t, w.reader))...); r.status != 403 {
+			t.Errorf("without tracking:read: %d %s", r.status, r.raw)
+		}
+		if r := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(w.live)...); r.status != 401 {
+			t.Errorf("a program key: %d %s", r.status, r.raw)
+		}
+	})
+
+	t.Run("payments step: s2s, then a connected processor", func(t *testing.T) {
+		d.admin(t, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", w.program), map[string]any{"processor_connection": map[string]any{
+			"status": "connected", "account_id": "acct_dash", "charges_enabled": true, "payouts_enabled": true, "details_submitted": true,
+			"connected_at": "2026-03-01T10:00:00Z"}})
+		d.sync(t)
+		s := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(owner)...)
+		data := s.body["data"].(map[string]any)
+		wantJSON(t, "payments", data["statistics"].(map[string]any)["payments"], `{"paymentTrackingMode":"processor_connect","methodReady":true,"processorConnectionStatus":"connected","isProcessorConnected":true,"processorAccountId":"acct_dash","chargesEnabled":true,"payoutsEnabled":true,"detailsSubmitted":true,"connectionDate":"2026-03-01T10:00:00.000Z"}`)
+	})
+
+	t.Run("the dashboard page is served through the gateway", func(t *testing.T) {
+		r := d.do(t, "GET", "/dashboard/", nil)
+		if r.status != 200 || !strings.Contains(r.raw, "<title>svc dashboard</title>") {
+			t.Fatalf("%d %.200s", r.status, r.raw)
+		}
+		if r := d.do(t, "GET", "/dashboard/config.json", nil); r.status != 200 || r.body["programsURL"] != "/api/v1/dashboard/me" {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+	})
+}

@@ -1,0 +1,90 @@
+// Package server is analytics' wiring: its Spec for the platform and the
+// wire function that builds the service from the opened platform: the
+// catalog replica, the consumers that keep the dashboard's aggregates from
+// tracking's and the ledger's events, the dashboard routes and the
+// dashboard page.
+package server
+
+import (
+	"context"
+
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/catalogsync"
+	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/platform"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	aggregate "github.com/svc-dev/svc/services/analytics/internal/aggregate/consumer"
+	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
+	"github.com/svc-dev/svc/services/analytics/internal/dashboard/endpoints"
+	"github.com/svc-dev/svc/services/analytics/internal/dashboard/httpapi"
+	"github.com/svc-dev/svc/services/analytics/internal/dashboard/pgstore"
+	"github.com/svc-dev/svc/services/analytics/internal/page"
+	"github.com/svc-dev/svc/services/analytics/internal/replica/consumer"
+	"github.com/svc-dev/svc/services/analytics/migrations"
+)
+
+// Name is the service's name: its schema, consumer-group prefix and logs.
+const Name = "analytics"
+
+// Where accounts serves the dashboard sign-in, on the same origin (the
+// gateway, the Ingress): the page's config.json.
+const (
+	SignInPath   = "/api/v1/dashboard/auth/start"
+	SignOutPath  = "/api/v1/dashboard/auth/signout"
+	ProgramsPath = "/api/v1/dashboard/me"
+)
+
+// Spec describes analytics to the platform.
+func Spec() platform.Spec {
+	return platform.Spec{
+		Name:            Name,
+		Migrations:      migrations.FS,
+		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions},
+		Wire:            wire,
+	}
+}
+
+// wire builds analytics on the opened platform from its Config alone.
+func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
+	cfg, err := LoadConfig(p.Env)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
+		return nil, err
+	}
+	if err := p.Consume(eventsv1.TopicTracking, aggregate.TrackingGroup(p.Name), aggregate.Tracking); err != nil {
+		return nil, err
+	}
+	if err := p.Consume(eventsv1.TopicCommissions, aggregate.CommissionsGroup(p.Name), aggregate.Commissions); err != nil {
+		return nil, err
+	}
+	var sessions *session.Verifier
+	if cfg.SessionPublicKey == "" {
+		p.Logger.Warn("no SESSION_PUBLIC_KEY: every caller of the dashboard routes is signed out")
+	} else {
+		pub, err := session.ParsePublicKey(cfg.SessionPublicKey)
+		if err != nil {
+			return nil, err
+		}
+		if sessions, err = session.NewVerifier(pub, SessionIssuer, p.Now); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := dashboard.New(pgstore.New(p.Pool), p.Now)
+	if err != nil {
+		return nil, err
+	}
+	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
+	routes := httpapi.Routes(endpoints.New(svc, tracing), httpapi.Config{Sessions: sessions, Logger: p.Logger})
+	pageHandler, err := page.Handler(page.Config{SignInURL: SignInPath, SignOutURL: SignOutPath, ProgramsURL: ProgramsPath})
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes,
+		platform.Route{Pattern: "GET " + page.Prefix, Name: "dashboard_page", Handler: pageHandler},
+		platform.Route{Pattern: "GET /dashboard", Name: "dashboard_page", Handler: pageHandler},
+	)
+	return routes, nil
+}
