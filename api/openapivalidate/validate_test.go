@@ -18,9 +18,11 @@ import (
 
 // The public routes that exist today (gateway rules with Public: true, as
 // the services serve them). /admin/v1 is not public; track/refund,
-// /api/tracking/* and /api/v1/programs/me/* do not exist yet.
+// and /api/v1/programs/me/* do not exist yet.
 var wantOperations = []string{
 	"GET /api/openapi.json",
+	"GET /api/tracking/performance/{programId}",
+	"GET /api/tracking/status/{programId}",
 	"GET /api/v1/cli/auth/poll",
 	"GET /api/v1/cli/programs",
 	"GET /api/v1/cli/status",

@@ -108,6 +108,8 @@ try {
 
   await page.setViewportSize({ width: 390, height: 844 });
   await page.waitForFunction(() => document.documentElement.clientWidth <= 390);
+  // The chart follows its card on the next frame (a ResizeObserver).
+  await page.waitForFunction(() => document.documentElement.scrollWidth - document.documentElement.clientWidth <= 1, null, { timeout: 5000 }).catch(() => {});
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   check(overflow <= 1, `the page scrolls sideways by ${overflow}px at 390px`);
   for (const id of Object.keys(expected.text || {})) {

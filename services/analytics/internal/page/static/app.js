@@ -122,6 +122,14 @@
     });
   }
 
+  // chartWidth is the chart card's inner width: the chart follows its card
+  // (the canvas itself must not hold the page wide at a phone's width).
+  function chartWidth() {
+    var card = $('chart').parentElement;
+    var cs = getComputedStyle(card);
+    return Math.max(card.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight), 240);
+  }
+
   function renderChart(rows) {
     var box = $('chart');
     var xs = rows.map(function (r) { return Date.parse(r.date + 'T00:00:00Z') / 1000; });
@@ -132,7 +140,7 @@
     box.setAttribute('data-days', String(rows.length));
     var money = function (u, vals) { return vals.map(function (v) { return '$' + Number(v).toLocaleString('en-US'); }); };
     var opts = {
-      width: Math.max(box.clientWidth, 280),
+      width: chartWidth(),
       height: 300,
       tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'); },
       scales: { x: { time: true }, n: {}, usd: {} },
@@ -260,8 +268,8 @@
   $('signout').addEventListener('click', signOut);
   if (window.ResizeObserver) {
     new ResizeObserver(function () {
-      if (state.chart) state.chart.setSize({ width: Math.max($('chart').clientWidth, 280), height: 300 });
-    }).observe($('chart'));
+      if (state.chart) state.chart.setSize({ width: chartWidth(), height: 300 });
+    }).observe($('chart').parentElement);
   }
 
   fetch('config.json', { credentials: 'same-origin' }).then(function (r) { return r.json(); }).then(function (c) {

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The newcomer's path, in real Chromium (Debian's, driven by
+// playwright-core): `make run`, a few clicks on the demo link, a lead and a
+// sale, then the printed dashboard link. The page signs the demo owner in
+// through the dev provider, and the figures it shows for the demo program
+// are the ones the performance and status routes answer. Screenshots at
+// 1440 and 390 px are kept as test artifacts (TEST_ARTIFACTS_DIR, default
+// .artifacts/ at the repository root, ignored by git).
+func TestDashboardInRealBrowser(t *testing.T) {
+	t.Parallel()
+	node, chromium, driverDir := requireDashboardBrowser(t)
+	s := startStack(t, newStackConfig(t))
+
+	c := newClient(t, s, "198.51.100.90")
+	var clickIDs []string
+	for i := 0; i < 3; i++ {
+		r := c.click(map[string]any{"affiliate_url": "https://demo-brand.example/pricing?via=" + s.LinkCode + "&utm_source=newsletter"})
+		r.want(t, 200)
+		clickIDs = append(clickIDs, r.str("click_id"))
+	}
+	c.withKey(s.LiveKey).lead(map[string]any{"click_id": clickIDs[0], "customer_key": uniqueID("newcomer")}).want(t, 200)
+	c.withKey(s.LiveKey).sale(map[string]any{
+		"transaction_id": uniqueID("order"), "amount_cents": 4900, "currency": "USD", "click_id": clickIDs[0],
+	}).want(t, 200)
+
+	token := signInForToken(t, s)
+	api := newClient(t, s, "198.51.100.91").withKey(token)
+	var perf reply
+	waitFor(t, "the clicks, the lead and the sale in the performance route", time.Minute, func() bool {
+		perf = api.do("GET", "/api/tracking/performance/"+s.ProgramID+"?period=7d", nil).want(t, 200)
+		m, _ := perf.get("metrics").(map[string]any)
+		return num(m["totalClicks"]) >= 3 && num(m["totalLeads"]) >= 1 && num(m["totalConversions"]) >= 1 && num(m["totalRevenue"]) >= 49
+	})
+	status := api.do("GET", "/api/tracking/status/"+s.ProgramID, nil).want(t, 200)
+
+	m := perf.get("metrics").(map[string]any)
+	days, _ := perf.get("data").([]any)
+	steps := map[string]string{}
+	for _, step := range []string{"pageview", "referrals", "payments"} {
+		steps[step] = status.str("data", "stepStatuses", step)
+	}
+	expect := map[string]any{
+		"period": "7d",
+		"days":   len(days),
+		"steps":  steps,
+		"text": map[string]string{
+			"kpi-totalClicks":             integer(m["totalClicks"]),
+			"kpi-totalLeads":              integer(m["totalLeads"]),
+			"kpi-totalConversions":        integer(m["totalConversions"]),
+			"kpi-totalRevenue":            dollars(m["totalRevenue"]),
+			"kpi-totalPartnersCommission": dollars(m["totalPartnersCommission"]),
+			"kpi-conversionRate":          fmt.Sprintf("%.2f%%", num(m["conversionRate"])),
+			"kpi-averageOrderValue":       dollars(m["averageOrderValue"]),
+			"kpi-totalSales":              integer(m["totalSales"]),
+		},
+	}
+	expectJSON, _ := json.Marshal(expect)
+	shots := os.Getenv("TEST_ARTIFACTS_DIR")
+	if shots == "" {
+		shots = filepath.Join(repoRoot, ".artifacts")
+	}
+	shots = filepath.Join(shots, "dashboard")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "dashboard.spec.mjs", "--base="+s.Gateway, "--program-id="+s.ProgramID,
+		"--expect="+string(expectJSON), "--shots="+shots, "--chromium="+chromium)
+	cmd.Dir = driverDir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		t.Fatalf("browser driver failed (%v) expecting %s:\n%s", err, expectJSON, stderr.String())
+	}
+	t.Logf("dashboard driver: %s", strings.TrimSpace(stdout.String()))
+	for _, f := range []string{"dashboard-1440.png", "dashboard-390.png"} {
+		if st, err := os.Stat(filepath.Join(shots, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("screenshot %s not saved: %v", f, err)
+		}
+	}
+}
+
+// signInForToken runs the dashboard sign-in as a browser would (start,
+// the dev provider's form, the callback) and returns the session token
+// from the fragment of the callback's redirect.
+func signInForToken(t *testing.T, s *stack) string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	get := func(method, u string, body io.Reader) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, u, body)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := get("GET", s.Gateway+"/api/v1/dashboard/auth/start?return_to=/dashboard/", nil)
+	resp.Body.Close()
+	resp = get("GET", resp.Header.Get("Location"), nil)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := formAction.FindStringSubmatch(string(page))
+	if m == nil {
+		t.Fatalf("provider page: %s", page)
+	}
+	form := url.Values{}
+	for _, f := range formField.FindAllStringSubmatch(string(page), -1) {
+		form.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
+	}
+	resp = get("POST", html.UnescapeString(m[1]), strings.NewReader(form.Encode()))
+	resp.Body.Close()
+	_, frag, _ := strings.Cut(resp.Header.Get("Location"), "#")
+	q, _ := url.ParseQuery(frag)
+	if q.Get("session") == "" {
+		t.Fatalf("callback %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	return q.Get("session")
+}
+
+func num(v any) float64 {
+	f, _ := v.(float64)
+	return f
+}
+
+// integer and dollars format as the page does (en-US grouping).
+func integer(v any) string { return group(strconv.FormatInt(int64(num(v)), 10)) }
+
+func dollars(v any) string {
+	s := strconv.FormatFloat(num(v), 'f', 2, 64)
+	whole, cents, _ := strings.Cut(s, ".")
+	return "$" + group(whole) + "." + cents
+}
+
+func group(digits string) string {
+	neg := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	var b strings.Builder
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// requireDashboardBrowser fails (never skips: CI must not pass without the
+// browser test) when a tool is missing, naming the fix.
+func requireDashboardBrowser(t *testing.T) (node, chromium, driverDir string) {
+	t.Helper()
+	var missing []string
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing = append(missing, "node is not on PATH: apt-get install -y nodejs npm")
+	}
+	driverDir = filepath.Join(repoRoot, "services", "analytics", "browsertest")
+	if _, err := os.Stat(filepath.Join(driverDir, "node_modules", "playwright-core", "package.json")); err != nil {
+		missing = append(missing, "playwright-core is missing: make test-deps (npm ci in services/analytics/browsertest)")
+	}
+	chromium = os.Getenv("CHROMIUM_PATH")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing = append(missing, chromium+" is missing: apt-get install -y chromium (or set CHROMIUM_PATH)")
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the dashboard's real-browser test needs:\n  %s", strings.Join(missing, "\n  "))
+	}
+	return node, chromium, driverDir
+}
