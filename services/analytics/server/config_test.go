@@ -1,0 +1,28 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
+)
+
+func TestREADMEConfigurationTableMatchesConfig(t *testing.T) {
+	platformtest.WantREADMEConfigTable(t, "../README.md", Config{})
+}
+
+func TestLoadConfig(t *testing.T) {
+	load := func(env map[string]string) (Config, error) {
+		return LoadConfig(obs.NewEnv(func(k string) string { return env[k] }))
+	}
+	if c, err := load(nil); err != nil || c != (Config{}) {
+		t.Fatalf("defaults: %+v %v", c, err)
+	}
+	if _, err := load(map[string]string{"SESSION_PUBLIC_KEY": "not base64!"}); err == nil {
+		t.Fatal("a malformed SESSION_PUBLIC_KEY was accepted")
+	}
+	key := "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+	if _, err := load(map[string]string{"SESSION_PUBLIC_KEY": key}); err != nil {
+		t.Fatalf("a 32-byte key: %v", err)
+	}
+}
