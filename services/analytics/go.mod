@@ -5,13 +5,16 @@ go 1.26.0
 require (
 	github.com/go-kit/kit v0.13.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0
 	github.com/svc-dev/svc/libs/errkind v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
 	github.com/svc-dev/svc/libs/obs v0.0.0
+	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/proto v0.0.0
+	github.com/svc-dev/svc/services/accounts v0.0.0
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -19,8 +22,10 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
 	github.com/exaring/otelpgx v0.13.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
+	github.com/go-jose/go-jose/v4 v4.1.8 // indirect
 	github.com/go-kit/log v0.2.0 // indirect
 	github.com/go-logfmt/logfmt v0.5.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -28,12 +33,15 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
+	github.com/mileusna/useragent v1.3.5 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/pressly/goose/v3 v3.29.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
@@ -42,9 +50,15 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/segmentio/kafka-go v0.4.51 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/pg v0.0.0 // indirect
+	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
+	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
+	github.com/svc-dev/svc/services/tracking v0.0.0 // indirect
+	github.com/twmb/franz-go v1.22.2 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -58,6 +72,7 @@ require (
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/net v0.62.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
