@@ -18,7 +18,7 @@ import (
 
 // The public routes that exist today (gateway rules with Public: true, as
 // the services serve them). /admin/v1 is not public; track/refund,
-// and /api/v1/programs/me/* do not exist yet.
+// and /api/v1/programs/me/analytics/sources does not exist yet.
 var wantOperations = []string{
 	"GET /api/openapi.json",
 	"GET /api/tracking/performance/{programId}",
@@ -28,6 +28,7 @@ var wantOperations = []string{
 	"GET /api/v1/cli/status",
 	"GET /api/v1/dashboard/auth/start",
 	"GET /api/v1/dashboard/me",
+	"GET /api/v1/programs/me/readiness",
 	"GET /api/v1/programs/{id}/settings",
 	"GET /api/v1/track/config",
 	"GET /svc.js",

@@ -16,7 +16,13 @@ type Config struct {
 	// signs them with SESSION_SIGNING_KEY). Unset: every caller of the
 	// dashboard routes is signed out (logged at start).
 	SessionPublicKey string `env:"SESSION_PUBLIC_KEY"`
+
+	// GET /api/v1/programs/me/readiness requests per minute per API key.
+	ReadinessRateLimit int `env:"READINESS_RATE_LIMIT"`
 }
+
+// DefaultReadinessRateLimit is the spec's 30 per minute per key.
+const DefaultReadinessRateLimit = 30
 
 // SessionIssuer is accounts' issuer of session tokens (accounts'
 // server.SessionIssuer; the server test checks they agree).
@@ -24,7 +30,13 @@ const SessionIssuer = "svc-accounts"
 
 // LoadConfig reads and validates analytics' configuration.
 func LoadConfig(env *obs.Env) (Config, error) {
-	c := Config{SessionPublicKey: env.String("SESSION_PUBLIC_KEY", "")}
+	c := Config{
+		SessionPublicKey:   env.String("SESSION_PUBLIC_KEY", ""),
+		ReadinessRateLimit: env.Int("READINESS_RATE_LIMIT", DefaultReadinessRateLimit),
+	}
+	if c.ReadinessRateLimit <= 0 {
+		env.Fail(fmt.Errorf("READINESS_RATE_LIMIT must be positive, got %d", c.ReadinessRateLimit))
+	}
 	if c.SessionPublicKey != "" {
 		if _, err := session.ParsePublicKey(c.SessionPublicKey); err != nil {
 			env.Fail(fmt.Errorf("SESSION_PUBLIC_KEY: %w", err))

@@ -361,3 +361,94 @@ func TestDashboardRoutes(t *testing.T) {
 		}
 	})
 }
+
+// GET /api/v1/programs/me/readiness through the gateway: the key's
+// program, its checks before and after traffic, the typed 401s, the 429.
+func TestReadinessRoute(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(t0)
+	env := map[string]string{"READINESS_RATE_LIMIT": "1000000"}
+	st := stacktest.StartOn(t, clock, platformtest.With(map[string]string{"DB_MAX_CONNS": "6", "TRACK_CLICK_RATE_LIMIT": "1000000",
+		"TRACK_LEAD_RATE_LIMIT": "1000000", "ADMIN_RATE_LIMIT": "1000000", "TRACK_SALE_RATE_LIMIT": "1000000", "FAILED_AUTH_RATE_LIMIT": "1000000"}, env))
+	gw := httptest.NewServer(gateway.New(st.Handlers()))
+	t.Cleanup(gw.Close)
+	d := &dash{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second}}
+	w := d.world(t)
+	ready := func(t *testing.T, headers ...string) reply {
+		t.Helper()
+		return d.do(t, "GET", "/api/v1/programs/me/readiness", nil, headers...)
+	}
+	statuses := func(r reply) string {
+		data, _ := r.body["data"].(map[string]any)
+		checks, _ := data["checks"].([]any)
+		var out []string
+		for _, c := range checks {
+			m := c.(map[string]any)
+			out = append(out, fmt.Sprint(m["name"], "=", m["status"]))
+		}
+		return fmt.Sprint(data["ready"], " ", strings.Join(out, " "))
+	}
+
+	r := ready(t, bearer(w.live)...)
+	if r.status != 200 || statuses(r) != "false api_key=pass tracker=fail leads=fail payment_tracking=fail sales=warn event_freshness=warn" {
+		t.Fatalf("a new program: %d %s", r.status, r.raw)
+	}
+	if r.header.Get("X-RateLimit-Limit") != "1000000" {
+		t.Fatalf("rate limit headers: %v", r.header)
+	}
+	cid := d.click(t, w, nil)
+	if r := d.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": cid, "customer_key": "k" + d.uniq()}, bearer(w.live)...); r.status != 200 {
+		t.Fatalf("lead: %d %s", r.status, r.raw)
+	}
+	d.admin(t, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", w.program), map[string]any{"payment_tracking_mode": "s2s"})
+	d.sync(t)
+	eventually(t, "the click and the lead in readiness", func() bool {
+		r = ready(t, bearer(w.test)...)
+		return statuses(r) == "true api_key=pass tracker=pass leads=pass payment_tracking=pass sales=warn event_freshness=pass"
+	})
+	data := r.body["data"].(map[string]any)
+	if first := data["checks"].([]any)[0].(map[string]any); first["detail"] != "The test API key is valid." {
+		t.Fatalf("key check %v", first)
+	}
+
+	for _, tc := range []struct {
+		headers []string
+		message string
+	}{
+		{nil, "Missing or malformed Authorization header. Expected: Bearer <api_token>."},
+		{[]string{"Authorization", "Bearer "}, "Missing API token."},
+		{bearer("svc_live_" + strings.Repeat("z", 43)), "Invalid API token."},
+	} {
+		r := ready(t, tc.headers...)
+		e, _ := r.body["error"].(map[string]any)
+		if r.status != 401 || e["code"] != "invalid_key" || e["message"] != tc.message || r.body["data"] != nil {
+			t.Errorf("%v: %d %s", tc.headers, r.status, r.raw)
+		}
+	}
+}
+
+// Readiness' limit: READINESS_RATE_LIMIT requests a minute per key, then
+// 429 in the typed envelope with Retry-After, before the endpoint.
+func TestReadinessRateLimit(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(t0)
+	st := stacktest.StartOn(t, clock, map[string]string{"DB_MAX_CONNS": "6", "READINESS_RATE_LIMIT": "2", "ADMIN_RATE_LIMIT": "1000000"})
+	gw := httptest.NewServer(gateway.New(st.Handlers()))
+	t.Cleanup(gw.Close)
+	d := &dash{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second}}
+	w := d.world(t)
+	for i := range 2 {
+		if r := d.do(t, "GET", "/api/v1/programs/me/readiness", nil, bearer(w.live)...); r.status != 200 || r.header.Get("X-RateLimit-Remaining") != strconv.Itoa(1-i) {
+			t.Fatalf("call %d: %d %v %s", i+1, r.status, r.header, r.raw)
+		}
+	}
+	r := d.do(t, "GET", "/api/v1/programs/me/readiness", nil, bearer(w.live)...)
+	e, _ := r.body["error"].(map[string]any)
+	if r.status != 429 || e["code"] != "rate_limited" || e["retry_after_seconds"] == nil || r.header.Get("Retry-After") == "" {
+		t.Fatalf("over the limit: %d %v %s", r.status, r.header, r.raw)
+	}
+	// Another key has its own bucket.
+	if r := d.do(t, "GET", "/api/v1/programs/me/readiness", nil, bearer(w.test)...); r.status != 200 {
+		t.Fatalf("the test key: %d %s", r.status, r.raw)
+	}
+}

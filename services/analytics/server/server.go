@@ -8,10 +8,12 @@ package server
 import (
 	"context"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/ratelimit"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	aggregate "github.com/svc-dev/svc/services/analytics/internal/aggregate/consumer"
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
@@ -19,6 +21,10 @@ import (
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/httpapi"
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/pgstore"
 	"github.com/svc-dev/svc/services/analytics/internal/page"
+	"github.com/svc-dev/svc/services/analytics/internal/readiness"
+	readinessendpoints "github.com/svc-dev/svc/services/analytics/internal/readiness/endpoints"
+	readinesshttp "github.com/svc-dev/svc/services/analytics/internal/readiness/httpapi"
+	readinessstore "github.com/svc-dev/svc/services/analytics/internal/readiness/pgstore"
 	"github.com/svc-dev/svc/services/analytics/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/analytics/migrations"
 )
@@ -78,6 +84,25 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
 	routes := httpapi.Routes(endpoints.New(svc, tracing), httpapi.Config{Sessions: sessions, Logger: p.Logger})
+	// GET /api/v1/programs/me/readiness: a program API key, 30/min per key.
+	rstore := readinessstore.New(p.Pool)
+	ready, err := readiness.NewService(rstore, p.Now)
+	if err != nil {
+		return nil, err
+	}
+	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.ReadinessRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, err
+	}
+	refusals, err := ratelimit.NewRefusalCounter(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, readinesshttp.Routes(readinessendpoints.New(ready, tracing), readinesshttp.Config{
+		Keys:   &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
+		Logger: p.Logger,
+		Limit:  ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("readiness"), ratelimit.WithOnRefuse(refusals.Inc)),
+	})...)
 	pageHandler, err := page.Handler(page.Config{SignInURL: SignInPath, SignOutURL: SignOutPath, ProgramsURL: ProgramsPath})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,8 @@
 package readiness
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -123,4 +125,43 @@ func freshness(in Inputs) Check {
 		return Check{CheckFreshness, Warn, fmt.Sprintf("The latest event was at %s, more than 24 hours ago.", at)}
 	}
 	return Check{CheckFreshness, Pass, fmt.Sprintf("The latest event was at %s.", at)}
+}
+
+// Facts are what a program's checks read (the Store's answer).
+type Facts struct {
+	Clicks, Leads, Sales int64
+	LastEvent            time.Time
+	PaymentTrackingMode  string
+	ProcessorStatus      string
+}
+
+// Store reads a program's facts from the replica and the aggregates.
+type Store interface {
+	Facts(ctx context.Context, programID int64) (Facts, error)
+}
+
+// Service answers readiness for the key's program.
+type Service struct {
+	store Store
+	now   func() time.Time
+}
+
+// NewService builds the Service; store and now are required.
+func NewService(store Store, now func() time.Time) (*Service, error) {
+	if store == nil || now == nil {
+		return nil, errors.New("readiness: store and clock are required")
+	}
+	return &Service{store: store, now: now}, nil
+}
+
+// Check evaluates the program of the request's key (testKey: a test key).
+func (s *Service) Check(ctx context.Context, programID int64, testKey bool) (Readiness, error) {
+	f, err := s.store.Facts(ctx, programID)
+	if err != nil {
+		return Readiness{}, err
+	}
+	return Evaluate(Inputs{
+		TestKey: testKey, Clicks: f.Clicks, Leads: f.Leads, Sales: f.Sales, LastEvent: f.LastEvent,
+		PaymentTrackingMode: f.PaymentTrackingMode, ProcessorStatus: f.ProcessorStatus, Now: s.now(),
+	}), nil
 }

@@ -2,7 +2,7 @@
 // it applies accounts catalog events (topic accounts.catalog.v1) to the
 // tables the dashboard routes read (programs with their creation and
 // payment setup, memberships with their permissions, partner-program
-// records), inside the inbox transaction of each event, and advances the
+// records, program API keys as hashes), inside the inbox transaction of each event, and advances the
 // catalog watermark the sync barrier waits on.
 package consumer
 
@@ -117,6 +117,8 @@ func upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			pp.GetId(), pp.GetProgramId(), pp.GetPartnerId(), pp.GetApproved(), created, seq); err != nil {
 			return fmt.Errorf("upsert partner program %d: %w", pp.GetId(), err)
 		}
+	case eventsv1.TypeAPIKeyUpserted:
+		return catalogsync.UpsertAPIKey(ctx, tx, env)
 	}
 	// Other catalog events are not kept here; they still advance the
 	// watermark.
