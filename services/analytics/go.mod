@@ -13,6 +13,7 @@ require (
 	github.com/svc-dev/svc/libs/obs v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
+	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/proto v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
 	google.golang.org/protobuf v1.36.12
@@ -53,7 +54,6 @@ require (
 	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	github.com/svc-dev/svc/services/tracking v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
