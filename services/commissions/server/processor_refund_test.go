@@ -159,7 +159,9 @@ func TestProcessorRefundsAndDisputes(t *testing.T) {
 		cid := s.click(t, p.code)
 		wantSale(t, s.sale(t, p.key, saleOf(pi, cid, 2000, "USD", nil)), pi, cid)
 		runs := s.commissionsMetric(t, "commissions_backstop_runs_total", "outcome", "ok")
-		eventually(t, "two backstop runs", func() bool { return s.commissionsMetric(t, "commissions_backstop_runs_total", "outcome", "ok") >= runs+2 })
+		eventually(t, "two backstop runs", func() bool {
+			return s.commissionsMetric(t, "commissions_backstop_runs_total", "outcome", "ok") >= runs+2
+		})
 		if got := outcomeOf(t, early["id"]); got != "awaiting_payment" {
 			t.Fatalf("applied within the grace: %q", got)
 		}

@@ -160,48 +160,37 @@ func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, curre
 // customer already counted (a second settled lead, a conversion that says
 // the same signup date) is not counted again.
 func signedUp(ctx context.Context, tx pgx.Tx, program, customer int64, signup time.Time) error {
-	var had *time.Time
-	err := tx.QueryRow(ctx, `SELECT signup_bucket FROM customers WHERE customer_id = $1 FOR UPDATE`, customer).Scan(&had)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := tx.Exec(ctx, `INSERT INTO customers (customer_id, program_id, status, signup_bucket) VALUES ($1, $2, 'lead', $3)`,
-			customer, program, bucket(signup)); err != nil {
-			return fmt.Errorf("customer %d: %w", customer, err)
-		}
-	case err != nil:
-		return fmt.Errorf("customer %d: %w", customer, err)
-	case had != nil:
-		return nil
-	default:
-		if _, err := tx.Exec(ctx, `UPDATE customers SET signup_bucket = $2 WHERE customer_id = $1`, customer, bucket(signup)); err != nil {
-			return fmt.Errorf("customer %d: %w", customer, err)
-		}
-	}
-	return addActivity(ctx, tx, program, signup, "leads")
+	return countCustomer(ctx, tx, program, customer, signup, "signup_bucket", "lead", "leads")
 }
 
 // converted counts a customer as a conversion of its first purchase
 // bucket, once.
 func converted(ctx context.Context, tx pgx.Tx, program, customer int64, first time.Time) error {
+	return countCustomer(ctx, tx, program, customer, first, "first_purchase_bucket", "conversion", "conversions")
+}
+
+// countCustomer records the customer's bucket of at in bucketColumn, unless
+// one is there (then it was counted), and adds one to counter in that
+// bucket. A new customer row gets status; a conversion also moves an
+// existing one (columns are the callers' constants, never input).
+func countCustomer(ctx context.Context, tx pgx.Tx, program, customer int64, at time.Time, bucketColumn, status, counter string) error {
 	var had *time.Time
-	err := tx.QueryRow(ctx, `SELECT first_purchase_bucket FROM customers WHERE customer_id = $1 FOR UPDATE`, customer).Scan(&had)
+	err := tx.QueryRow(ctx, `SELECT `+bucketColumn+` FROM customers WHERE customer_id = $1 FOR UPDATE`, customer).Scan(&had)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		if _, err := tx.Exec(ctx, `INSERT INTO customers (customer_id, program_id, status, first_purchase_bucket) VALUES ($1, $2, 'conversion', $3)`,
-			customer, program, bucket(first)); err != nil {
-			return fmt.Errorf("customer %d: %w", customer, err)
-		}
+		_, err = tx.Exec(ctx, `INSERT INTO customers (customer_id, program_id, status, `+bucketColumn+`) VALUES ($1, $2, $3, $4)`,
+			customer, program, status, bucket(at))
 	case err != nil:
-		return fmt.Errorf("customer %d: %w", customer, err)
 	case had != nil:
 		return nil
 	default:
-		if _, err := tx.Exec(ctx, `UPDATE customers SET status = 'conversion', first_purchase_bucket = $2 WHERE customer_id = $1`,
-			customer, bucket(first)); err != nil {
-			return fmt.Errorf("customer %d: %w", customer, err)
-		}
+		_, err = tx.Exec(ctx, `UPDATE customers SET `+bucketColumn+` = $2,
+			status = CASE WHEN $3 = 'conversion' THEN 'conversion' ELSE status END WHERE customer_id = $1`, customer, bucket(at), status)
 	}
-	return addActivity(ctx, tx, program, first, "conversions")
+	if err != nil {
+		return fmt.Errorf("customer %d: %w", customer, err)
+	}
+	return addActivity(ctx, tx, program, at, counter)
 }
 
 // testEvent keeps a test click or lead for status, and only the latest
