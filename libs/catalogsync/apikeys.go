@@ -2,6 +2,7 @@ package catalogsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/svc-dev/svc/libs/auth/apikey"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
@@ -46,4 +48,27 @@ func optTime(t *timestamppb.Timestamp) *time.Time {
 	}
 	v := t.AsTime()
 	return &v
+}
+
+// Querier is what LookupAPIKey reads through (a pool, a connection, a
+// transaction).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// LookupAPIKey is apikey.Store.LookupKeyByHash over the replica's api_keys
+// table (the one UpsertAPIKey keeps): apikey.ErrKeyNotFound when no key
+// has the hash.
+func LookupAPIKey(ctx context.Context, q Querier, hash []byte) (apikey.Key, error) {
+	var k apikey.Key
+	err := q.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline, revoked
+		FROM api_keys WHERE key_hash = $1`, hash).
+		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.Revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apikey.Key{}, apikey.ErrKeyNotFound
+	}
+	if err != nil {
+		return apikey.Key{}, fmt.Errorf("look up api key: %w", err)
+	}
+	return k, nil
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/svc-dev/svc/libs/auth v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/libs/outbox v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/proto v0.0.0
@@ -42,6 +43,8 @@ require (
 )
 
 replace (
+	github.com/svc-dev/svc/libs/auth => ../auth
+	github.com/svc-dev/svc/libs/httpkit => ../httpkit
 	github.com/svc-dev/svc/libs/kafkakit => ../kafkakit
 	github.com/svc-dev/svc/libs/obs => ../obs
 	github.com/svc-dev/svc/libs/outbox => ../outbox

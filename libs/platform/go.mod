@@ -42,6 +42,7 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	github.com/svc-dev/svc/libs/auth v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
@@ -66,6 +67,7 @@ require (
 )
 
 replace (
+	github.com/svc-dev/svc/libs/auth => ../auth
 	github.com/svc-dev/svc/libs/catalogsync => ../catalogsync
 	github.com/svc-dev/svc/libs/errkind => ../errkind
 	github.com/svc-dev/svc/libs/httpkit => ../httpkit

@@ -5,14 +5,13 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/services/analytics/internal/readiness"
 )
 
@@ -58,15 +57,5 @@ func (s *Store) Facts(ctx context.Context, programID int64) (readiness.Facts, er
 
 // LookupKeyByHash finds a program API key of the replica.
 func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
-	var k apikey.Key
-	err := s.pool.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline, revoked
-		FROM api_keys WHERE key_hash = $1`, hash).
-		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.Revoked)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apikey.Key{}, apikey.ErrKeyNotFound
-	}
-	if err != nil {
-		return apikey.Key{}, fmt.Errorf("look up api key: %w", err)
-	}
-	return k, nil
+	return catalogsync.LookupAPIKey(ctx, s.pool, hash)
 }

@@ -49,6 +49,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -818,17 +819,7 @@ func (s *Store) SaleByTransaction(ctx context.Context, programID int64, transact
 // LookupKeyByHash finds a program API key in the catalog replica (the sale
 // and refund routes' apikey.Store).
 func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
-	var k apikey.Key
-	err := s.pool.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline, revoked
-		FROM api_keys WHERE key_hash = $1`, hash).
-		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.Revoked)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apikey.Key{}, apikey.ErrKeyNotFound
-	}
-	if err != nil {
-		return apikey.Key{}, fmt.Errorf("look up api key: %w", err)
-	}
-	return k, nil
+	return catalogsync.LookupAPIKey(ctx, s.pool, hash)
 }
 
 // TestSaleByTransaction reads the test sale of a transaction id.
