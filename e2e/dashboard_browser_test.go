@@ -52,6 +52,20 @@ func TestDashboardInRealBrowser(t *testing.T) {
 		return num(m["totalClicks"]) >= 3 && num(m["totalLeads"]) >= 1 && num(m["totalConversions"]) >= 1 && num(m["totalRevenue"]) >= 49
 	})
 	status := api.do("GET", "/api/tracking/status/"+s.ProgramID, nil).want(t, 200)
+	var sources, partners reply
+	waitFor(t, "the sale under its source and its partner", time.Minute, func() bool {
+		sources = api.do("GET", "/api/tracking/sources/"+s.ProgramID+"?period=7d", nil).want(t, 200)
+		partners = api.do("GET", "/api/tracking/partners/"+s.ProgramID+"?period=7d", nil).want(t, 200)
+		refs, _ := sources.get("data", "referrers").([]any)
+		tops, _ := partners.get("data").([]any)
+		return len(refs) > 0 && num(refs[0].(map[string]any)["revenue"]) >= 49 && len(tops) > 0 && num(tops[0].(map[string]any)["commission"]) > 0
+	})
+	// The key route answers the same figures for the key's program.
+	c.withKey(s.LiveKey).do("GET", "/api/v1/programs/me/analytics/sources?period=7d", nil).want(t, 200)
+	// A time zone's own days (documented beyond the spec).
+	api.do("GET", "/api/tracking/performance/"+s.ProgramID+"?period=7d&timezone=Asia/Kolkata", nil).want(t, 200)
+	topSource := sources.get("data", "referrers").([]any)[0].(map[string]any)
+	topPartner := partners.get("data").([]any)[0].(map[string]any)
 
 	m := perf.get("metrics").(map[string]any)
 	days, _ := perf.get("data").([]any)
@@ -72,6 +86,12 @@ func TestDashboardInRealBrowser(t *testing.T) {
 			"kpi-conversionRate":          fmt.Sprintf("%.2f%%", num(m["conversionRate"])),
 			"kpi-averageOrderValue":       dollars(m["averageOrderValue"]),
 			"kpi-totalSales":              integer(m["totalSales"]),
+			"sources-0-name":              fmt.Sprint(topSource["name"]),
+			"sources-0-clicks":            integer(topSource["clicks"]),
+			"sources-0-revenue":           dollars(topSource["revenue"]),
+			"partners-0-name":             fmt.Sprint(topPartner["name"]),
+			"partners-0-revenue":          dollars(topPartner["revenue"]),
+			"partners-0-commission":       dollars(topPartner["commission"]),
 		},
 	}
 	expectJSON, _ := json.Marshal(expect)

@@ -17,17 +17,19 @@ import (
 )
 
 // The public routes that exist today (gateway rules with Public: true, as
-// the services serve them). /admin/v1 is not public; track/refund,
-// and /api/v1/programs/me/analytics/sources does not exist yet.
+// the services serve them). /admin/v1 is not public.
 var wantOperations = []string{
 	"GET /api/openapi.json",
+	"GET /api/tracking/partners/{programId}",
 	"GET /api/tracking/performance/{programId}",
+	"GET /api/tracking/sources/{programId}",
 	"GET /api/tracking/status/{programId}",
 	"GET /api/v1/cli/auth/poll",
 	"GET /api/v1/cli/programs",
 	"GET /api/v1/cli/status",
 	"GET /api/v1/dashboard/auth/start",
 	"GET /api/v1/dashboard/me",
+	"GET /api/v1/programs/me/analytics/sources",
 	"GET /api/v1/programs/me/readiness",
 	"GET /api/v1/programs/{id}/settings",
 	"GET /api/v1/track/config",

@@ -19,10 +19,16 @@ type Config struct {
 
 	// GET /api/v1/programs/me/readiness requests per minute per API key.
 	ReadinessRateLimit int `env:"READINESS_RATE_LIMIT"`
+	// GET /api/v1/programs/me/analytics/sources requests per minute per
+	// API key (a bucket of its own).
+	SourcesRateLimit int `env:"SOURCES_RATE_LIMIT"`
 }
 
-// DefaultReadinessRateLimit is the spec's 30 per minute per key.
-const DefaultReadinessRateLimit = 30
+// The spec's 30 per minute per key, for each route.
+const (
+	DefaultReadinessRateLimit = 30
+	DefaultSourcesRateLimit   = 30
+)
 
 // SessionIssuer is accounts' issuer of session tokens (accounts'
 // server.SessionIssuer; the server test checks they agree).
@@ -33,9 +39,13 @@ func LoadConfig(env *obs.Env) (Config, error) {
 	c := Config{
 		SessionPublicKey:   env.String("SESSION_PUBLIC_KEY", ""),
 		ReadinessRateLimit: env.Int("READINESS_RATE_LIMIT", DefaultReadinessRateLimit),
+		SourcesRateLimit:   env.Int("SOURCES_RATE_LIMIT", DefaultSourcesRateLimit),
 	}
 	if c.ReadinessRateLimit <= 0 {
 		env.Fail(fmt.Errorf("READINESS_RATE_LIMIT must be positive, got %d", c.ReadinessRateLimit))
+	}
+	if c.SourcesRateLimit <= 0 {
+		env.Fail(fmt.Errorf("SOURCES_RATE_LIMIT must be positive, got %d", c.SourcesRateLimit))
 	}
 	if c.SessionPublicKey != "" {
 		if _, err := session.ParsePublicKey(c.SessionPublicKey); err != nil {

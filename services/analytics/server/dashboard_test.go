@@ -194,6 +194,12 @@ func metric(r reply, name string) any {
 	return m[name]
 }
 
+// errorMessage is an error envelope's error.message.
+func errorMessage(r reply) any {
+	e, _ := r.body["error"].(map[string]any)
+	return e["message"]
+}
+
 // wantJSON compares got with the JSON want, key order aside.
 func wantJSON(t *testing.T, what string, got any, want string) {
 	t.Helper()
@@ -450,5 +456,195 @@ func TestReadinessRateLimit(t *testing.T) {
 	// Another key has its own bucket.
 	if r := d.do(t, "GET", "/api/v1/programs/me/readiness", nil, bearer(w.test)...); r.status != 200 {
 		t.Fatalf("the test key: %d %s", r.status, r.raw)
+	}
+}
+
+// GET /api/tracking/sources/:programId and /api/tracking/partners/:programId
+// (dashboard session) and GET /api/v1/programs/me/analytics/sources (program
+// key) through the gateway: each customer's lead, conversion and revenue
+// under the source of the click that created it, ranked by revenue; the
+// partners' figures; the typed errors of the key route.
+func TestSourcesAndPartnersRoutes(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(t0)
+	d := start(t, clock)
+	w := d.world(t)
+	owner := d.token(t, w.owner)
+
+	// From a search result, with UTM parameters on the link followed.
+	c1 := d.click(t, w, map[string]any{"referrer_url": "https://www.Google.com/search?q=brand",
+		"affiliate_url": "https://brand.example/landing?via=" + w.code + "&utm_source=Newsletter&utm_medium=email&utm_campaign=spring"})
+	// Direct, landing on the pricing page the tracker reports.
+	d.click(t, w, map[string]any{"page_url": "https://www.brand.example/pricing?utm_source=twitter"})
+	// Test traffic is no source.
+	d.click(t, w, map[string]any{"referrer_url": "https://bing.com/", "additional_data": map[string]any{"test_mode": true}})
+	if r := d.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": c1, "customer_key": "k" + d.uniq()}, bearer(w.live)...); r.status != 200 {
+		t.Fatalf("lead: %d %s", r.status, r.raw)
+	}
+	d.sale(t, w, c1, 2000, "EUR") // €20.00 at 1.17 = $23.40, commission €2.00 = $2.34
+
+	sources := func(t *testing.T, query string, headers ...string) reply {
+		t.Helper()
+		return d.do(t, "GET", fmt.Sprintf("/api/tracking/sources/%d%s", w.program, query), nil, headers...)
+	}
+	var r reply
+	eventually(t, "the sale's revenue under its source", func() bool {
+		r = sources(t, "", bearer(owner)...)
+		data, _ := r.body["data"].(map[string]any)
+		refs, _ := data["referrers"].([]any)
+		return r.status == 200 && len(refs) > 0 && refs[0].(map[string]any)["revenue"] == 23.4
+	})
+	data := r.body["data"].(map[string]any)
+	searched := `{"clicks":1,"leads":1,"conversions":1,"revenue":23.4}`
+	direct := `{"clicks":1,"leads":0,"conversions":0,"revenue":0}`
+	row := func(name, figures string) string { return `{"name":"` + name + `",` + figures[1:] }
+	for dim, want := range map[string]string{
+		"referrers":     `[` + row("google.com", searched) + `,` + row("(direct)", direct) + `]`,
+		"utm_sources":   `[` + row("newsletter", searched) + `,` + row("twitter", direct) + `]`,
+		"utm_mediums":   `[` + row("email", searched) + `,` + row("(none)", direct) + `]`,
+		"utm_campaigns": `[` + row("spring", searched) + `,` + row("(none)", direct) + `]`,
+		"landing_pages": `[` + row("brand.example/landing", searched) + `,` + row("brand.example/pricing", direct) + `]`,
+	} {
+		wantJSON(t, dim, data[dim], want)
+	}
+	for _, dim := range []string{"countries", "devices"} {
+		var clicks float64
+		for _, v := range data[dim].([]any) {
+			clicks += v.(map[string]any)["clicks"].(float64)
+		}
+		if clicks != 2 {
+			t.Errorf("%s: %v clicks in all, want 2", dim, clicks)
+		}
+	}
+	wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","timezone":"UTC"}`)
+
+	t.Run("limit keeps the top rows; a range without traffic is empty lists", func(t *testing.T) {
+		r := sources(t, "?limit=1", bearer(owner)...)
+		wantJSON(t, "referrers", r.body["data"].(map[string]any)["referrers"], `[`+row("google.com", searched)+`]`)
+		r = sources(t, "?dateFrom=2026-01-01&dateTo=2026-01-31", bearer(owner)...)
+		wantJSON(t, "utm_sources", r.body["data"].(map[string]any)["utm_sources"], `[]`)
+	})
+
+	t.Run("partners: clicks, leads, conversions, revenue and commission in dollars", func(t *testing.T) {
+		var r reply
+		eventually(t, "the commission under its partner", func() bool {
+			r = d.do(t, "GET", fmt.Sprintf("/api/tracking/partners/%d", w.program), nil, bearer(owner)...)
+			rows, _ := r.body["data"].([]any)
+			return r.status == 200 && len(rows) == 1 && rows[0].(map[string]any)["commission"] == 2.34
+		})
+		wantJSON(t, "partners", r.body["data"], fmt.Sprintf(`[{"partnerId":%d,"name":"Partner %s","clicks":2,"leads":1,"conversions":1,"revenue":23.4,"commission":2.34}]`,
+			w.partner, strings.TrimPrefix(w.code, "C")))
+	})
+
+	t.Run("the key route answers the key's program the same", func(t *testing.T) {
+		r := d.do(t, "GET", "/api/v1/programs/me/analytics/sources", nil, bearer(w.live)...)
+		if r.status != 200 || r.header.Get("X-RateLimit-Limit") != "30" {
+			t.Fatalf("%d %v %s", r.status, r.header, r.raw)
+		}
+		wantJSON(t, "data", r.body["data"], func() string { b, _ := json.Marshal(data); return string(b) }())
+	})
+
+	t.Run("refusals: 403 without access, typed 401 and 400 on the key route, nothing 5xx", func(t *testing.T) {
+		stranger := d.admin(t, "POST", "/admin/v1/users", map[string]any{"email": "stranger" + d.uniq() + "@x.example", "name": "S"})
+		for name, h := range map[string][]string{"none": nil, "stranger": bearer(d.token(t, stranger)), "program key": bearer(w.live)} {
+			for _, path := range []string{"sources", "partners"} {
+				if r := d.do(t, "GET", fmt.Sprintf("/api/tracking/%s/%d", path, w.program), nil, h...); r.status != 403 {
+					t.Errorf("%s %s: %d %s", path, name, r.status, r.raw)
+				}
+			}
+		}
+		for q, msg := range map[string]string{
+			"?period=1y":                  "period must be one of: 7d, 30d, 90d, all",
+			"?limit=0":                    "limit must be a whole number from 1 to 100",
+			"?limit=101":                  "limit must be a whole number from 1 to 100",
+			"?timezone=Mars/Olympus":      "timezone must be an IANA time zone name, for example Europe/Paris",
+			"?timezone=Local":             "timezone must be an IANA time zone name, for example Europe/Paris",
+			"?dateFrom=x&dateTo=y":        "dateFrom and dateTo must be ISO 8601 dates (YYYY-MM-DD) or times with offset",
+			"?timezone=Europe%2FParis%00": "",
+		} {
+			r := d.do(t, "GET", "/api/v1/programs/me/analytics/sources"+q, nil, bearer(w.live)...)
+			e, _ := r.body["error"].(map[string]any)
+			if r.status != 400 || e["code"] != "invalid_request" || (msg != "" && e["message"] != msg) {
+				t.Errorf("%s: %d %s", q, r.status, r.raw)
+			}
+			if r := sources(t, q, bearer(owner)...); r.status != 400 || (msg != "" && errorMessage(r) != msg) {
+				t.Errorf("dashboard %s: %d %s", q, r.status, r.raw)
+			}
+		}
+		r := d.do(t, "GET", "/api/v1/programs/me/analytics/sources", nil)
+		if e, _ := r.body["error"].(map[string]any); r.status != 401 || e["code"] != "invalid_key" {
+			t.Errorf("no key: %d %s", r.status, r.raw)
+		}
+	})
+}
+
+// The timezone parameter counts the brand's own calendar days: a click at
+// 23:30 UTC on 9 March is 10 March in Paris (UTC+1) and 9 March in New York.
+func TestPerformanceInTimeZone(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(time.Date(2026, 3, 9, 23, 30, 0, 0, time.UTC))
+	d := start(t, clock)
+	w := d.world(t)
+	owner := d.token(t, w.owner)
+	d.click(t, w, nil)
+	perf := func(t *testing.T, query string) reply {
+		t.Helper()
+		return d.do(t, "GET", fmt.Sprintf("/api/tracking/performance/%d%s", w.program, query), nil, bearer(owner)...)
+	}
+	eventually(t, "the click", func() bool { return metric(perf(t, ""), "totalClicks") == 1.0 })
+	clicksOn := func(r reply) map[string]float64 {
+		out := map[string]float64{}
+		for _, row := range r.body["data"].([]any) {
+			m := row.(map[string]any)
+			if m["clicks"].(float64) > 0 {
+				out[m["date"].(string)] = m["clicks"].(float64)
+			}
+		}
+		return out
+	}
+	for zone, want := range map[string]string{"": "2026-03-09", "UTC": "2026-03-09", "Europe/Paris": "2026-03-10", "America/New_York": "2026-03-09", "Asia/Kathmandu": "2026-03-10"} {
+		q := "?period=7d"
+		if zone != "" {
+			q += "&timezone=" + zone
+		}
+		r := perf(t, q)
+		if got := clicksOn(r); r.status != 200 || len(got) != 1 || got[want] != 1 {
+			t.Errorf("%q: clicks by day %v, want one on %s (%d %s)", zone, got, want, r.status, r.raw)
+		}
+		if rows := r.body["data"].([]any); len(rows) != 7 || rows[6].(map[string]any)["date"] != want {
+			t.Errorf("%q: today is not the last of 7 rows: %s", zone, r.raw)
+		}
+	}
+	// meta in the zone's own offset; the spec's meta unchanged without one.
+	wantJSON(t, "meta Paris", perf(t, "?period=7d&timezone=Europe/Paris").body["meta"],
+		`{"period":"7d","dateFrom":"2026-03-04T00:00:00.000+01:00","dateTo":"2026-03-10T23:59:59.999+01:00","previousPeriod":{"dateFrom":"2026-02-25T00:00:00.000+01:00","dateTo":"2026-03-03T23:59:59.999+01:00"},"timezone":"Europe/Paris"}`)
+	// A day across the spring DST change is 23 hours and counted whole.
+	wantJSON(t, "meta New York DST", perf(t, "?dateFrom=2026-03-08&dateTo=2026-03-08&timezone=America/New_York").body["meta"],
+		`{"period":"7d","dateFrom":"2026-03-08T00:00:00.000-05:00","dateTo":"2026-03-08T23:59:59.999-04:00","previousPeriod":{"dateFrom":"2026-03-07T00:00:00.000-05:00","dateTo":"2026-03-07T23:59:59.999-05:00"},"timezone":"America/New_York"}`)
+	if r := perf(t, "?timezone=Nowhere/Atlantis"); r.status != 400 || errorMessage(r) != "timezone must be an IANA time zone name, for example Europe/Paris" {
+		t.Errorf("unknown zone: %d %s", r.status, r.raw)
+	}
+}
+
+// Sources' limit: SOURCES_RATE_LIMIT requests a minute per key, its own
+// bucket beside readiness'.
+func TestSourcesRateLimit(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(t0)
+	st := stacktest.StartOn(t, clock, map[string]string{"DB_MAX_CONNS": "6", "SOURCES_RATE_LIMIT": "1", "ADMIN_RATE_LIMIT": "1000000"})
+	gw := httptest.NewServer(gateway.New(st.Handlers()))
+	t.Cleanup(gw.Close)
+	d := &dash{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second}}
+	w := d.world(t)
+	if r := d.do(t, "GET", "/api/v1/programs/me/analytics/sources", nil, bearer(w.live)...); r.status != 200 {
+		t.Fatalf("first call: %d %s", r.status, r.raw)
+	}
+	r := d.do(t, "GET", "/api/v1/programs/me/analytics/sources", nil, bearer(w.live)...)
+	e, _ := r.body["error"].(map[string]any)
+	if r.status != 429 || e["code"] != "rate_limited" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("over the limit: %d %v %s", r.status, r.header, r.raw)
+	}
+	if r := d.do(t, "GET", "/api/v1/programs/me/readiness", nil, bearer(w.live)...); r.status != 200 {
+		t.Fatalf("readiness keeps its own bucket: %d %s", r.status, r.raw)
 	}
 }

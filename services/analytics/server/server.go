@@ -83,7 +83,8 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
-	routes := httpapi.Routes(endpoints.New(svc, tracing), httpapi.Config{Sessions: sessions, Logger: p.Logger})
+	set := endpoints.New(svc, tracing)
+	routes := httpapi.Routes(set, httpapi.Config{Sessions: sessions, Logger: p.Logger})
 	// GET /api/v1/programs/me/readiness: a program API key, 30/min per key.
 	rstore := readinessstore.New(p.Pool)
 	ready, err := readiness.NewService(rstore, p.Now)
@@ -102,6 +103,17 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Keys:   &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
 		Logger: p.Logger,
 		Limit:  ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("readiness"), ratelimit.WithOnRefuse(refusals.Inc)),
+	})...)
+	// GET /api/v1/programs/me/analytics/sources: a program API key, its
+	// own 30/min per key.
+	sourcesLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.SourcesRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, httpapi.KeyRoutes(set, httpapi.KeyConfig{
+		Keys:   &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
+		Logger: p.Logger,
+		Limit:  ratelimit.Middleware(sourcesLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sources"), ratelimit.WithOnRefuse(refusals.Inc)),
 	})...)
 	pageHandler, err := page.Handler(page.Config{SignInURL: SignInPath, SignOutURL: SignOutPath, ProgramsURL: ProgramsPath})
 	if err != nil {

@@ -49,8 +49,12 @@ type ClickRecorded struct {
 	PageUrl        string                 `protobuf:"bytes,17,opt,name=page_url,json=pageUrl,proto3" json:"page_url,omitempty"`
 	ReferrerUrl    string                 `protobuf:"bytes,18,opt,name=referrer_url,json=referrerUrl,proto3" json:"referrer_url,omitempty"`
 	ClickedAt      *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=clicked_at,json=clickedAt,proto3" json:"clicked_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The referral link as the visitor followed it (the click body's
+	// affiliate_url): its UTM parameters and landing page are the click's
+	// source when page_url is not sent.
+	AffiliateUrl  string `protobuf:"bytes,20,opt,name=affiliate_url,json=affiliateUrl,proto3" json:"affiliate_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClickRecorded) Reset() {
@@ -214,6 +218,13 @@ func (x *ClickRecorded) GetClickedAt() *timestamppb.Timestamp {
 		return x.ClickedAt
 	}
 	return nil
+}
+
+func (x *ClickRecorded) GetAffiliateUrl() string {
+	if x != nil {
+		return x.AffiliateUrl
+	}
+	return ""
 }
 
 // Event type "tracking.lead.recorded": a lead was stored (settled,
@@ -762,7 +773,7 @@ var File_svc_events_v1_tracking_proto protoreflect.FileDescriptor
 
 const file_svc_events_v1_tracking_proto_rawDesc = "" +
 	"\n" +
-	"\x1csvc/events/v1/tracking.proto\x12\rsvc.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\x04\n" +
+	"\x1csvc/events/v1/tracking.proto\x12\rsvc.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x04\n" +
 	"\rClickRecorded\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x19\n" +
 	"\bclick_id\x18\x02 \x01(\tR\aclickId\x12\x1f\n" +
@@ -788,7 +799,8 @@ const file_svc_events_v1_tracking_proto_rawDesc = "" +
 	"\bpage_url\x18\x11 \x01(\tR\apageUrl\x12!\n" +
 	"\freferrer_url\x18\x12 \x01(\tR\vreferrerUrl\x129\n" +
 	"\n" +
-	"clicked_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tclickedAt\"\xb0\x03\n" +
+	"clicked_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tclickedAt\x12#\n" +
+	"\raffiliate_url\x18\x14 \x01(\tR\faffiliateUrl\"\xb0\x03\n" +
 	"\fLeadRecorded\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\x03R\n" +

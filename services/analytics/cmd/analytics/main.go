@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The timezone parameter names IANA zones: the binary carries the zone
+	// database, so an image without /usr/share/zoneinfo answers the same.
+	_ "time/tzdata"
 
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/services/analytics/server"

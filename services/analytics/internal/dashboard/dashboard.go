@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/services/analytics/internal/sources"
 )
 
 // Errors of the dashboard routes; each wraps one kind.
@@ -31,6 +32,7 @@ var (
 	ErrDate            = fmt.Errorf("dateFrom and dateTo must be ISO 8601 dates (YYYY-MM-DD) or times with offset: %w", errkind.Invalid)
 	ErrDateOrder       = fmt.Errorf("dateFrom must be on or before dateTo: %w", errkind.Invalid)
 	ErrRangeTooLong    = fmt.Errorf("dateFrom to dateTo may span at most 3660 days: %w", errkind.Invalid)
+	ErrTimeZone        = fmt.Errorf("timezone must be an IANA time zone name, for example Europe/Paris: %w", errkind.Invalid)
 )
 
 // PermissionTrackingRead is the workspace permission status needs.
@@ -75,7 +77,8 @@ func (m Member) Can(perm string) bool {
 	return false
 }
 
-// Day is one UTC calendar day's figures; money in US dollars, unrounded.
+// Day is one calendar day's figures (Date: the civil date, held at UTC
+// midnight); money in US dollars, unrounded.
 type Day struct {
 	Date                                        time.Time
 	Clicks, Leads, Conversions, Sales, Partners int64
@@ -105,11 +108,16 @@ const (
 type Store interface {
 	Program(ctx context.Context, id int64) (Program, bool, error)
 	Member(ctx context.Context, programID, userID int64) (Member, bool, error)
-	// Days answers the days of [from, to) that have any figure, in order.
-	Days(ctx context.Context, programID int64, from, to time.Time) ([]Day, error)
+	// Days answers the calendar days of the span (in its zone) that have
+	// any figure, in order.
+	Days(ctx context.Context, programID int64, span Span) ([]Day, error)
 	// FirstActivity is the start of the earliest bucket with any figure.
 	FirstActivity(ctx context.Context, programID int64) (time.Time, bool, error)
 	TestEvents(ctx context.Context, programID int64, kind string) (TestEvents, error)
+	// Sources sums the span per value of each source dimension (unranked).
+	Sources(ctx context.Context, programID int64, span Span) (map[string][]sources.Row, error)
+	// Partners sums the span per partner (unranked).
+	Partners(ctx context.Context, programID int64, span Span) ([]PartnerRow, error)
 	HasApprovedPartner(ctx context.Context, programID int64) (bool, error)
 }
 
@@ -127,12 +135,48 @@ func New(store Store, now func() time.Time) (*Service, error) {
 	return &Service{store: store, now: now}, nil
 }
 
+// RangeQuery is the period of a figures route as sent: a period, or a
+// dateFrom/dateTo pair, and the time zone whose calendar days are counted
+// ("" when not sent: UTC).
+type RangeQuery struct {
+	Period           string // "" when not sent
+	DateFrom, DateTo string // "" when not sent
+	TimeZone         string // IANA name; "" when not sent
+}
+
 // PerformanceQuery is a performance request. UserID 0: no valid session.
 // ProgramID 0: the path named no program (not a positive integer).
 type PerformanceQuery struct {
 	UserID, ProgramID int64
-	Period            string // "" when not sent
-	DateFrom, DateTo  string // "" when not sent
+	RangeQuery
+}
+
+// Span is a resolved range: Days calendar days from First (a civil date,
+// held at UTC midnight) in Loc.
+type Span struct {
+	Period string
+	Loc    *time.Location
+	First  time.Time
+	Days   int
+}
+
+// From is the range's first instant: midnight of First in Loc.
+func (s Span) From() time.Time { return midnight(s.First, 0, s.Loc) }
+
+// To is the instant just after the range: midnight of the day after the
+// last, in Loc (a DST day is 23 or 25 hours, and counted whole).
+func (s Span) To() time.Time { return midnight(s.First, s.Days, s.Loc) }
+
+// Previous is the equal-length range just before.
+func (s Span) Previous() Span {
+	p := s
+	p.First = s.First.AddDate(0, 0, -s.Days)
+	return p
+}
+
+func midnight(civil time.Time, addDays int, loc *time.Location) time.Time {
+	y, m, d := civil.Date()
+	return time.Date(y, m, d+addDays, 0, 0, 0, 0, loc)
 }
 
 // Trend compares a metric with the previous period. Value nil: previous
@@ -151,105 +195,134 @@ type Metrics struct {
 }
 
 // Performance is the route's answer: one Day per calendar day (money
-// rounded to cents), the metrics, and the ranges.
+// rounded to cents), the metrics, and the range and the previous one.
 type Performance struct {
-	Days             []Day
-	Metrics          Metrics
-	Period           string
-	From, To         time.Time // first instant and last millisecond of the range
-	PrevFrom, PrevTo time.Time
+	Days           []Day
+	Metrics        Metrics
+	Span, Previous Span
 }
 
 // Performance answers the daily figures of a program for the caller.
 func (s *Service) Performance(ctx context.Context, q PerformanceQuery) (Performance, error) {
-	if q.UserID == 0 || q.ProgramID == 0 {
-		return Performance{}, ErrNoAccess
-	}
-	prog, ok, err := s.store.Program(ctx, q.ProgramID)
+	prog, err := s.memberProgram(ctx, q.UserID, q.ProgramID)
 	if err != nil {
 		return Performance{}, err
+	}
+	span, err := s.span(ctx, prog, q.RangeQuery)
+	if err != nil {
+		return Performance{}, err
+	}
+	prev := span.Previous()
+	cur, err := s.store.Days(ctx, q.ProgramID, span)
+	if err != nil {
+		return Performance{}, err
+	}
+	before, err := s.store.Days(ctx, q.ProgramID, prev)
+	if err != nil {
+		return Performance{}, err
+	}
+	out := Performance{Days: fill(cur, span.First, span.Days), Span: span, Previous: prev}
+	out.Metrics = metrics(sum(cur), sum(before))
+	return out, nil
+}
+
+// memberProgram is the program, when the caller is an active member of
+// it; ErrNoAccess for no session, no such program and no membership alike.
+func (s *Service) memberProgram(ctx context.Context, userID, programID int64) (Program, error) {
+	if userID == 0 || programID == 0 {
+		return Program{}, ErrNoAccess
+	}
+	prog, ok, err := s.store.Program(ctx, programID)
+	if err != nil {
+		return Program{}, err
 	}
 	if !ok {
-		return Performance{}, ErrNoAccess
+		return Program{}, ErrNoAccess
 	}
-	m, ok, err := s.store.Member(ctx, q.ProgramID, q.UserID)
+	m, ok, err := s.store.Member(ctx, programID, userID)
 	if err != nil {
-		return Performance{}, err
+		return Program{}, err
 	}
 	if !ok || !m.Active {
-		return Performance{}, ErrNoAccess
+		return Program{}, ErrNoAccess
 	}
+	return prog, nil
+}
+
+// MaxTimeZoneLen bounds the timezone parameter (the longest IANA name is
+// 32 bytes).
+const MaxTimeZoneLen = 64
+
+// location reads the timezone parameter: an IANA name; "" is UTC. "Local"
+// (the server's own zone) is not a brand's zone.
+func location(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	if len(name) > MaxTimeZoneLen || name == "Local" {
+		return nil, ErrTimeZone
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, ErrTimeZone
+	}
+	return loc, nil
+}
+
+// span resolves the range. dateFrom and dateTo, both sent, win over
+// period and include both days; one without the other is ignored (the
+// spec uses them together). "all" runs from the program's creation or its
+// earliest figure, whichever is first, to today. Days are the calendar
+// days of the time zone.
+func (s *Service) span(ctx context.Context, prog Program, q RangeQuery) (Span, error) {
 	period := q.Period
 	if period == "" {
 		period = DefaultPeriod
 	}
-	first, days, err := s.dayRange(ctx, prog, period, q.DateFrom, q.DateTo)
+	loc, err := location(q.TimeZone)
 	if err != nil {
-		return Performance{}, err
+		return Span{}, err
 	}
-	from, to := first, first.AddDate(0, 0, days)
-	prevFrom := first.AddDate(0, 0, -days)
-	cur, err := s.store.Days(ctx, q.ProgramID, from, to)
-	if err != nil {
-		return Performance{}, err
-	}
-	prev, err := s.store.Days(ctx, q.ProgramID, prevFrom, from)
-	if err != nil {
-		return Performance{}, err
-	}
-	out := Performance{
-		Days: fill(cur, from, days), Period: period,
-		From: from, To: to.Add(-time.Millisecond), PrevFrom: prevFrom, PrevTo: from.Add(-time.Millisecond),
-	}
-	out.Metrics = metrics(sum(cur), sum(prev))
-	return out, nil
-}
-
-// dayRange is the first day and the number of days of the current range.
-// dateFrom and dateTo, both sent, win over period and include both days;
-// one without the other is ignored (the spec uses them together). "all"
-// runs from the program's creation or its earliest figure, whichever is
-// first, to today.
-func (s *Service) dayRange(ctx context.Context, prog Program, period, dateFrom, dateTo string) (time.Time, int, error) {
-	today := day(s.now())
-	if dateFrom != "" && dateTo != "" {
-		f, err := parseDate(dateFrom)
+	today := civil(s.now(), loc)
+	out := Span{Period: period, Loc: loc}
+	if q.DateFrom != "" && q.DateTo != "" {
+		f, err := parseDate(q.DateFrom)
 		if err != nil {
-			return time.Time{}, 0, err
+			return Span{}, err
 		}
-		t, err := parseDate(dateTo)
+		t, err := parseDate(q.DateTo)
 		if err != nil {
-			return time.Time{}, 0, err
+			return Span{}, err
 		}
 		if t.Before(f) {
-			return time.Time{}, 0, ErrDateOrder
+			return Span{}, ErrDateOrder
 		}
 		n := int(t.Sub(f).Hours()/24) + 1
 		if n > MaxRangeDays {
-			return time.Time{}, 0, ErrRangeTooLong
+			return Span{}, ErrRangeTooLong
 		}
-		return f, n, nil
+		out.First, out.Days = f, n
+		return out, nil
 	}
 	switch period {
-	case "7d":
-		return today.AddDate(0, 0, -6), 7, nil
-	case "30d":
-		return today.AddDate(0, 0, -29), 30, nil
-	case "90d":
-		return today.AddDate(0, 0, -89), 90, nil
+	case "7d", "30d", "90d":
+		n := map[string]int{"7d": 7, "30d": 30, "90d": 90}[period]
+		out.First, out.Days = today.AddDate(0, 0, 1-n), n
+		return out, nil
 	case "all":
 		start := today
-		if d := day(prog.CreatedAt); !prog.CreatedAt.IsZero() && d.Before(start) {
+		if d := civil(prog.CreatedAt, loc); !prog.CreatedAt.IsZero() && d.Before(start) {
 			start = d
 		}
 		if t, ok, err := s.store.FirstActivity(ctx, prog.ID); err != nil {
-			return time.Time{}, 0, err
-		} else if d := day(t); ok && d.Before(start) {
+			return Span{}, err
+		} else if d := civil(t, loc); ok && d.Before(start) {
 			start = d
 		}
-		return start, int(today.Sub(start).Hours()/24) + 1, nil
+		out.First, out.Days = start, int(today.Sub(start).Hours()/24)+1
+		return out, nil
 	}
-	return time.Time{}, 0, ErrPeriod
+	return Span{}, ErrPeriod
 }
 
 // parseDate reads an ISO 8601 date, or a time with offset whose calendar
@@ -269,9 +342,9 @@ func parseDate(s string) (time.Time, error) {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC), nil
 }
 
-// day is the UTC calendar day of t, at midnight.
-func day(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
+// civil is t's calendar day in loc, held at UTC midnight.
+func civil(t time.Time, loc *time.Location) time.Time {
+	y, m, d := t.In(loc).Date()
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
@@ -280,7 +353,7 @@ func day(t time.Time) time.Time {
 func fill(have []Day, first time.Time, days int) []Day {
 	byDate := make(map[time.Time]Day, len(have))
 	for _, d := range have {
-		byDate[day(d.Date)] = d
+		byDate[civil(d.Date, time.UTC)] = d
 	}
 	out := make([]Day, days)
 	for i := range out {

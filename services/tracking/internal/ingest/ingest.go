@@ -172,6 +172,8 @@ type ClickRecord struct {
 type ClickDetails struct {
 	PageURL, PageTitle, ReferrerURL, SessionID, UserAgent string
 	ScreenResolution, ViewportSize, Language, Timezone    string
+	// AffiliateURL is the referral link followed; published, not stored.
+	AffiliateURL string
 }
 
 // ClickResult is what the store did.

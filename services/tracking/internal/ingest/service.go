@@ -202,7 +202,7 @@ func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error)
 		}
 	}
 	enr := s.enricher.Enrich(ip, in.UserAgent)
-	in.Details.UserAgent = in.UserAgent
+	in.Details.UserAgent, in.Details.AffiliateURL = in.UserAgent, in.AffiliateURL
 	now := s.now().UTC()
 	if in.TestMode {
 		programID := link.Program.ID

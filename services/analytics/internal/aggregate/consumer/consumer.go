@@ -55,7 +55,10 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if first, err := once(ctx, tx, "click", ev.GetEventId()); err != nil || !first {
 			return err
 		}
-		return addActivity(ctx, tx, ev.GetProgramId(), at, "clicks")
+		if err := addActivity(ctx, tx, ev.GetProgramId(), at, "clicks"); err != nil {
+			return err
+		}
+		return clickSource(ctx, tx, &ev)
 	case eventsv1.TypeLeadRecorded:
 		var ev eventsv1.LeadRecorded
 		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
@@ -67,7 +70,7 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if ev.GetStatus() != LeadSettled || ev.GetCustomerId() == 0 || ev.GetSignupDate() == nil {
 			return nil
 		}
-		return signedUp(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetSignupDate().AsTime())
+		return signedUp(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetPartnerId(), ev.GetSignupDate().AsTime())
 	case eventsv1.TypeCustomerConverted:
 		var ev eventsv1.CustomerConverted
 		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
@@ -77,11 +80,11 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			return nil
 		}
 		if ev.GetSignupDate() != nil {
-			if err := signedUp(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetSignupDate().AsTime()); err != nil {
+			if err := signedUp(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetPartnerId(), ev.GetSignupDate().AsTime()); err != nil {
 				return err
 			}
 		}
-		return converted(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetFirstPurchaseDate().AsTime())
+		return converted(ctx, tx, ev.GetProgramId(), ev.GetCustomerId(), ev.GetPartnerId(), ev.GetFirstPurchaseDate().AsTime())
 	}
 	return nil
 }
@@ -104,7 +107,10 @@ func Commissions(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if err := addActivity(ctx, tx, ev.GetProgramId(), at, "sales"); err != nil {
 			return err
 		}
-		return addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), ev.GetAmountCents(), 0)
+		if err := addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), ev.GetAmountCents(), 0); err != nil {
+			return err
+		}
+		return saleSource(ctx, tx, &ev)
 	case eventsv1.TypeCommissionCreated:
 		var ev eventsv1.CommissionCreated
 		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
@@ -116,7 +122,11 @@ func Commissions(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if first, err := once(ctx, tx, "commission", ev.GetCommissionId()); err != nil || !first {
 			return err
 		}
-		return addMoney(ctx, tx, ev.GetProgramId(), ev.GetCreatedAt().AsTime(), ev.GetCurrency(), 0, ev.GetAmount())
+		at := ev.GetCreatedAt().AsTime()
+		if err := addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), 0, ev.GetAmount()); err != nil {
+			return err
+		}
+		return addPartnerMoney(ctx, tx, ev.GetProgramId(), ev.GetPartnerId(), at, ev.GetCurrency(), 0, ev.GetAmount())
 	}
 	return nil
 }
@@ -159,21 +169,22 @@ func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, curre
 // signedUp counts a customer as a lead of its signup bucket, once: a
 // customer already counted (a second settled lead, a conversion that says
 // the same signup date) is not counted again.
-func signedUp(ctx context.Context, tx pgx.Tx, program, customer int64, signup time.Time) error {
-	return countCustomer(ctx, tx, program, customer, signup, "signup_bucket", "lead", "leads")
+func signedUp(ctx context.Context, tx pgx.Tx, program, customer, partner int64, signup time.Time) error {
+	return countCustomer(ctx, tx, program, customer, partner, signup, "signup_bucket", "lead", "leads")
 }
 
 // converted counts a customer as a conversion of its first purchase
 // bucket, once.
-func converted(ctx context.Context, tx pgx.Tx, program, customer int64, first time.Time) error {
-	return countCustomer(ctx, tx, program, customer, first, "first_purchase_bucket", "conversion", "conversions")
+func converted(ctx context.Context, tx pgx.Tx, program, customer, partner int64, first time.Time) error {
+	return countCustomer(ctx, tx, program, customer, partner, first, "first_purchase_bucket", "conversion", "conversions")
 }
 
 // countCustomer records the customer's bucket of at in bucketColumn, unless
 // one is there (then it was counted), and adds one to counter in that
-// bucket. A new customer row gets status; a conversion also moves an
-// existing one (columns are the callers' constants, never input).
-func countCustomer(ctx context.Context, tx pgx.Tx, program, customer int64, at time.Time, bucketColumn, status, counter string) error {
+// bucket, of the program, of the customer's source and of the partner it
+// was attributed to. A new customer row gets status; a conversion also
+// moves an existing one (columns are the callers' constants, never input).
+func countCustomer(ctx context.Context, tx pgx.Tx, program, customer, partner int64, at time.Time, bucketColumn, status, counter string) error {
 	var had *time.Time
 	err := tx.QueryRow(ctx, `SELECT `+bucketColumn+` FROM customers WHERE customer_id = $1 FOR UPDATE`, customer).Scan(&had)
 	switch {
@@ -190,7 +201,17 @@ func countCustomer(ctx context.Context, tx pgx.Tx, program, customer int64, at t
 	if err != nil {
 		return fmt.Errorf("customer %d: %w", customer, err)
 	}
-	return addActivity(ctx, tx, program, at, counter)
+	if err := addActivity(ctx, tx, program, at, counter); err != nil {
+		return err
+	}
+	source, err := customerSource(ctx, tx, program, customer)
+	if err != nil {
+		return err
+	}
+	if err := addKeyed(ctx, tx, "source_buckets", "source_id", program, source, at, counter); err != nil {
+		return err
+	}
+	return addKeyed(ctx, tx, "partner_buckets", "partner_id", program, partner, at, counter)
 }
 
 // testEvent keeps a test click or lead for status, and only the latest

@@ -55,14 +55,14 @@ func TestEventsCountOnce(t *testing.T) {
 	pool := setup(t)
 	ts := timestamppb.New(t0)
 	for range 2 {
-		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 1, ProgramId: 7, CustomerId: 1, ClickedAt: ts})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 1, ProgramId: 7, CustomerId: 1, NewCustomer: true, ReferrerUrl: "https://google.com/", ClickedAt: ts})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 2, ProgramId: 7, CustomerId: 2, ClickedAt: ts, IsTest: true})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 3, ProgramId: 7, CustomerId: 1, Status: "settled", RecordedAt: ts, SignupDate: ts})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 4, ProgramId: 7, CustomerId: 3, Status: "provisional", RecordedAt: ts})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 7, CustomerId: 1, SignupDate: ts, FirstPurchaseDate: ts})
 		// Converted without a lead: a conversion, not a lead.
 		apply(t, pool, consumer.Tracking, eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 7, CustomerId: 4, FirstPurchaseDate: ts})
-		apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 9, ProgramId: 7, AmountCents: 2500, Currency: "EUR", OccurredAt: ts})
+		apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 9, ProgramId: 7, CustomerId: 1, AmountCents: 2500, Currency: "EUR", OccurredAt: ts})
 		apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 10, ProgramId: 7, AmountCents: 999, Currency: "USD", OccurredAt: ts, IsTest: true})
 		apply(t, pool, consumer.Commissions, eventsv1.TypeCommissionCreated, &eventsv1.CommissionCreated{CommissionId: 11, ProgramId: 7, Amount: 250, Currency: "EUR", CreatedAt: ts})
 	}
@@ -79,6 +79,32 @@ func TestEventsCountOnce(t *testing.T) {
 	var tests int
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM test_events WHERE program_id = 7 AND kind = 'click'`).Scan(&tests); err != nil || tests != 1 {
 		t.Fatalf("test clicks kept: %d %v", tests, err)
+	}
+	// Sources and partners count once too: customer 1's lead, conversion
+	// and EUR sale under the source of its click; customer 4 (no click
+	// seen) under the empty source; no partner, no partner figures.
+	type figures struct{ clicks, leads, conversions, revenue int64 }
+	got := map[string]figures{}
+	rows, err := pool.Query(context.Background(), `SELECT s.referrer || ' ' || s.landing_page, COALESCE(sum(b.clicks), 0), COALESCE(sum(b.leads), 0),
+			COALESCE(sum(b.conversions), 0), COALESCE((SELECT sum(revenue_minor) FROM source_money m WHERE m.source_id = s.id), 0)
+		FROM sources s LEFT JOIN source_buckets b ON b.source_id = s.id WHERE s.program_id = 7 GROUP BY s.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var f figures
+		if err := rows.Scan(&name, &f.clicks, &f.leads, &f.conversions, &f.revenue); err != nil {
+			t.Fatal(err)
+		}
+		got[name] = f
+	}
+	if rows.Err() != nil || len(got) != 2 || got["google.com (unknown)"] != (figures{1, 1, 1, 2500}) || got["(direct) (unknown)"] != (figures{0, 0, 1, 0}) {
+		t.Fatalf("sources: %+v %v", got, rows.Err())
+	}
+	var partnerRows int
+	if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM partner_buckets) + (SELECT count(*) FROM partner_money)`).Scan(&partnerRows); err != nil || partnerRows != 0 {
+		t.Fatalf("partner rows without a partner: %d %v", partnerRows, err)
 	}
 }
 

@@ -19,12 +19,16 @@ import (
 type Service interface {
 	Performance(ctx context.Context, q dashboard.PerformanceQuery) (dashboard.Performance, error)
 	Status(ctx context.Context, q dashboard.StatusQuery) (dashboard.Status, error)
+	Sources(ctx context.Context, q dashboard.SourcesQuery) (dashboard.Sources, error)
+	Partners(ctx context.Context, q dashboard.SourcesQuery) (dashboard.Partners, error)
 }
 
 // Set holds the endpoints.
 type Set struct {
 	Performance endpoint.Endpoint
 	Status      endpoint.Endpoint
+	Sources     endpoint.Endpoint
+	Partners    endpoint.Endpoint
 }
 
 // New builds the set, each endpoint decorated with mw.
@@ -32,11 +36,33 @@ func New(svc Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
 		Performance: obs.Decorate("performance", makePerformance(svc), mw...),
 		Status:      obs.Decorate("status", makeStatus(svc), mw...),
+		Sources:     obs.Decorate("sources", makeSources(svc), mw...),
+		Partners:    obs.Decorate("partners", makePartners(svc), mw...),
 	}
 }
 
 // iso is the spec's ISO 8601 form of a time (UTC, milliseconds).
 func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// isoIn is a range bound in the zone the days were counted in: UTC reads
+// as iso does ("Z"), another zone with its offset that day.
+func isoIn(t time.Time, loc *time.Location) string {
+	return t.In(loc).Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// rangeView is a span's first instant and its last millisecond.
+func rangeView(s dashboard.Span) Range {
+	return Range{DateFrom: isoIn(s.From(), s.Loc), DateTo: isoIn(s.To().Add(-time.Millisecond), s.Loc)}
+}
+
+func metaView(cur, prev dashboard.Span) MetaView {
+	r := rangeView(cur)
+	m := MetaView{Period: cur.Period, DateFrom: r.DateFrom, DateTo: r.DateTo, PreviousPeriod: rangeView(prev)}
+	if cur.Loc != time.UTC {
+		m.TimeZone = cur.Loc.String()
+	}
+	return m
+}
 
 func isoOrNil(t *time.Time) *string {
 	if t == nil {
@@ -102,6 +128,9 @@ type MetaView struct {
 	DateFrom       string `json:"dateFrom"`
 	DateTo         string `json:"dateTo"`
 	PreviousPeriod Range  `json:"previousPeriod"`
+	// TimeZone echoes the timezone parameter; absent for UTC (the spec's
+	// meta, unchanged).
+	TimeZone string `json:"timezone,omitempty"`
 }
 
 // PerformanceRequest is the route's input: the verified session's user
@@ -149,8 +178,7 @@ func makePerformance(svc Service) endpoint.Endpoint {
 				RevenueTrend: trendView(m.Revenue), PartnersTrend: trendView(m.Partners), SalesTrend: trendView(m.Sales),
 				CommissionTrend: trendView(m.Commission),
 			},
-			Meta: MetaView{Period: p.Period, DateFrom: iso(p.From), DateTo: iso(p.To),
-				PreviousPeriod: Range{DateFrom: iso(p.PrevFrom), DateTo: iso(p.PrevTo)}},
+			Meta: metaView(p.Span, p.Previous),
 		}, nil
 	}
 }

@@ -1,9 +1,10 @@
 // Package httpapi is the dashboard routes' HTTP transport:
-// GET /api/tracking/performance/{programId} and
-// GET /api/tracking/status/{programId}, behind a dashboard session token
-// (Authorization: Bearer <token>, verified locally with accounts' public
-// key; CLI login tokens and program API keys are not sessions), in the
-// platform envelope.
+// GET /api/tracking/{performance,status,sources,partners}/{programId},
+// behind a dashboard session token (Authorization: Bearer <token>,
+// verified locally with accounts' public key; CLI login tokens and program
+// API keys are not sessions), in the platform envelope; and
+// GET /api/v1/programs/me/analytics/sources with a program API key, in
+// the typed envelope (keyroute.go).
 package httpapi
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/endpoints"
 )
 
@@ -27,6 +29,8 @@ import (
 const (
 	PathPerformance = "/api/tracking/performance/"
 	PathStatus      = "/api/tracking/status/"
+	PathSources     = "/api/tracking/sources/"
+	PathPartners    = "/api/tracking/partners/"
 )
 
 // Config carries what the transport needs besides the endpoints.
@@ -47,6 +51,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	return []httpkit.Route{
 		{Pattern: "GET " + PathPerformance + "{programId}", Name: "dashboard_performance", Handler: h(set.Performance, decodePerformance(cfg.Sessions))},
 		{Pattern: "GET " + PathStatus + "{programId}", Name: "dashboard_status", Handler: h(set.Status, decodeStatus(cfg.Sessions))},
+		{Pattern: "GET " + PathSources + "{programId}", Name: "dashboard_sources", Handler: h(set.Sources, decodeSources(cfg.Sessions))},
+		{Pattern: "GET " + PathPartners + "{programId}", Name: "dashboard_partners", Handler: h(set.Partners, decodeSources(cfg.Sessions))},
 	}
 }
 
@@ -78,11 +84,21 @@ func programID(r *http.Request) (int64, string) {
 func decodePerformance(v *session.Verifier) kithttp.DecodeRequestFunc {
 	return func(_ context.Context, r *http.Request) (any, error) {
 		id, _ := programID(r)
-		q := r.URL.Query()
-		return endpoints.PerformanceRequest{
-			UserID: userID(v, r), ProgramID: id,
-			Period: q.Get("period"), DateFrom: q.Get("dateFrom"), DateTo: q.Get("dateTo"),
-		}, nil
+		return endpoints.PerformanceRequest{UserID: userID(v, r), ProgramID: id, RangeQuery: rangeQuery(r)}, nil
+	}
+}
+
+// rangeQuery reads period, dateFrom, dateTo and timezone.
+func rangeQuery(r *http.Request) dashboard.RangeQuery {
+	q := r.URL.Query()
+	return dashboard.RangeQuery{Period: q.Get("period"), DateFrom: q.Get("dateFrom"), DateTo: q.Get("dateTo"), TimeZone: q.Get("timezone")}
+}
+
+// decodeSources reads a dashboard sources or partners request.
+func decodeSources(v *session.Verifier) kithttp.DecodeRequestFunc {
+	return func(_ context.Context, r *http.Request) (any, error) {
+		id, _ := programID(r)
+		return endpoints.SourcesRequest{UserID: userID(v, r), ProgramID: id, Limit: r.URL.Query().Get("limit"), RangeQuery: rangeQuery(r)}, nil
 	}
 }
 

@@ -1,8 +1,8 @@
 // Package pgstore is dashboard.Store over pgx: the catalog replica and the
 // pre-aggregated buckets the consumers keep. Money is summed per currency
-// in minor units and turned into dollars here, day by day, at the rate of
-// that day (fx_rates: the nearest earlier rate; a day before the first
-// rate uses the first).
+// and UTC day in minor units and turned into dollars here at the rate of
+// that day (the usd function over fx_rates: the nearest earlier rate; a
+// day before the first rate uses the first).
 package pgstore
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
+	"github.com/svc-dev/svc/services/analytics/internal/sources"
 )
 
 // Store is dashboard.Store.
@@ -61,34 +62,30 @@ func (s *Store) Member(ctx context.Context, programID, userID int64) (dashboard.
 	return m, true, nil
 }
 
-// Days sums the buckets of [from, to) by UTC day: counters, money in
-// dollars at each day's rate, and partner-program records created.
-func (s *Store) Days(ctx context.Context, programID int64, from, to time.Time) ([]dashboard.Day, error) {
+// Days sums the span's buckets by calendar day of its zone: counters,
+// money in dollars at the rate of each amount's UTC day, and
+// partner-program records created.
+func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) ([]dashboard.Day, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH activity AS (
-			SELECT (bucket AT TIME ZONE 'UTC')::date AS day, sum(clicks) AS clicks, sum(leads) AS leads,
+			SELECT (bucket AT TIME ZONE $4)::date AS day, sum(clicks) AS clicks, sum(leads) AS leads,
 				sum(conversions) AS conversions, sum(sales) AS sales
 			FROM activity_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
 		), money AS (
-			SELECT m.day, sum(m.revenue::numeric / 10 ^ c.exponent * r.usd_per_unit) AS revenue,
-				sum(m.commission::numeric / 10 ^ c.exponent * r.usd_per_unit) AS commission
-			FROM (SELECT (bucket AT TIME ZONE 'UTC')::date AS day, currency, sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
-				FROM money_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2) m
-			JOIN currencies c ON c.code = m.currency
-			CROSS JOIN LATERAL (
-				SELECT usd_per_unit FROM fx_rates f WHERE f.currency = m.currency
-				ORDER BY (f.valid_from <= m.day) DESC, CASE WHEN f.valid_from <= m.day THEN f.valid_from END DESC NULLS LAST, f.valid_from
-				LIMIT 1) r
+			SELECT m.day, sum(usd(m.revenue, m.currency, m.utc_day)) AS revenue, sum(usd(m.commission, m.currency, m.utc_day)) AS commission
+			FROM (SELECT (bucket AT TIME ZONE $4)::date AS day, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
+					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
+				FROM money_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
 			GROUP BY m.day
 		), partners AS (
-			SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS partners
+			SELECT (created_at AT TIME ZONE $4)::date AS day, count(*) AS partners
 			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
 		)
 		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
 			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8
 		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
 		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
-		ORDER BY d.day`, programID, from, to)
+		ORDER BY d.day`, programID, span.From(), span.To(), span.Loc.String())
 	if err != nil {
 		return nil, fmt.Errorf("read days of program %d: %w", programID, err)
 	}
@@ -103,6 +100,84 @@ func (s *Store) Days(ctx context.Context, programID int64, from, to time.Time) (
 		return nil, fmt.Errorf("read days of program %d: %w", programID, err)
 	}
 	return days, nil
+}
+
+// Sources sums the span's source buckets by each dimension: clicks, leads
+// and conversions, and revenue in dollars at the rate of each amount's
+// UTC day. Every value of every dimension, unranked.
+func (s *Store) Sources(ctx context.Context, programID int64, span dashboard.Span) (map[string][]sources.Row, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH counts AS (
+			SELECT source_id, sum(clicks) AS clicks, sum(leads) AS leads, sum(conversions) AS conversions
+			FROM source_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
+		), money AS (
+			SELECT source_id, sum(usd(revenue, currency, utc_day)) AS revenue
+			FROM (SELECT source_id, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency, sum(revenue_minor) AS revenue
+				FROM source_money WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
+			GROUP BY 1
+		), per_source AS (
+			SELECT s.*, COALESCE(c.clicks, 0) AS clicks, COALESCE(c.leads, 0) AS leads, COALESCE(c.conversions, 0) AS conversions,
+				COALESCE(m.revenue, 0) AS revenue
+			FROM (SELECT source_id FROM counts UNION SELECT source_id FROM money) ids
+			JOIN sources s ON s.id = ids.source_id
+			LEFT JOIN counts c ON c.source_id = ids.source_id LEFT JOIN money m ON m.source_id = ids.source_id
+		)
+		SELECT CASE WHEN GROUPING(referrer) = 0 THEN 'referrers' WHEN GROUPING(utm_source) = 0 THEN 'utm_sources'
+				WHEN GROUPING(utm_medium) = 0 THEN 'utm_mediums' WHEN GROUPING(utm_campaign) = 0 THEN 'utm_campaigns'
+				WHEN GROUPING(landing_page) = 0 THEN 'landing_pages' WHEN GROUPING(country) = 0 THEN 'countries' ELSE 'devices' END,
+			COALESCE(referrer, utm_source, utm_medium, utm_campaign, landing_page, country, device),
+			sum(clicks)::bigint, sum(leads)::bigint, sum(conversions)::bigint, sum(revenue)::float8
+		FROM per_source
+		GROUP BY GROUPING SETS ((referrer), (utm_source), (utm_medium), (utm_campaign), (landing_page), (country), (device))`,
+		programID, span.From(), span.To())
+	if err != nil {
+		return nil, fmt.Errorf("read sources of program %d: %w", programID, err)
+	}
+	out := map[string][]sources.Row{}
+	var dim string
+	var r sources.Row
+	_, err = pgx.ForEachRow(rows, []any{&dim, &r.Name, &r.Clicks, &r.Leads, &r.Conversions, &r.Revenue}, func() error {
+		out[dim] = append(out[dim], r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read sources of program %d: %w", programID, err)
+	}
+	return out, nil
+}
+
+// Partners sums the span's partner buckets per partner, with the
+// partner's name from the catalog ("" when not replicated yet).
+func (s *Store) Partners(ctx context.Context, programID int64, span dashboard.Span) ([]dashboard.PartnerRow, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH counts AS (
+			SELECT partner_id, sum(clicks) AS clicks, sum(leads) AS leads, sum(conversions) AS conversions
+			FROM partner_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
+		), money AS (
+			SELECT partner_id, sum(usd(revenue, currency, utc_day)) AS revenue, sum(usd(commission, currency, utc_day)) AS commission
+			FROM (SELECT partner_id, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
+					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
+				FROM partner_money WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
+			GROUP BY 1
+		)
+		SELECT ids.partner_id, COALESCE(p.name, ''), COALESCE(c.clicks, 0)::bigint, COALESCE(c.leads, 0)::bigint,
+			COALESCE(c.conversions, 0)::bigint, COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8
+		FROM (SELECT partner_id FROM counts UNION SELECT partner_id FROM money) ids
+		LEFT JOIN partners p ON p.id = ids.partner_id
+		LEFT JOIN counts c ON c.partner_id = ids.partner_id LEFT JOIN money m ON m.partner_id = ids.partner_id`,
+		programID, span.From(), span.To())
+	if err != nil {
+		return nil, fmt.Errorf("read partners of program %d: %w", programID, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dashboard.PartnerRow, error) {
+		var p dashboard.PartnerRow
+		err := row.Scan(&p.ID, &p.Name, &p.Clicks, &p.Leads, &p.Conversions, &p.Revenue, &p.Commission)
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read partners of program %d: %w", programID, err)
+	}
+	return out, nil
 }
 
 // FirstActivity is the earliest bucket with a figure, or the earliest

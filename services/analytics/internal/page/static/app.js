@@ -189,10 +189,11 @@
     box.textContent = '';
     if (!rows || rows.length === 0) { box.appendChild(el('p', { className: 'empty', text: empty })); return; }
     var head = el('tr', {}, cols.map(function (c) { return el('th', { scope: 'col', className: c[2] === 'name' ? '' : 'num', text: c[1] }); }));
-    var body = rows.map(function (r) {
+    var body = rows.map(function (r, i) {
       return el('tr', {}, cols.map(function (c) {
         var v = r[c[0]];
-        return el('td', { className: c[2] === 'name' ? 'name' : 'num', text: c[2] === 'name' ? String(v == null ? '' : v) : fmt(c[2], v) });
+        return el('td', { className: c[2] === 'name' ? 'name' : 'num', 'data-testid': id + '-' + i + '-' + c[0],
+          text: c[2] === 'name' ? String(v == null ? '' : v) : fmt(c[2], v) });
       }));
     });
     box.appendChild(el('div', { className: 'table-wrap' }, [el('table', {}, [el('thead', {}, [head]), el('tbody', {}, body)])]));

@@ -117,6 +117,16 @@ func upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			pp.GetId(), pp.GetProgramId(), pp.GetPartnerId(), pp.GetApproved(), created, seq); err != nil {
 			return fmt.Errorf("upsert partner program %d: %w", pp.GetId(), err)
 		}
+	case eventsv1.TypePartnerUpserted:
+		var pa eventsv1.Partner
+		if err := proto.Unmarshal(env.GetPayload(), &pa); err != nil {
+			return fmt.Errorf("decode partner event %s: %w", env.GetId(), err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO partners (id, name, catalog_seq) VALUES ($1, $2, $3)
+			ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, catalog_seq = EXCLUDED.catalog_seq
+			WHERE partners.catalog_seq < EXCLUDED.catalog_seq`, pa.GetId(), pa.GetName(), seq); err != nil {
+			return fmt.Errorf("upsert partner %d: %w", pa.GetId(), err)
+		}
 	case eventsv1.TypeAPIKeyUpserted:
 		return catalogsync.UpsertAPIKey(ctx, tx, env)
 	}

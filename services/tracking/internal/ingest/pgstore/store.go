@@ -186,7 +186,7 @@ func clickEvent(eventID int64, clickID string, customerID int64, l ingest.Link, 
 		EventId: eventID, ClickId: clickID, CustomerId: customerID, ProgramId: l.Program.ID, LinkId: l.ID,
 		PartnerId: l.PartnerID, Code: l.Code, IsTest: test, NewCustomer: created, FirstPartnerId: firstPartner,
 		Country: e.Country, Region: e.Region, City: e.City, DeviceType: e.DeviceType, Os: e.OS, Browser: e.Browser,
-		PageUrl: d.PageURL, ReferrerUrl: d.ReferrerURL, ClickedAt: timestamppb.New(at),
+		PageUrl: d.PageURL, ReferrerUrl: d.ReferrerURL, AffiliateUrl: d.AffiliateURL, ClickedAt: timestamppb.New(at),
 	}
 }
 
