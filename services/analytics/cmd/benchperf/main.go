@@ -68,6 +68,7 @@ type options struct {
 	logFile      string
 	logLevel     string
 	keepDatabase bool
+	jit          string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -88,6 +89,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.databaseURL, "database-url", dbDefault, "Postgres server where a throwaway database is created and dropped (default: $TEST_DATABASE_URL or localhost)")
 	fs.StringVar(&o.logFile, "log", "", "file for analytics' logs (default: a file in the temp directory, printed at the end)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "analytics' LOG_LEVEL")
+	fs.StringVar(&o.jit, "jit", "", "Postgres jit for analytics' pool and the reference's: on, off, or empty for the server's setting (Postgres 15's default is on)")
 	fs.BoolVar(&o.keepDatabase, "keep", false, "keep the database at the end (for EXPLAIN); its URL is printed, drop it yourself")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -103,6 +105,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, errors.New("-concurrency, -requests and -ref-requests must be positive, -warmup not negative")
 	case o.dbMaxConns < 1:
 		return o, errors.New("-db-max-conns must be at least 1")
+	case o.jit != "" && o.jit != "on" && o.jit != "off":
+		return o, errors.New("-jit must be on, off or empty")
 	}
 	return o, nil
 }
@@ -207,9 +211,15 @@ func bench(ctx context.Context, o options, wall time.Time, logger *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("session key: %w", err)
 	}
+	serviceDSN := dsn
+	if o.jit != "" {
+		// pgx sends a URL parameter it does not know as a run-time
+		// setting of every connection of the pool.
+		serviceDSN += "&jit=" + o.jit
+	}
 	env := map[string]string{
 		"HTTP_ADDR":     "127.0.0.1:0",
-		"DATABASE_URL":  dsn,
+		"DATABASE_URL":  serviceDSN,
 		"KAFKA_BROKERS": strings.Join(broker.ListenAddrs(), ","),
 		// One in-process broker: topics can have one replica only.
 		"KAFKA_REPLICATION_FACTOR":  "1",
@@ -230,7 +240,7 @@ func bench(ctx context.Context, o options, wall time.Time, logger *slog.Logger) 
 	}()
 	base := "http://" + inst.Addr()
 
-	db, err := openPool(ctx, dsn, server.Name, 2, "benchperf")
+	db, err := openPool(ctx, dsn, server.Name, 2, "benchperf", "")
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +252,7 @@ func bench(ctx context.Context, o options, wall time.Time, logger *slog.Logger) 
 	}
 	logger.Info("seed done", "clicks", rep.seed.Clicks, "took", rep.seed.Took.Round(time.Second))
 
-	ref, err := openPool(ctx, dsn, "", int32(o.dbMaxConns), "benchperf_reference")
+	ref, err := openPool(ctx, dsn, "", int32(o.dbMaxConns), "benchperf_reference", o.jit)
 	if err != nil {
 		return nil, err
 	}
@@ -455,8 +465,12 @@ func (r *report) print(out io.Writer) {
 		thousands(s.ActivityRows), thousands(s.MoneyRows), partners)
 	fmt.Fprintf(out, "reference: %s raw click rows, table %d MiB, index %d MiB; seeded in %s\n",
 		thousands(s.RawRows), s.RawTableBytes>>20, s.RawIndexBytes>>20, s.Took.Round(time.Second))
-	fmt.Fprintf(out, "concurrency %d, %d route requests and %d reference queries per period, %d warm-up each\n\n",
-		r.opts.concurrency, r.opts.requests, r.opts.refRequests, r.opts.warmup)
+	jit := r.opts.jit
+	if jit == "" {
+		jit = "the server's"
+	}
+	fmt.Fprintf(out, "concurrency %d, %d route requests and %d reference queries per period, %d warm-up each; jit %s\n\n",
+		r.opts.concurrency, r.opts.requests, r.opts.refRequests, r.opts.warmup, jit)
 
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\trequests\tok\tfailed\tper second\tp50\tp95\tp99\tmax\t")

@@ -253,8 +253,8 @@ func withDatabase(dsn, name string) (string, error) {
 }
 
 // openPool opens a pool of size conns on dsn with search_path schema (""
-// leaves it) and the services' custom plans.
-func openPool(ctx context.Context, dsn, schema string, conns int32, app string) (*pgxpool.Pool, error) {
+// leaves it), the services' custom plans and jit ("" leaves it).
+func openPool(ctx context.Context, dsn, schema string, conns int32, app, jit string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -266,6 +266,9 @@ func openPool(ctx context.Context, dsn, schema string, conns int32, app string) 
 	cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	if schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
+	if jit != "" {
+		cfg.ConnConfig.RuntimeParams["jit"] = jit
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
