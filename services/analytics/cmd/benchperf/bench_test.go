@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	s := make([]time.Duration, 100)
+	for i := range s {
+		s[i] = time.Duration(100-i) * time.Millisecond
+	}
+	l := summarize(s)
+	if l.P50 != 50*time.Millisecond || l.P95 != 95*time.Millisecond || l.P99 != 99*time.Millisecond || l.Max != 100*time.Millisecond || l.Count != 100 {
+		t.Fatalf("summary %+v", l)
+	}
+	if got := percentile([]time.Duration{7}, 99); got != 7 {
+		t.Fatalf("one sample: %v", got)
+	}
+	// 80 samples: p99 is the largest (rank ceil(79.2) = 80), p95 the 76th.
+	s = make([]time.Duration, 80)
+	for i := range s {
+		s[i] = time.Duration(i+1) * time.Millisecond
+	}
+	if l := summarize(s); l.P99 != 80*time.Millisecond || l.P95 != 76*time.Millisecond {
+		t.Fatalf("80 samples: %+v", l)
+	}
+	if l := summarize(nil); l != (Latency{}) {
+		t.Fatalf("no samples: %+v", l)
+	}
+}
+
+func TestRunFixed(t *testing.T) {
+	calls := make(chan struct{}, 100)
+	do := func(context.Context) (any, error) {
+		calls <- struct{}{}
+		return nil, nil
+	}
+	// Every third answer fails its check; transport errors count the same.
+	checked := 0
+	res := runFixed(context.Background(), "x", 30, 1, do, func(any) error {
+		checked++
+		if checked%3 == 0 {
+			return fmt.Errorf("bad answer %d", checked)
+		}
+		return nil
+	})
+	if n := len(calls); n != 30 || res.Requests != 30 || res.OK != 20 || res.Failed != 10 || res.FirstFail != "bad answer 3" || res.Latency.Count != 20 {
+		t.Fatalf("calls %d, result %+v", len(calls), res)
+	}
+	res = runFixed(context.Background(), "y", 10, 4, func(context.Context) (any, error) { return nil, errors.New("down") }, func(any) error { return nil })
+	if res.OK != 0 || res.Failed != 10 || res.FirstFail != "down" || res.Throughput() != 0 {
+		t.Fatalf("all failing: %+v", res)
+	}
+}
+
+func TestThousands(t *testing.T) {
+	for in, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 10091962: "10,091,962", -1234567: "-1,234,567"} {
+		if got := thousands(in); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	env := func(string) string { return "" }
+	o, err := parseFlags(nil, env, io.Discard)
+	if err != nil || o.days != 730 || o.minClicks != 10_000_000 || o.concurrency != 8 || o.requests != 400 || o.jit != "" ||
+		o.databaseURL != "postgres://postgres@localhost:5432/postgres?sslmode=disable" {
+		t.Fatalf("defaults: %+v %v", o, err)
+	}
+	for _, args := range [][]string{{"-days=89"}, {"-clicks=0"}, {"-concurrency=0"}, {"-requests=0"}, {"-ref-requests=0"},
+		{"-warmup=-1"}, {"-db-max-conns=0"}, {"-jit=maybe"}} {
+		if _, err := parseFlags(args, env, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestCheckRoute(t *testing.T) {
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := rangeTotals{Clicks: 30, Leads: 3, Conversions: 2, Sales: 2}
+	body := func(period, first string, clicks1, total int64, revenue float64) []byte {
+		return fmt.Appendf(nil, `{"data":[{"date":%q,"clicks":%d},{"date":"2026-01-02","clicks":20}],
+			"metrics":{"totalClicks":%d,"totalLeads":3,"totalConversions":2,"totalSales":2,"totalRevenue":%v,"totalPartners":1},
+			"meta":{"period":%q}}`, first, clicks1, total, revenue, period)
+	}
+	days, err := checkRoute(body("all", "2026-01-01", 10, 30, 9.5), "all", from, 2, want)
+	if err != nil || days["2026-01-01"] != 10 || days["2026-01-02"] != 20 {
+		t.Fatalf("a right answer: %v %v", days, err)
+	}
+	for name, b := range map[string][]byte{
+		"other period":        body("90d", "2026-01-01", 10, 30, 9.5),
+		"wrong first day":     body("all", "2025-12-31", 10, 30, 9.5),
+		"wrong total":         body("all", "2026-01-01", 10, 31, 9.5),
+		"days do not add up":  body("all", "2026-01-01", 11, 30, 9.5),
+		"no money":            body("all", "2026-01-01", 10, 30, 0),
+		"an error envelope":   []byte(`{"success":false,"error":{"message":"nope"}}`),
+		"not json":            []byte(`<html>`),
+		"one day too few":     []byte(`{"data":[{"date":"2026-01-01","clicks":30}],"metrics":{"totalClicks":30},"meta":{"period":"all"}}`),
+		"leads/sales missing": []byte(`{"data":[{"date":"2026-01-01","clicks":10},{"date":"2026-01-02","clicks":20}],"metrics":{"totalClicks":30,"totalRevenue":1,"totalPartners":1},"meta":{"period":"all"}}`),
+	} {
+		if _, err := checkRoute(b, "all", from, 2, want); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+
+	route := map[string]int64{"2026-01-01": 10, "2026-01-02": 20}
+	if err := checkReference([]dayCount{{from, 10}, {from.AddDate(0, 0, 1), 20}}, route); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkReference([]dayCount{{from, 10}, {from.AddDate(0, 0, 1), 21}}, route); err == nil {
+		t.Error("a different day accepted")
+	}
+	if err := checkReference([]dayCount{{from, 30}}, route); err == nil {
+		t.Error("a missing day accepted")
+	}
+}
+
+// TestBenchSmall runs the whole benchmark at a small scale against real
+// Postgres (TEST_DATABASE_URL, else localhost): analytics started, the
+// seed written and read back, every answer checked, nothing failed.
+func TestBenchSmall(t *testing.T) {
+	o, err := parseFlags([]string{"-days=95", "-clicks=30000", "-concurrency=2", "-requests=12", "-ref-requests=4", "-warmup=2", "-db-max-conns=3"},
+		os.Getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if conn, err := connectAdmin(ctx, o.databaseURL); err != nil {
+		t.Skip("no Postgres:", err)
+	} else {
+		_ = conn.Close(ctx)
+	}
+	o.logFile = t.TempDir() + "/analytics.log"
+	rep, err := bench(ctx, o, time.Date(2026, 3, 10, 15, 4, 5, 0, time.UTC), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.seed.Clicks < 30000 || rep.seed.RawRows != rep.seed.Clicks || rep.seed.MoneyRows == 0 || rep.plan.First.Format(time.DateOnly) != "2025-12-06" {
+		t.Fatalf("seed %+v plan %+v", rep.seed, rep.plan)
+	}
+	if rep.days["all"] != 95 || rep.days["90d"] != 90 || rep.totals["all"].Clicks != rep.seed.Clicks || rep.totals["90d"].Clicks >= rep.seed.Clicks {
+		t.Fatalf("ranges %v totals %+v", rep.days, rep.totals)
+	}
+	for _, name := range []string{"all route", "all reference", "90d route", "90d reference"} {
+		res, ok := rep.results[name]
+		if !ok || res.Failed != 0 || res.OK != res.Requests || res.Latency.P99 <= 0 {
+			t.Errorf("%s: %+v", name, res)
+		}
+	}
+	var out strings.Builder
+	rep.print(&out)
+	for _, want := range []string{"period=all ", "period=90d", "all reference", "reference p99 / route p99"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
