@@ -75,6 +75,9 @@ type Spec struct {
 	// RelayDeleteSent deletes published outbox rows at once rather than
 	// keeping them (see outbox.RelayConfig.DeleteSent).
 	RelayDeleteSent bool
+	// Commands are the service's own subcommands beside serve, migrate and
+	// dead-letters, by name (commands.go).
+	Commands map[string]Command
 	// Wire builds the service on the opened platform: it may add consumers
 	// and returns the service's routes.
 	Wire func(ctx context.Context, p *Platform) ([]Route, error)
@@ -238,8 +241,9 @@ type Platform struct {
 	consumers map[string]*inbox.Consumer
 }
 
-// Run is main() for a service: `serve` (the default), `migrate` or
-// `dead-letters` (deadletters.go). Options are Start's, plus WithStderr.
+// Run is main() for a service: `serve` (the default), `migrate`,
+// `dead-letters` (deadletters.go) or one of the spec's Commands. Options
+// are Start's, plus WithStderr.
 func Run(ctx context.Context, spec Spec, args []string, getenv func(string) string, stdout io.Writer, opts ...Option) int {
 	cmd := "serve"
 	if len(args) > 0 {
@@ -274,7 +278,13 @@ func Run(ctx context.Context, spec Spec, args []string, getenv func(string) stri
 	case "dead-letters":
 		return deadLetters(ctx, spec, args[1:], getenv, stdout, opts)
 	default:
-		fmt.Fprintf(stdout, "usage: %s [serve|migrate|dead-letters]\n", spec.Name)
+		if c, ok := spec.Commands[cmd]; ok {
+			return runCommand(ctx, spec, cmd, c, args[1:], getenv, stdout, opts)
+		}
+		fmt.Fprintf(stdout, "usage: %s [%s]\n", spec.Name, commandNames(spec))
+		for _, name := range sortedCommands(spec) {
+			fmt.Fprintf(stdout, "  %s %s\n", spec.Name, spec.Commands[name].Usage)
+		}
 		return 2
 	}
 }

@@ -47,11 +47,17 @@ func start(t *testing.T, clock *platformtest.Clock) *dash {
 	st := stacktest.StartOn(t, clock, env)
 	gw := httptest.NewServer(gateway.New(st.Handlers()))
 	t.Cleanup(gw.Close)
+	return &dash{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second}, issuer: newIssuer(t, clock)}
+}
+
+// newIssuer signs dashboard sessions with the stack's fixed test key.
+func newIssuer(t *testing.T, clock *platformtest.Clock) *session.Issuer {
+	t.Helper()
 	issuer, err := session.NewIssuer(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)), server.SessionIssuer, time.Hour, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &dash{gw: gw.URL, clock: clock, http: &http.Client{Timeout: 30 * time.Second}, issuer: issuer}
+	return issuer
 }
 
 type reply struct {

@@ -47,6 +47,7 @@ func Spec() platform.Spec {
 		Migrations:      migrations.FS,
 		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
 		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions},
+		Commands:        commands(),
 		Wire:            wire,
 	}
 }

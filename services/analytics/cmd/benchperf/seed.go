@@ -84,6 +84,20 @@ FROM (
 	WHERE a.program_id = $1 AND a.sales > 0
 ) m`
 
+// seedActivityDaysSQL and seedMoneyDaysSQL roll the buckets up by UTC day,
+// as the consumers do event by event (and migration 00005 did for rows
+// already there).
+const (
+	seedActivityDaysSQL = `
+INSERT INTO activity_days (program_id, day, clicks, leads, conversions, sales)
+SELECT program_id, (bucket AT TIME ZONE 'UTC')::date, sum(clicks), sum(leads), sum(conversions), sum(sales)
+FROM activity_buckets WHERE program_id = $1 GROUP BY 1, 2`
+	seedMoneyDaysSQL = `
+INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor)
+SELECT program_id, (bucket AT TIME ZONE 'UTC')::date, currency, sum(revenue_minor), sum(commission_minor)
+FROM money_buckets WHERE program_id = $1 GROUP BY 1, 2, 3`
+)
+
 // seedRawSQL writes one raw row per click counted in the buckets, spread
 // evenly over its bucket: the same clicks, as a service that kept raw
 // events would hold them.
@@ -131,6 +145,8 @@ func seed(ctx context.Context, db *pgxpool.Pool, plan seedPlan, log func(msg str
 			FROM generate_series(1, $4::int) i`, []any{programID, plan.First, float64(plan.Days), partners}},
 		{"activity buckets", seedActivitySQL, []any{programID, plan.First, plan.Buckets(), float64(plan.avgClicks())}},
 		{"money buckets", seedMoneySQL, []any{programID}},
+		{"activity days", seedActivityDaysSQL, []any{programID}},
+		{"money days", seedMoneyDaysSQL, []any{programID}},
 		{"reference schema", `CREATE SCHEMA ` + refSchema, nil},
 		// Unlogged: the seed writes no WAL for it; reading it costs the same.
 		{"reference table", `CREATE UNLOGGED TABLE ` + refSchema + `.clicks (program_id bigint NOT NULL, clicked_at timestamptz NOT NULL)`, nil},
@@ -144,7 +160,7 @@ func seed(ctx context.Context, db *pgxpool.Pool, plan seedPlan, log func(msg str
 	}
 	// The visibility map lets the reference use an index-only scan, and
 	// fresh statistics give both sides their best plans.
-	for _, t := range []string{refSchema + ".clicks", "activity_buckets", "money_buckets", "partner_programs", "programs", "memberships"} {
+	for _, t := range []string{refSchema + ".clicks", "activity_buckets", "money_buckets", "activity_days", "money_days", "partner_programs", "programs", "memberships"} {
 		if err := step("vacuum "+t, "VACUUM (ANALYZE) "+t); err != nil {
 			return out, err
 		}

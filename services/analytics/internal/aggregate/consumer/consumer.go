@@ -142,7 +142,7 @@ func once(ctx context.Context, tx pgx.Tx, kind string, id int64) (bool, error) {
 }
 
 // addActivity adds one to a counter column of the program's bucket of at
-// (column is one of the constants above, never input).
+// and of its UTC day (column is one of the constants above, never input).
 func addActivity(ctx context.Context, tx pgx.Tx, program int64, at time.Time, column string) error {
 	switch column {
 	case "clicks", "leads", "conversions", "sales":
@@ -153,7 +153,17 @@ func addActivity(ctx context.Context, tx pgx.Tx, program int64, at time.Time, co
 		ON CONFLICT (program_id, bucket) DO UPDATE SET `+column+` = activity_buckets.`+column+` + 1`, program, bucket(at)); err != nil {
 		return fmt.Errorf("add %s of program %d: %w", column, program, err)
 	}
+	if _, err := tx.Exec(ctx, `INSERT INTO activity_days (program_id, day, `+column+`) VALUES ($1, $2, 1)
+		ON CONFLICT (program_id, day) DO UPDATE SET `+column+` = activity_days.`+column+` + 1`, program, utcDay(at)); err != nil {
+		return fmt.Errorf("add daily %s of program %d: %w", column, program, err)
+	}
 	return nil
+}
+
+// utcDay is t's UTC calendar day (the daily rollups' key).
+func utcDay(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
 func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, currency string, revenue, commission int64) error {
@@ -162,6 +172,12 @@ func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, curre
 			commission_minor = money_buckets.commission_minor + EXCLUDED.commission_minor`,
 		program, bucket(at), currency, revenue, commission); err != nil {
 		return fmt.Errorf("add money of program %d: %w", program, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (program_id, day, currency) DO UPDATE SET revenue_minor = money_days.revenue_minor + EXCLUDED.revenue_minor,
+			commission_minor = money_days.commission_minor + EXCLUDED.commission_minor`,
+		program, utcDay(at), currency, revenue, commission); err != nil {
+		return fmt.Errorf("add daily money of program %d: %w", program, err)
 	}
 	return nil
 }

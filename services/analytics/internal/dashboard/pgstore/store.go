@@ -1,8 +1,8 @@
 // Package pgstore is dashboard.Store over pgx: the catalog replica and the
 // pre-aggregated buckets the consumers keep. Money is summed per currency
 // and UTC day in minor units and turned into dollars here at the rate of
-// that day (the usd function over fx_rates: the nearest earlier rate; a
-// day before the first rate uses the first).
+// that day (fx_rate_on over fx_rates: the nearest earlier rate; a day
+// before the first rate uses the first).
 package pgstore
 
 import (
@@ -62,30 +62,16 @@ func (s *Store) Member(ctx context.Context, programID, userID int64) (dashboard.
 	return m, true, nil
 }
 
-// Days sums the span's buckets by calendar day of its zone: counters,
-// money in dollars at the rate of each amount's UTC day, and
-// partner-program records created.
+// Days sums the span by calendar day of its zone: counters, money in
+// dollars at the rate of each amount's UTC day, and partner-program
+// records created. UTC days read the daily rollups (one row per day);
+// another zone's days group the 15-minute buckets.
 func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) ([]dashboard.Day, error) {
-	rows, err := s.pool.Query(ctx, `
-		WITH activity AS (
-			SELECT (bucket AT TIME ZONE $4)::date AS day, sum(clicks) AS clicks, sum(leads) AS leads,
-				sum(conversions) AS conversions, sum(sales) AS sales
-			FROM activity_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
-		), money AS (
-			SELECT m.day, sum(usd(m.revenue, m.currency, m.utc_day)) AS revenue, sum(usd(m.commission, m.currency, m.utc_day)) AS commission
-			FROM (SELECT (bucket AT TIME ZONE $4)::date AS day, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
-					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
-				FROM money_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
-			GROUP BY m.day
-		), partners AS (
-			SELECT (created_at AT TIME ZONE $4)::date AS day, count(*) AS partners
-			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
-		)
-		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
-			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8
-		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
-		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
-		ORDER BY d.day`, programID, span.From(), span.To(), span.Loc.String())
+	query, args := daysByBucket, []any{programID, span.From(), span.To(), span.Loc.String()}
+	if span.Loc == time.UTC {
+		query, args = daysByDay, []any{programID, span.From(), span.To()}
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read days of program %d: %w", programID, err)
 	}
@@ -102,6 +88,47 @@ func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) 
 	return days, nil
 }
 
+// daysJoin joins the activity, money and partners CTEs by day.
+const daysJoin = `
+		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
+			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8
+		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
+		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
+		ORDER BY d.day`
+
+// daysByDay: $1 program, $2 and $3 the span's UTC midnights.
+const daysByDay = `
+		WITH activity AS (
+			SELECT day, clicks, leads, conversions, sales FROM activity_days
+			WHERE program_id = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND day < ($3::timestamptz AT TIME ZONE 'UTC')::date
+		), money AS (
+			SELECT m.day, sum(m.revenue_minor * r.usd_per_minor) AS revenue, sum(m.commission_minor * r.usd_per_minor) AS commission
+			FROM money_days m CROSS JOIN LATERAL fx_rate_on(m.currency, m.day) r
+			WHERE m.program_id = $1 AND m.day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND m.day < ($3::timestamptz AT TIME ZONE 'UTC')::date
+			GROUP BY m.day
+		), partners AS (
+			SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS partners
+			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
+		)` + daysJoin
+
+// daysByBucket: $1 program, $2 and $3 the span's instants, $4 its zone.
+const daysByBucket = `
+		WITH activity AS (
+			SELECT (bucket AT TIME ZONE $4)::date AS day, sum(clicks) AS clicks, sum(leads) AS leads,
+				sum(conversions) AS conversions, sum(sales) AS sales
+			FROM activity_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
+		), money AS (
+			SELECT m.day, sum(m.revenue * r.usd_per_minor) AS revenue, sum(m.commission * r.usd_per_minor) AS commission
+			FROM (SELECT (bucket AT TIME ZONE $4)::date AS day, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
+					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
+				FROM money_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
+			CROSS JOIN LATERAL fx_rate_on(m.currency, m.utc_day) r
+			GROUP BY m.day
+		), partners AS (
+			SELECT (created_at AT TIME ZONE $4)::date AS day, count(*) AS partners
+			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
+		)` + daysJoin
+
 // Sources sums the span's source buckets by each dimension: clicks, leads
 // and conversions, and revenue in dollars at the rate of each amount's
 // UTC day. Every value of every dimension, unranked.
@@ -111,9 +138,10 @@ func (s *Store) Sources(ctx context.Context, programID int64, span dashboard.Spa
 			SELECT source_id, sum(clicks) AS clicks, sum(leads) AS leads, sum(conversions) AS conversions
 			FROM source_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
 		), money AS (
-			SELECT source_id, sum(usd(revenue, currency, utc_day)) AS revenue
+			SELECT m.source_id, sum(m.revenue * r.usd_per_minor) AS revenue
 			FROM (SELECT source_id, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency, sum(revenue_minor) AS revenue
 				FROM source_money WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
+			CROSS JOIN LATERAL fx_rate_on(m.currency, m.utc_day) r
 			GROUP BY 1
 		), per_source AS (
 			SELECT s.*, COALESCE(c.clicks, 0) AS clicks, COALESCE(c.leads, 0) AS leads, COALESCE(c.conversions, 0) AS conversions,
@@ -154,10 +182,11 @@ func (s *Store) Partners(ctx context.Context, programID int64, span dashboard.Sp
 			SELECT partner_id, sum(clicks) AS clicks, sum(leads) AS leads, sum(conversions) AS conversions
 			FROM partner_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
 		), money AS (
-			SELECT partner_id, sum(usd(revenue, currency, utc_day)) AS revenue, sum(usd(commission, currency, utc_day)) AS commission
+			SELECT m.partner_id, sum(m.revenue * r.usd_per_minor) AS revenue, sum(m.commission * r.usd_per_minor) AS commission
 			FROM (SELECT partner_id, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
 					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
 				FROM partner_money WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
+			CROSS JOIN LATERAL fx_rate_on(m.currency, m.utc_day) r
 			GROUP BY 1
 		)
 		SELECT ids.partner_id, COALESCE(p.name, ''), COALESCE(c.clicks, 0)::bigint, COALESCE(c.leads, 0)::bigint,

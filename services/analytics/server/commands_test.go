@@ -1,0 +1,97 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/svc-dev/svc/libs/pg"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/services/analytics/server"
+)
+
+// `analytics fx import <csv>`: a good file is loaded (new dates added, a
+// date already there replaced) and the figures' conversion uses it, the
+// nearest earlier rate for a day without one; a file with any bad line
+// loads nothing and says which lines.
+func TestFXImportCommand(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	env := map[string]string{"DATABASE_URL": dsn}
+	run := func(t *testing.T, args ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := platform.Run(context.Background(), server.Spec(), args, func(k string) string { return env[k] }, &stdout, platform.WithStderr(&stderr))
+		return code, stdout.String(), stderr.String()
+	}
+	write := func(t *testing.T, body string) string {
+		t.Helper()
+		p := filepath.Join(t.TempDir(), "rates.csv")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	good := write(t, "currency,date,usd_per_unit\nEUR,2026-11-02,1.1523\nVND,2026-11-02,0.0000394\nEUR,2026-01-02,1.1711\n")
+	code, out, errOut := run(t, "fx", "import", good)
+	if code != 0 || !strings.Contains(out, "imported 3 rates") || !strings.Contains(out, "2 new dates, 1 replaced") || !strings.Contains(out, "EUR 2026-11-02") {
+		t.Fatalf("good file: %d %q %q", code, out, errOut)
+	}
+	pool, err := pg.NewPool(context.Background(), dsn, pg.Options{Schema: "analytics", MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	usd := func(t *testing.T, minor int64, cur, day string) string {
+		t.Helper()
+		var v string
+		if err := pool.QueryRow(context.Background(), `SELECT round($1::numeric * usd_per_minor, 6)::text FROM fx_rate_on($2, $3::date)`, minor, cur, day).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		minor    int64
+		cur, day string
+		want     string
+	}{
+		{10000, "EUR", "2026-11-02", "115.230000"},  // the imported rate, that day
+		{10000, "EUR", "2026-11-25", "115.230000"},  // a later day without a rate: the nearest earlier
+		{10000, "EUR", "2026-01-02", "117.110000"},  // replaced
+		{1000000, "VND", "2026-11-03", "39.400000"}, // VND has no minor unit
+		{10000, "EUR", "2023-06-01", "109.560000"},  // before the first rate: the first
+	} {
+		if got := usd(t, tc.minor, tc.cur, tc.day); got != tc.want {
+			t.Errorf("usd(%d %s on %s) = %s, want %s", tc.minor, tc.cur, tc.day, got, tc.want)
+		}
+	}
+
+	bad := write(t, "currency,date,usd_per_unit\nEUR,2026-11-03,1.2\nEUR,2026-13-01,1.1\nGBP,2026-11-03,1.3\nEUR,2026-11-04,-1\nUSD,2026-11-04,2\nEUR,2026-11-03,1.2\n")
+	code, out, errOut = run(t, "fx", "import", bad)
+	for _, want := range []string{"nothing imported", "line 3: date", "line 5: usd_per_unit", "line 6: USD is 1", "line 7: EUR 2026-11-03 is also on line 2"} {
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Errorf("bad file: %d, stderr lacks %q: %q %q", code, want, out, errOut)
+		}
+	}
+	// A currency analytics does not know fails the import as a whole.
+	code, _, errOut = run(t, "fx", "import", write(t, "currency,date,usd_per_unit\nEUR,2026-11-05,1.2\nGBP,2026-11-05,1.3\n"))
+	if code != 1 || !strings.Contains(errOut, "GBP: not a sale currency") {
+		t.Errorf("unknown currency: %d %q", code, errOut)
+	}
+	if got := usd(t, 10000, "EUR", "2026-11-05"); got != "115.230000" {
+		t.Errorf("a refused file changed the rates: %s", got)
+	}
+	for _, args := range [][]string{{"fx"}, {"fx", "export", good}, {"fx", "import"}} {
+		if code, _, _ := run(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+	if code, _, errOut := run(t, "fx", "import", write(t, "date,currency,rate\n")); code != 1 || !strings.Contains(errOut, "the header must be") {
+		t.Errorf("wrong header: %d %q", code, errOut)
+	}
+}
