@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
@@ -22,6 +23,7 @@ import (
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/pgstore"
 	"github.com/svc-dev/svc/services/analytics/internal/page"
 	"github.com/svc-dev/svc/services/analytics/internal/readiness"
+	"github.com/svc-dev/svc/services/analytics/internal/rebuild"
 	readinessendpoints "github.com/svc-dev/svc/services/analytics/internal/readiness/endpoints"
 	readinesshttp "github.com/svc-dev/svc/services/analytics/internal/readiness/httpapi"
 	readinessstore "github.com/svc-dev/svc/services/analytics/internal/readiness/pgstore"
@@ -65,6 +67,9 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	if err := p.Consume(eventsv1.TopicCommissions, aggregate.CommissionsGroup(p.Name), aggregate.Commissions); err != nil {
+		return nil, err
+	}
+	if err := p.Registry.Register(rebuild.NewCollector(p.Pool, time.Now, p.Logger)); err != nil {
 		return nil, err
 	}
 	var sessions *session.Verifier
