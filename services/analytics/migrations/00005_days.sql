@@ -32,17 +32,22 @@ INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_min
 SELECT program_id, (bucket AT TIME ZONE 'UTC')::date, currency, sum(revenue_minor), sum(commission_minor)
 FROM money_buckets GROUP BY 1, 2, 3;
 
--- Dollars per minor unit of cur on day: the nearest earlier rate (a day
--- before the first rate uses the first). A table function whose body
--- Postgres inlines into the calling query, so each (day, currency) row is
--- two index probes of fx_rates; the scalar usd() of 00004 was planned per
--- call (60 µs each, 263 ms for a two-year answer).
+-- Dollars per minor unit of cur on day, and whether that rate is an
+-- estimate: the nearest earlier rate stands in for a day without its own
+-- (a day before the first rate uses the first; USD is exact). A table
+-- function whose body Postgres inlines into the calling query, so each
+-- (day, currency) row is two index probes of fx_rates; the scalar usd() of
+-- 00004 was planned per call (60 µs each, 263 ms for a two-year answer).
 -- +goose StatementBegin
-CREATE FUNCTION fx_rate_on(cur text, day date) RETURNS TABLE (usd_per_minor numeric) LANGUAGE sql STABLE AS $$
-    SELECT COALESCE(
-        (SELECT f.usd_per_unit FROM fx_rates f WHERE f.currency = cur AND f.valid_from <= day ORDER BY f.valid_from DESC LIMIT 1),
-        (SELECT f.usd_per_unit FROM fx_rates f WHERE f.currency = cur ORDER BY f.valid_from LIMIT 1)) / 10 ^ c.exponent
-    FROM currencies c WHERE c.code = cur
+CREATE FUNCTION fx_rate_on(cur text, day date) RETURNS TABLE (usd_per_minor numeric, estimated boolean) LANGUAGE sql STABLE AS $$
+    SELECT r.usd_per_unit / 10 ^ c.exponent, cur <> 'USD' AND r.valid_from IS DISTINCT FROM day
+    FROM currencies c
+    CROSS JOIN LATERAL (
+        SELECT * FROM (SELECT f.usd_per_unit, f.valid_from FROM fx_rates f WHERE f.currency = cur AND f.valid_from <= day ORDER BY f.valid_from DESC LIMIT 1) earlier
+        UNION ALL
+        SELECT * FROM (SELECT f.usd_per_unit, f.valid_from FROM fx_rates f WHERE f.currency = cur ORDER BY f.valid_from LIMIT 1) first
+        LIMIT 1) r
+    WHERE c.code = cur
 $$;
 -- +goose StatementEnd
 DROP FUNCTION usd(numeric, text, date);

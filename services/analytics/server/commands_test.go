@@ -50,8 +50,12 @@ func TestFXImportCommand(t *testing.T) {
 	usd := func(t *testing.T, minor int64, cur, day string) string {
 		t.Helper()
 		var v string
-		if err := pool.QueryRow(context.Background(), `SELECT round($1::numeric * usd_per_minor, 6)::text FROM fx_rate_on($2, $3::date)`, minor, cur, day).Scan(&v); err != nil {
+		var estimated bool
+		if err := pool.QueryRow(context.Background(), `SELECT round($1::numeric * usd_per_minor, 6)::text, estimated FROM fx_rate_on($2, $3::date)`, minor, cur, day).Scan(&v, &estimated); err != nil {
 			t.Fatal(err)
+		}
+		if estimated {
+			v += " estimated"
 		}
 		return v
 	}
@@ -60,11 +64,12 @@ func TestFXImportCommand(t *testing.T) {
 		cur, day string
 		want     string
 	}{
-		{10000, "EUR", "2026-11-02", "115.230000"},  // the imported rate, that day
-		{10000, "EUR", "2026-11-25", "115.230000"},  // a later day without a rate: the nearest earlier
-		{10000, "EUR", "2026-01-02", "117.110000"},  // replaced
-		{1000000, "VND", "2026-11-03", "39.400000"}, // VND has no minor unit
-		{10000, "EUR", "2023-06-01", "109.560000"},  // before the first rate: the first
+		{10000, "EUR", "2026-11-02", "115.230000"},            // the imported rate, that day
+		{10000, "EUR", "2026-11-25", "115.230000 estimated"},  // a later day without a rate: the nearest earlier
+		{10000, "EUR", "2026-01-02", "117.110000"},            // replaced
+		{1000000, "VND", "2026-11-03", "39.400000 estimated"}, // VND has no minor unit
+		{10000, "EUR", "2023-06-01", "109.560000 estimated"},
+		{10000, "USD", "2026-11-25", "100.000000"}, // USD is exact  // before the first rate: the first
 	} {
 		if got := usd(t, tc.minor, tc.cur, tc.day); got != tc.want {
 			t.Errorf("usd(%d %s on %s) = %s, want %s", tc.minor, tc.cur, tc.day, got, tc.want)
@@ -83,7 +88,7 @@ func TestFXImportCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "GBP: not a sale currency") {
 		t.Errorf("unknown currency: %d %q", code, errOut)
 	}
-	if got := usd(t, 10000, "EUR", "2026-11-05"); got != "115.230000" {
+	if got := usd(t, 10000, "EUR", "2026-11-05"); got != "115.230000 estimated" {
 		t.Errorf("a refused file changed the rates: %s", got)
 	}
 	for _, args := range [][]string{{"fx"}, {"fx", "export", good}, {"fx", "import"}} {

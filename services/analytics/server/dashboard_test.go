@@ -275,7 +275,9 @@ func TestDashboardRoutes(t *testing.T) {
 			}
 		}
 		wantJSON(t, "clicksTrend", m["clicksTrend"], `{"trend":null,"trendDirection":"up","previous":0}`)
-		wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","previousPeriod":{"dateFrom":"2026-02-25T00:00:00.000Z","dateTo":"2026-03-03T23:59:59.999Z"}}`)
+		// The EUR and VND sales of 10 March used the rates of 2 January (the
+		// shipped table has none for that day): one day flagged.
+		wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","previousPeriod":{"dateFrom":"2026-02-25T00:00:00.000Z","dateTo":"2026-03-03T23:59:59.999Z"},"fxEstimatedDays":1}`)
 	})
 
 	t.Run("dateFrom and dateTo win over period; both days included", func(t *testing.T) {
@@ -283,7 +285,7 @@ func TestDashboardRoutes(t *testing.T) {
 		if rows, _ := r.body["data"].([]any); r.status != 200 || len(rows) != 2 {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
-		wantJSON(t, "meta", r.body["meta"], `{"period":"90d","dateFrom":"2026-03-09T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","previousPeriod":{"dateFrom":"2026-03-07T00:00:00.000Z","dateTo":"2026-03-08T23:59:59.999Z"}}`)
+		wantJSON(t, "meta", r.body["meta"], `{"period":"90d","dateFrom":"2026-03-09T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","previousPeriod":{"dateFrom":"2026-03-07T00:00:00.000Z","dateTo":"2026-03-08T23:59:59.999Z"},"fxEstimatedDays":1}`)
 		for q, days := range map[string]int{"?period=30d": 30, "?period=90d": 90, "?period=all": 1} {
 			if rows, _ := perf(t, q, bearer(owner)...).body["data"].([]any); len(rows) != days {
 				t.Errorf("%s: %d rows, want %d", q, len(rows), days)

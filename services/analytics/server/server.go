@@ -23,10 +23,10 @@ import (
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/pgstore"
 	"github.com/svc-dev/svc/services/analytics/internal/page"
 	"github.com/svc-dev/svc/services/analytics/internal/readiness"
-	"github.com/svc-dev/svc/services/analytics/internal/rebuild"
 	readinessendpoints "github.com/svc-dev/svc/services/analytics/internal/readiness/endpoints"
 	readinesshttp "github.com/svc-dev/svc/services/analytics/internal/readiness/httpapi"
 	readinessstore "github.com/svc-dev/svc/services/analytics/internal/readiness/pgstore"
+	"github.com/svc-dev/svc/services/analytics/internal/rebuild"
 	"github.com/svc-dev/svc/services/analytics/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/analytics/migrations"
 )

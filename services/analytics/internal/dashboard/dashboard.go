@@ -83,6 +83,9 @@ type Day struct {
 	Date                                        time.Time
 	Clicks, Leads, Conversions, Sales, Partners int64
 	Revenue, Commission                         float64
+	// FXEstimated: some of the day's money was converted at an earlier
+	// day's rate (the rate table has none for that day).
+	FXEstimated bool
 }
 
 // TestEvent is a test click or lead event kept for status.
@@ -200,6 +203,9 @@ type Performance struct {
 	Days           []Day
 	Metrics        Metrics
 	Span, Previous Span
+	// FXEstimatedDays counts the range's days whose money used an earlier
+	// day's rate.
+	FXEstimatedDays int
 }
 
 // Performance answers the daily figures of a program for the caller.
@@ -222,6 +228,11 @@ func (s *Service) Performance(ctx context.Context, q PerformanceQuery) (Performa
 		return Performance{}, err
 	}
 	out := Performance{Days: fill(cur, span.First, span.Days), Span: span, Previous: prev}
+	for _, d := range cur {
+		if d.FXEstimated {
+			out.FXEstimatedDays++
+		}
+	}
 	out.Metrics = metrics(sum(cur), sum(before))
 	return out, nil
 }

@@ -55,9 +55,10 @@ func rangeView(s dashboard.Span) Range {
 	return Range{DateFrom: isoIn(s.From(), s.Loc), DateTo: isoIn(s.To().Add(-time.Millisecond), s.Loc)}
 }
 
-func metaView(cur, prev dashboard.Span) MetaView {
+func metaView(p dashboard.Performance) MetaView {
+	cur := p.Span
 	r := rangeView(cur)
-	m := MetaView{Period: cur.Period, DateFrom: r.DateFrom, DateTo: r.DateTo, PreviousPeriod: rangeView(prev)}
+	m := MetaView{Period: cur.Period, DateFrom: r.DateFrom, DateTo: r.DateTo, PreviousPeriod: rangeView(p.Previous), FXEstimatedDays: p.FXEstimatedDays}
 	if cur.Loc != time.UTC {
 		m.TimeZone = cur.Loc.String()
 	}
@@ -131,6 +132,10 @@ type MetaView struct {
 	// TimeZone echoes the timezone parameter; absent for UTC (the spec's
 	// meta, unchanged).
 	TimeZone string `json:"timezone,omitempty"`
+	// FXEstimatedDays counts the days whose money was converted at the
+	// nearest earlier rate, the rate table having none for that day;
+	// absent when every amount had its own day's rate.
+	FXEstimatedDays int `json:"fxEstimatedDays,omitempty"`
 }
 
 // PerformanceRequest is the route's input: the verified session's user
@@ -178,7 +183,7 @@ func makePerformance(svc Service) endpoint.Endpoint {
 				RevenueTrend: trendView(m.Revenue), PartnersTrend: trendView(m.Partners), SalesTrend: trendView(m.Sales),
 				CommissionTrend: trendView(m.Commission),
 			},
-			Meta: metaView(p.Span, p.Previous),
+			Meta: metaView(p),
 		}, nil
 	}
 }

@@ -78,7 +78,7 @@ func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) 
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dashboard.Day, error) {
 		var d dashboard.Day
 		var date time.Time
-		err := row.Scan(&date, &d.Clicks, &d.Leads, &d.Conversions, &d.Sales, &d.Partners, &d.Revenue, &d.Commission)
+		err := row.Scan(&date, &d.Clicks, &d.Leads, &d.Conversions, &d.Sales, &d.Partners, &d.Revenue, &d.Commission, &d.FXEstimated)
 		d.Date = time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, time.UTC)
 		return d, err
 	})
@@ -91,7 +91,7 @@ func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) 
 // daysJoin joins the activity, money and partners CTEs by day.
 const daysJoin = `
 		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
-			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8
+			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8, COALESCE(m.estimated, false)
 		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
 		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
 		ORDER BY d.day`
@@ -102,7 +102,8 @@ const daysByDay = `
 			SELECT day, clicks, leads, conversions, sales FROM activity_days
 			WHERE program_id = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND day < ($3::timestamptz AT TIME ZONE 'UTC')::date
 		), money AS (
-			SELECT m.day, sum(m.revenue_minor * r.usd_per_minor) AS revenue, sum(m.commission_minor * r.usd_per_minor) AS commission
+			SELECT m.day, sum(m.revenue_minor * r.usd_per_minor) AS revenue, sum(m.commission_minor * r.usd_per_minor) AS commission,
+				bool_or(r.estimated) AS estimated
 			FROM money_days m CROSS JOIN LATERAL fx_rate_on(m.currency, m.day) r
 			WHERE m.program_id = $1 AND m.day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND m.day < ($3::timestamptz AT TIME ZONE 'UTC')::date
 			GROUP BY m.day
@@ -118,7 +119,8 @@ const daysByBucket = `
 				sum(conversions) AS conversions, sum(sales) AS sales
 			FROM activity_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
 		), money AS (
-			SELECT m.day, sum(m.revenue * r.usd_per_minor) AS revenue, sum(m.commission * r.usd_per_minor) AS commission
+			SELECT m.day, sum(m.revenue * r.usd_per_minor) AS revenue, sum(m.commission * r.usd_per_minor) AS commission,
+				bool_or(r.estimated) AS estimated
 			FROM (SELECT (bucket AT TIME ZONE $4)::date AS day, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
 					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
 				FROM money_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
