@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -136,7 +137,7 @@ func TestBenchSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if conn, err := connectAdmin(ctx, o.databaseURL); err != nil {
-		t.Skip("no Postgres:", err)
+		t.Fatal("Postgres (TEST_DATABASE_URL) is required:", err)
 	} else {
 		_ = conn.Close(ctx)
 	}
@@ -162,6 +163,47 @@ func TestBenchSmall(t *testing.T) {
 	for _, want := range []string{"period=all ", "period=90d", "all reference", "reference p99 / route p99"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A click's lag is from its acceptance to the first observation counting
+// it: the k-th accepted click is counted once the count reaches k.
+func TestObservedLags(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var o observed
+	o.add(at(50), 1)
+	o.add(at(60), 1) // no change: not an observation of something new
+	o.add(at(120), 3)
+	o.add(at(110), 2) // a lower count never lowers the curve
+	got := o.lags([]time.Time{at(0), at(10), at(100), at(130)})
+	want := []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 110 * time.Millisecond}
+	if len(got) != len(want) {
+		t.Fatalf("lags %v, want %v (the 4th click was never counted)", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("lags %v, want %v", got, want)
+		}
+	}
+	if o.last() != 3 {
+		t.Fatalf("last %d", o.last())
+	}
+}
+
+// `benchperf lag` end to end at a small rate: every click accepted is
+// counted by the route, and the report says so.
+func TestLagSmall(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"lag", "-rate=40", "-duration=1s", "-workers=4", "-seed=../../../../deploy/seed/demo.json",
+		"-log=" + t.TempDir() + "/stack.log"}, os.Getenv, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{"clicks: 40 accepted (0 failed)", "its event on tracking.events.v1", "the performance route counting it", "route p99"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("report lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -112,6 +112,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "lag" {
+		return runLag(ctx, args[1:], getenv, stdout, stderr)
+	}
 	o, err := parseFlags(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
