@@ -512,6 +512,13 @@ func (p *Platform) AddCloser(fn func(context.Context) error) {
 // ConsumeOption adjusts a consumer.
 type ConsumeOption func(*inbox.ConsumerConfig)
 
+// BatchEvents applies up to n events already fetched in one transaction
+// (see inbox.ConsumerConfig.BatchSize): for consumers of many small events
+// whose handler may share a transaction.
+func BatchEvents(n int) ConsumeOption {
+	return func(c *inbox.ConsumerConfig) { c.BatchSize = n }
+}
+
 // SkipEvents acknowledges events for which skip is true without a
 // transaction (see inbox.ConsumerConfig.Skip).
 func SkipEvents(skip func(*eventsv1.Envelope) bool) ConsumeOption {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,14 @@ type ConsumerConfig struct {
 	// Skipping must depend on the event alone, so a redelivered event is
 	// skipped again.
 	Skip func(env *eventsv1.Envelope) bool
+	// BatchSize, above 1, applies up to that many events already fetched
+	// in one transaction (each still deduplicated by its inbox row) and
+	// commits their offsets together: for a consumer of many small events
+	// whose handler is safe to share a transaction with its neighbours.
+	// When any of them fails, the batch is rolled back and its events are
+	// applied one by one, with the usual retries and dead-lettering. 0 or
+	// 1: one transaction per event.
+	BatchSize int
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
 	// Registerer receives the consumer metrics; nil means not exported.
@@ -305,6 +314,31 @@ func (c *Consumer) Run(ctx context.Context) error {
 		skipped = skipped[:0]
 	}
 	defer commitSkipped()
+	// one settles a message alone; true when Run must return.
+	one := func(msg kafka.Message) bool {
+		lag.fetched(msg)
+		env, decodeErr := decode(msg)
+		if decodeErr == nil && c.cfg.Skip != nil && c.cfg.Skip(env) {
+			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeSkipped).Inc()
+			if skipped = append(skipped, msg); len(skipped) >= skipCommitEvery {
+				commitSkipped()
+			}
+			lag.settled()
+			return false
+		}
+		commitSkipped()
+		err := c.handle(ctx, msg, env, decodeErr)
+		lag.settled()
+		if err != nil {
+			// Only cancellation gets here; the offset stays uncommitted and
+			// the message comes back after restart, where the inbox
+			// absorbs it if it was applied.
+			return true
+		}
+		// The transaction is committed: record the offset even if shutdown
+		// has begun, or the next start redoes work (harmlessly, but slowly).
+		return !c.commit(ctx, []kafka.Message{msg}, commitFailed, pause)
+	}
 	for {
 		msg, err := c.reader.FetchMessage(ctx)
 		if err != nil {
@@ -324,37 +358,143 @@ func (c *Consumer) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = c.cfg.Backoff
-		lag.fetched(msg)
-		env, decodeErr := decode(msg)
-		if decodeErr == nil && c.cfg.Skip != nil && c.cfg.Skip(env) {
-			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeSkipped).Inc()
-			if skipped = append(skipped, msg); len(skipped) >= skipCommitEvery {
-				commitSkipped()
+		batch := []kafka.Message{msg}
+		for len(batch) < c.cfg.BatchSize {
+			more, ok := c.fetchBuffered(ctx)
+			if !ok {
+				break
 			}
-			lag.settled()
-			continue
+			batch = append(batch, more)
 		}
-		commitSkipped()
-		err = c.handle(ctx, msg, env, decodeErr)
-		lag.settled()
-		if err != nil {
-			// Only cancellation gets here; the offset stays uncommitted and
-			// the message comes back after restart, where the inbox
-			// absorbs it if it was applied.
-			return nil
+		if len(batch) > 1 {
+			done, stop := c.applyBatch(ctx, batch, lag)
+			if stop {
+				return nil
+			}
+			if done {
+				commitSkipped()
+				if !c.commit(ctx, batch, commitFailed, pause) {
+					return nil
+				}
+				continue
+			}
 		}
-		// The transaction is committed: record the offset even if shutdown
-		// has begun, or the next start redoes work (harmlessly, but slowly).
-		commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err = c.reader.CommitMessages(commitCtx, msg)
-		cancel()
-		if err != nil {
-			commitFailed("commit offset failed", 1, err)
-			if !pause() {
+		for _, m := range batch {
+			if one(m) {
 				return nil
 			}
 		}
 	}
+}
+
+// commit records the offsets of settled messages; false when Run must
+// return (ctx ended while pausing after a failed commit).
+func (c *Consumer) commit(ctx context.Context, msgs []kafka.Message, failed func(string, int, error), pause func() bool) bool {
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := c.reader.CommitMessages(commitCtx, msgs...)
+	cancel()
+	if err != nil {
+		failed("commit offset failed", len(msgs), err)
+		return pause()
+	}
+	return true
+}
+
+// batchFetchWait is how long a batch waits for one more message already
+// on its way; the reader's queue usually has it at once.
+const batchFetchWait = 2 * time.Millisecond
+
+// fetchBuffered returns a message the reader has ready, without waiting
+// more than batchFetchWait (a fetch cut short by its context takes no
+// message from the reader).
+func (c *Consumer) fetchBuffered(ctx context.Context) (kafka.Message, bool) {
+	fctx, cancel := context.WithTimeout(ctx, batchFetchWait)
+	defer cancel()
+	msg, err := c.reader.FetchMessage(fctx)
+	return msg, err == nil
+}
+
+// applyBatch applies batch in one transaction. done: applied (or every
+// event a duplicate), its offsets to commit. Not done (a message to skip
+// or undecodable, or any failure): nothing was applied, and Run settles
+// the messages one by one. stop: ctx ended.
+func (c *Consumer) applyBatch(ctx context.Context, batch []kafka.Message, lag *lagTracker) (done, stop bool) {
+	envs := make([]*eventsv1.Envelope, len(batch))
+	for i, m := range batch {
+		env, err := decode(m)
+		if err != nil || (c.cfg.Skip != nil && c.cfg.Skip(env)) {
+			return false, false
+		}
+		envs[i] = env
+	}
+	ctx, span := c.tracer.Start(ctx, batch[0].Topic+" process batch",
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "kafka"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", batch[0].Topic),
+			attribute.String("messaging.consumer.group.name", c.cfg.Name),
+			attribute.Int("messaging.batch.message_count", len(batch)),
+		))
+	defer span.End()
+	for _, m := range batch {
+		lag.fetched(m)
+	}
+	defer lag.settled()
+	start := time.Now()
+	applied := make([]bool, len(envs))
+	ids := make([]string, len(envs))
+	for i, env := range envs {
+		ids[i] = env.GetId()
+	}
+	err := pg.InTx(ctx, c.pool, func(tx pgx.Tx) error {
+		// Every inbox row in one statement; the ids it returns are the
+		// events not applied before (a repeated id within the batch once).
+		rows, err := tx.Query(ctx, `INSERT INTO `+c.inbox+` (consumer, event_id) SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING RETURNING event_id::text`,
+			c.cfg.Name, ids)
+		if err != nil {
+			return fmt.Errorf("insert inbox rows: %w", err)
+		}
+		fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("insert inbox rows: %w", err)
+		}
+		todo := make(map[string]bool, len(fresh))
+		for _, id := range fresh {
+			todo[id] = true
+		}
+		for i, env := range envs {
+			// uuid's text is lower case; the envelope's id is checked to
+			// be a UUID by decode, in any case.
+			id := strings.ToLower(env.GetId())
+			if applied[i] = todo[id]; !applied[i] {
+				continue
+			}
+			delete(todo, id)
+			if err := c.cfg.Handler(ctx, tx, env); err != nil {
+				return fmt.Errorf("handle %s %s: %w", env.GetType(), env.GetId(), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, true
+		}
+		span.RecordError(err)
+		c.log.DebugContext(ctx, "batch failed, applying its events one by one", "messages", len(batch), "err", err)
+		return false, false
+	}
+	each := time.Since(start) / time.Duration(len(envs))
+	for _, a := range applied {
+		if a {
+			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeApplied).Inc()
+			c.m.duration.WithLabelValues(c.cfg.Name).Observe(each.Seconds())
+		} else {
+			c.m.applied.WithLabelValues(c.cfg.Name, OutcomeDuplicate).Inc()
+		}
+	}
+	return true, false
 }
 
 // lagRefreshEvery is how often Run recomputes consumer_lag, whether or not

@@ -294,3 +294,52 @@ func TestSkippedEventsNeedNoTransaction(t *testing.T) {
 		t.Fatalf("skipped = %v, want 2", v)
 	}
 }
+
+// BatchSize: events already fetched are applied in one transaction, each
+// once (a repeat inside the batch and a redelivery alike are duplicates);
+// a batch with a failing event is rolled back and its events applied one
+// by one, the poison dead-lettered after MaxAttempts and the rest applied.
+func TestBatchAppliesEachEventOnceAndFallsBackOnFailure(t *testing.T) {
+	t.Parallel()
+	dlqTopic := topic + inbox.DeadLetterSuffix
+	f := newFixture(t, topic, dlqTopic)
+	f.h.failTimes = map[string]int64{"test.poison": -1}
+	var msgs []kafka.Message
+	var envs []*eventsv1.Envelope
+	for i := range 50 {
+		env := testenv.Envelope("test.effect", 1, int64(i+1))
+		envs = append(envs, env)
+		msgs = append(msgs, message(t, env))
+	}
+	msgs = append(msgs, message(t, envs[3])) // a repeat
+	poison := testenv.Envelope("test.poison", 1, 100)
+	msgs = append(msgs, message(t, poison))
+	for i := range 20 {
+		env := testenv.Envelope("test.effect", 1, int64(200+i))
+		envs = append(envs, env)
+		msgs = append(msgs, message(t, env))
+	}
+	f.produce(t, msgs...)
+	f.start(t, "batch", func(c *inbox.ConsumerConfig) { c.BatchSize = 16; c.DeadLetter = f.w })
+
+	testenv.Eventually(t, 30*time.Second, "every message settled", func() bool { return f.handled(t, "batch") == float64(len(msgs)) })
+	if n := f.e.Count(t, `SELECT count(*) FROM effects`); n != len(envs) {
+		t.Fatalf("effect rows = %d, want %d (each event once, the poison's rolled back)", n, len(envs))
+	}
+	if n := f.e.Count(t, `SELECT count(*) FROM inbox WHERE consumer = 'batch'`); n != len(envs) {
+		t.Fatalf("inbox rows = %d, want %d", n, len(envs))
+	}
+	for outcome, want := range map[string]float64{inbox.OutcomeApplied: float64(len(envs)), inbox.OutcomeDuplicate: 1, inbox.OutcomeDeadLettered: 1} {
+		if v := testenv.Metric(t, f.reg, "consumer_applied_total", "consumer", "batch", "outcome", outcome); v != want {
+			t.Errorf("outcome %s = %v, want %v", outcome, v, want)
+		}
+	}
+	if n := f.e.Count(t, `SELECT count(*) FROM dead_letters WHERE consumer = 'batch' AND event_id = $1 AND attempts = 3`, poison.Id); n != 1 {
+		t.Fatalf("the poison's dead letter rows = %d, want 1", n)
+	}
+	// One by one, the handler runs once per event and 3 times for the
+	// poison; more calls are the rolled-back batch's, so batches ran.
+	if calls := f.h.calls.Load(); calls <= int64(len(envs)+3) {
+		t.Fatalf("handler calls = %d: no batch was applied (and rolled back)", calls)
+	}
+}

@@ -33,6 +33,7 @@ func rebuildCommand(ctx context.Context, c platform.CommandEnv, args []string) i
 	}
 	res, err := rebuild.Run(ctx, rebuild.Config{
 		Pool: c.Pool, Schema: c.Config.Schema, Brokers: c.Config.KafkaBrokers, Logger: c.Logger, Progress: c.Stdout, Now: c.Now,
+		WritersLock: aggregate.FiguresLock,
 		Sources: []rebuild.Source{
 			{Topic: eventsv1.TopicTracking, Apply: aggregate.Tracking},
 			{Topic: eventsv1.TopicCommissions, Apply: aggregate.Commissions},

@@ -125,6 +125,10 @@ func TestRebuild(t *testing.T) {
 		sent.Store(3)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
+		var clickErr atomic.Value
+		stopClicks := sync.OnceFunc(func() { close(stop); wg.Wait() })
+		defer stopClicks() // before the subtest ends, also when it fails
+		body := fmt.Sprintf(`{"affiliate_url":"https://brand.example/landing?via=%s"}`, w.code)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -134,7 +138,16 @@ func TestRebuild(t *testing.T) {
 					return
 				default:
 				}
-				d.click(t, w, nil)
+				resp, err := d.http.Post(d.gw+"/api/v1/track/click", "application/json", strings.NewReader(body))
+				if err != nil {
+					clickErr.Store(err.Error())
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					clickErr.Store(resp.Status)
+					return
+				}
 				sent.Add(1)
 			}
 		}()
@@ -143,8 +156,10 @@ func TestRebuild(t *testing.T) {
 		rebuild(t)
 		at := sent.Load()
 		eventually(t, "clicks after the switch", func() bool { return sent.Load() >= at+10 })
-		close(stop)
-		wg.Wait()
+		stopClicks()
+		if e := clickErr.Load(); e != nil {
+			t.Fatalf("a click failed: %v", e)
+		}
 		want := float64(sent.Load())
 		eventually(t, fmt.Sprintf("%v clicks in the figures", want), func() bool { return clicks(t) >= want })
 		if got := clicks(t); got != want {

@@ -63,10 +63,13 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
 		return nil, err
 	}
-	if err := p.Consume(eventsv1.TopicTracking, aggregate.TrackingGroup(p.Name), aggregate.Tracking); err != nil {
+	// Clicks arrive by the thousand a second: the figures' consumers apply
+	// what is already fetched in one transaction (one commit, not one per
+	// click), each event still deduplicated by its inbox row.
+	if err := p.Consume(eventsv1.TopicTracking, aggregate.TrackingGroup(p.Name), aggregate.Tracking, platform.BatchEvents(aggregate.BatchSize)); err != nil {
 		return nil, err
 	}
-	if err := p.Consume(eventsv1.TopicCommissions, aggregate.CommissionsGroup(p.Name), aggregate.Commissions); err != nil {
+	if err := p.Consume(eventsv1.TopicCommissions, aggregate.CommissionsGroup(p.Name), aggregate.Commissions, platform.BatchEvents(aggregate.BatchSize)); err != nil {
 		return nil, err
 	}
 	if err := p.Registry.Register(rebuild.NewCollector(p.Pool, time.Now, p.Logger)); err != nil {

@@ -61,6 +61,11 @@ type Config struct {
 	// BatchSize is events per transaction (default 500).
 	BatchSize int
 	Now       func() time.Time
+	// WritersLock is the advisory lock every transaction writing the live
+	// figures holds shared from before its first write (the consumers'
+	// aggregate.FiguresLock); the switch takes it exclusively first, so it
+	// never waits for a table a waiting writer holds.
+	WritersLock int64
 }
 
 // Result is what a rebuild did.
@@ -165,10 +170,10 @@ func (r *run) rebuild(ctx context.Context, res *Result) error {
 		res.Events, res.Skipped = res.Events+n, res.Skipped+skipped
 		from[src.Topic] = endOffsets(ends)
 	}
-	// The switch: the live tables held against writes (reads go on), the
-	// last events applied, the generations swapped, in one transaction. A
-	// live consumer holding one table and waiting for another can deadlock
-	// with it; Postgres then aborts one side, and the switch is tried again.
+	// The switch: the writers held off, the live tables locked, the last
+	// events applied, the generations swapped, in one transaction. Should
+	// Postgres still abort it for a deadlock or a lock timeout, it is tried
+	// again.
 	for attempt := 1; ; attempt++ {
 		events := res.Events
 		err := r.switchOver(ctx, res, from)
@@ -187,7 +192,12 @@ func (r *run) switchOver(ctx context.Context, res *Result, from map[string]map[i
 		for _, t := range Tables() {
 			live = append(live, pgx.Identifier{r.cfg.Schema, t}.Sanitize())
 		}
-		if _, err := tx.Exec(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN EXCLUSIVE MODE`); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, r.cfg.WritersLock); err != nil {
+			return fmt.Errorf("hold the writers: %w", err)
+		}
+		// No writer is inside now; readers (the routes) finish their
+		// queries and wait for the switch.
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+strings.Join(live, ", ")+` IN ACCESS EXCLUSIVE MODE`); err != nil {
 			return fmt.Errorf("hold the live tables: %w", err)
 		}
 		var tail int64

@@ -25,6 +25,10 @@ import (
 func TrackingGroup(service string) string    { return service + ".tracking" }
 func CommissionsGroup(service string) string { return service + ".commissions" }
 
+// BatchSize is how many fetched events the consumers apply in one
+// transaction: the handlers only add to counters and may share one.
+const BatchSize = 200
+
 // Bucket is the aggregates' time grain: every real time-zone offset is a
 // whole number of quarter hours.
 const Bucket = 15 * time.Minute
@@ -40,8 +44,28 @@ const TestEventsKept = 10
 // lead (a provisional one does not, until it settles).
 const LeadSettled = "settled"
 
+// FiguresLock is the advisory lock between the figures' writers and a
+// rebuild's switch: every transaction that writes the figures holds it
+// shared from before its first write; the switch holds it exclusively
+// before it locks the tables. Without it, a consumer's transaction holding
+// one table and waiting for the next deadlocks with the switch holding the
+// second and waiting for the first.
+const FiguresLock int64 = 0x616e616c79746963 // "analytic"
+
+// shareFigures takes FiguresLock shared for the transaction (again in the
+// same transaction is free).
+func shareFigures(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, FiguresLock); err != nil {
+		return fmt.Errorf("share the figures' lock: %w", err)
+	}
+	return nil
+}
+
 // Tracking applies tracking's events.
 func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	if err := shareFigures(ctx, tx); err != nil {
+		return err
+	}
 	switch env.GetType() {
 	case eventsv1.TypeClickRecorded:
 		var ev eventsv1.ClickRecorded
@@ -52,13 +76,7 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if ev.GetIsTest() {
 			return testEvent(ctx, tx, ev.GetProgramId(), "click", ev.GetEventId(), at, env.GetOccurredAt().AsTime())
 		}
-		if first, err := once(ctx, tx, "click", ev.GetEventId()); err != nil || !first {
-			return err
-		}
-		if err := addActivity(ctx, tx, ev.GetProgramId(), at, "clicks"); err != nil {
-			return err
-		}
-		return clickSource(ctx, tx, &ev)
+		return click(ctx, tx, &ev)
 	case eventsv1.TypeLeadRecorded:
 		var ev eventsv1.LeadRecorded
 		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
@@ -91,6 +109,9 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 
 // Commissions applies the ledger's events.
 func Commissions(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	if err := shareFigures(ctx, tx); err != nil {
+		return err
+	}
 	switch env.GetType() {
 	case eventsv1.TypeLedgerSaleRecorded:
 		var ev eventsv1.LedgerSaleRecorded

@@ -12,36 +12,56 @@ import (
 	"github.com/svc-dev/svc/services/analytics/internal/sources"
 )
 
-// clickSource counts a real click under its source (its landing page is
-// page_url when the tracker sent one, else the referral link followed) and
-// its partner, and
+// click counts a real click once (by its event id): in its program's
+// bucket and day, under its source (its landing page is page_url when the
+// tracker sent one, else the referral link followed) and its partner; and
 // remembers the source of the customer the click created (a click that
-// reused a customer keeps the customer's first source, unless nothing is
-// known of it yet).
-func clickSource(ctx context.Context, tx pgx.Tx, ev *eventsv1.ClickRecorded) error {
+// reused a customer keeps the customer's first source). Clicks are most
+// of the events, so this is one statement: the source interned (found, or
+// made on first sight), then each write a data-modifying CTE, all skipped
+// when the click was counted before.
+func click(ctx context.Context, tx pgx.Tx, ev *eventsv1.ClickRecorded) error {
 	program, at := ev.GetProgramId(), ev.GetClickedAt().AsTime()
 	landing := ev.GetPageUrl()
 	if landing == "" {
 		landing = ev.GetAffiliateUrl()
 	}
-	source, err := internSource(ctx, tx, program, sources.FromClick(landing, ev.GetReferrerUrl(), ev.GetCountry(), ev.GetDeviceType()))
-	if err != nil {
-		return err
+	d := sources.FromClick(landing, ev.GetReferrerUrl(), ev.GetCountry(), ev.GetDeviceType())
+	if _, err := tx.Exec(ctx, `
+		WITH found AS (
+			SELECT id FROM sources WHERE program_id = $2 AND referrer = $8 AND utm_source = $9 AND utm_medium = $10
+				AND utm_campaign = $11 AND landing_page = $12 AND country = $13 AND device = $14
+		), made AS (
+			INSERT INTO sources (program_id, referrer, utm_source, utm_medium, utm_campaign, landing_page, country, device)
+			SELECT $2, $8, $9, $10, $11, $12, $13, $14 WHERE NOT EXISTS (SELECT 1 FROM found)
+			ON CONFLICT (program_id, referrer, utm_source, utm_medium, utm_campaign, landing_page, country, device)
+			DO UPDATE SET program_id = EXCLUDED.program_id RETURNING id
+		), src AS (
+			SELECT id FROM found UNION ALL SELECT id FROM made
+		), first AS (
+			INSERT INTO counted (kind, id) VALUES ('click', $1::bigint) ON CONFLICT DO NOTHING RETURNING 1
+		), bucket AS (
+			INSERT INTO activity_buckets (program_id, bucket, clicks) SELECT $2::bigint, $3::timestamptz, 1 FROM first
+			ON CONFLICT (program_id, bucket) DO UPDATE SET clicks = activity_buckets.clicks + 1
+		), day AS (
+			INSERT INTO activity_days (program_id, day, clicks) SELECT $2, $4::date, 1 FROM first
+			ON CONFLICT (program_id, day) DO UPDATE SET clicks = activity_days.clicks + 1
+		), source AS (
+			INSERT INTO source_buckets (program_id, bucket, source_id, clicks) SELECT $2, $3, src.id, 1 FROM first, src
+			ON CONFLICT (program_id, bucket, source_id) DO UPDATE SET clicks = source_buckets.clicks + 1
+		), partner AS (
+			INSERT INTO partner_buckets (program_id, bucket, partner_id, clicks) SELECT $2, $3, $5::bigint, 1 FROM first WHERE $5::bigint <> 0
+			ON CONFLICT (program_id, bucket, partner_id) DO UPDATE SET clicks = partner_buckets.clicks + 1
+		), customer AS (
+			INSERT INTO customer_sources (customer_id, source_id) SELECT $6::bigint, src.id FROM first, src WHERE $6::bigint <> 0
+			ON CONFLICT (customer_id) DO UPDATE SET source_id = EXCLUDED.source_id WHERE $7::boolean
+		)
+		SELECT 1`, ev.GetEventId(), program, bucket(at), utcDay(at), ev.GetPartnerId(), ev.GetCustomerId(), ev.GetNewCustomer(),
+		d[sources.DimReferrer], d[sources.DimUTMSource], d[sources.DimUTMMedium], d[sources.DimUTMCampaign],
+		d[sources.DimLandingPage], d[sources.DimCountry], d[sources.DimDevice]); err != nil {
+		return fmt.Errorf("count click %d of program %d: %w", ev.GetEventId(), program, err)
 	}
-	if ev.GetCustomerId() != 0 {
-		conflict := `DO NOTHING`
-		if ev.GetNewCustomer() {
-			conflict = `DO UPDATE SET source_id = EXCLUDED.source_id`
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO customer_sources (customer_id, source_id) VALUES ($1, $2) ON CONFLICT (customer_id) `+conflict,
-			ev.GetCustomerId(), source); err != nil {
-			return fmt.Errorf("source of customer %d: %w", ev.GetCustomerId(), err)
-		}
-	}
-	if err := addKeyed(ctx, tx, "source_buckets", "source_id", program, source, at, "clicks"); err != nil {
-		return err
-	}
-	return addKeyed(ctx, tx, "partner_buckets", "partner_id", program, ev.GetPartnerId(), at, "clicks")
+	return nil
 }
 
 // saleSource credits a paid sale's revenue to its customer's source and to
