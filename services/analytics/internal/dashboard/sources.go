@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 
 	"github.com/svc-dev/svc/libs/errkind"
@@ -86,21 +85,11 @@ func (s *Service) Partners(ctx context.Context, q SourcesQuery) (Partners, error
 	if err != nil {
 		return Partners{}, err
 	}
-	sort.SliceStable(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		switch {
-		case a.Revenue != b.Revenue:
-			return a.Revenue > b.Revenue
-		case a.Conversions != b.Conversions:
-			return a.Conversions > b.Conversions
-		case a.Clicks != b.Clicks:
-			return a.Clicks > b.Clicks
-		}
-		return a.ID < b.ID
+	// Partners tie on their id, zero-padded so the text order is the
+	// numeric one.
+	rows = sources.RankBy(rows, limit, func(p PartnerRow) sources.Ranked {
+		return sources.Ranked{Revenue: p.Revenue, Conversions: p.Conversions, Clicks: p.Clicks, Tie: fmt.Sprintf("%020d", p.ID)}
 	})
-	if len(rows) > limit {
-		rows = rows[:limit]
-	}
 	for i := range rows {
 		rows[i].Revenue, rows[i].Commission = round(rows[i].Revenue, 2), round(rows[i].Commission, 2)
 	}

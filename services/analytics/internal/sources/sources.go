@@ -120,8 +120,22 @@ type Row struct {
 // Rank orders rows by revenue, then conversions, then clicks (all
 // descending), then name, and keeps the first limit.
 func Rank(rows []Row, limit int) []Row {
+	return RankBy(rows, limit, func(r Row) Ranked { return Ranked{r.Revenue, r.Conversions, r.Clicks, r.Name} })
+}
+
+// Ranked is what ranks a row: revenue, then conversions, then clicks (all
+// descending), then Tie ascending.
+type Ranked struct {
+	Revenue             float64
+	Conversions, Clicks int64
+	Tie                 string
+}
+
+// RankBy orders any rows by their Ranked (the sources' and the partners'
+// one order) and keeps the first limit (0: all).
+func RankBy[T any](rows []T, limit int, rank func(T) Ranked) []T {
 	sort.SliceStable(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
+		a, b := rank(rows[i]), rank(rows[j])
 		switch {
 		case a.Revenue != b.Revenue:
 			return a.Revenue > b.Revenue
@@ -130,7 +144,7 @@ func Rank(rows []Row, limit int) []Row {
 		case a.Clicks != b.Clicks:
 			return a.Clicks > b.Clicks
 		}
-		return a.Name < b.Name
+		return a.Tie < b.Tie
 	})
 	if limit > 0 && len(rows) > limit {
 		rows = rows[:limit]
