@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -31,9 +32,16 @@ type CommandEnv struct {
 	Env    *obs.Env
 	Pool   *pgxpool.Pool
 	Logger *slog.Logger
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 	Now    func() time.Time
+}
+
+// WithStdin is what a service's command reads as its standard input
+// (default os.Stdin).
+func WithStdin(r io.Reader) Option {
+	return func(o *options) { o.stdin = r }
 }
 
 // commandNames lists the built-in and the spec's commands for usage.
@@ -52,7 +60,7 @@ func sortedCommands(spec Spec) []string {
 
 // runCommand migrates the schema, opens a pool on it and runs cmd.
 func runCommand(ctx context.Context, spec Spec, name string, cmd Command, args []string, getenv func(string) string, stdout io.Writer, opts []Option) int {
-	o := options{stderr: stdout, now: time.Now}
+	o := options{stderr: stdout, stdin: os.Stdin, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -77,5 +85,5 @@ func runCommand(ctx context.Context, spec Spec, name string, cmd Command, args [
 		return 1
 	}
 	defer pool.Close()
-	return cmd.Run(ctx, CommandEnv{Config: cfg, Env: env, Pool: pool, Logger: logger, Stdout: stdout, Stderr: o.stderr, Now: o.now}, args)
+	return cmd.Run(ctx, CommandEnv{Config: cfg, Env: env, Pool: pool, Logger: logger, Stdin: o.stdin, Stdout: stdout, Stderr: o.stderr, Now: o.now}, args)
 }

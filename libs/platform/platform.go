@@ -99,6 +99,7 @@ type Option func(*options)
 type options struct {
 	now    func() time.Time
 	stderr io.Writer
+	stdin  io.Reader
 }
 
 // WithClock makes now the service's clock, Platform.Now, in place of

@@ -18,7 +18,7 @@ import (
 // commands are analytics' own subcommands.
 func commands() map[string]platform.Command {
 	return map[string]platform.Command{
-		"fx":      {Usage: "fx import <file.csv>   load dated exchange rates (header currency,date,usd_per_unit)", Run: fxCommand},
+		"fx":      {Usage: "fx import <file.csv|->  load dated exchange rates (header currency,date,usd_per_unit; - reads stdin)", Run: fxCommand},
 		"rebuild": {Usage: "rebuild                recompute every aggregate from the retained events, then switch to them", Run: rebuildCommand},
 	}
 }
@@ -52,16 +52,22 @@ func rebuildCommand(ctx context.Context, c platform.CommandEnv, args []string) i
 // rate on stdout.
 func fxCommand(ctx context.Context, c platform.CommandEnv, args []string) int {
 	if len(args) != 2 || args[0] != "import" {
-		fmt.Fprintln(c.Stderr, "usage: analytics fx import <file.csv>   (header: currency,date,usd_per_unit)")
+		fmt.Fprintln(c.Stderr, "usage: analytics fx import <file.csv|->   (header: currency,date,usd_per_unit; - reads stdin)")
 		return 2
 	}
-	f, err := os.Open(args[1])
-	if err != nil {
-		fmt.Fprintf(c.Stderr, "analytics fx import: %v\n", err)
-		return 1
+	// "-" reads the file from stdin: the image has no shell or tar to copy
+	// a file into a pod (kubectl exec -i ... analytics fx import - < rates.csv).
+	in := c.Stdin
+	if args[1] != "-" {
+		f, err := os.Open(args[1])
+		if err != nil {
+			fmt.Fprintf(c.Stderr, "analytics fx import: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		in = f
 	}
-	defer f.Close()
-	rates, err := fx.Parse(f)
+	rates, err := fx.Parse(in)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "analytics fx import: %s: nothing imported:\n%v\n", args[1], err)
 		return 1

@@ -99,4 +99,14 @@ func TestFXImportCommand(t *testing.T) {
 	if code, _, errOut := run(t, "fx", "import", write(t, "date,currency,rate\n")); code != 1 || !strings.Contains(errOut, "the header must be") {
 		t.Errorf("wrong header: %d %q", code, errOut)
 	}
+	// "-" reads the file from stdin (a pod has no shell to copy one in).
+	var stdout, stderr bytes.Buffer
+	code = platform.Run(context.Background(), server.Spec(), []string{"fx", "import", "-"}, func(k string) string { return env[k] }, &stdout,
+		platform.WithStderr(&stderr), platform.WithStdin(strings.NewReader("currency,date,usd_per_unit\nEUR,2026-11-05,1.1612\n")))
+	if code != 0 || !strings.Contains(stdout.String(), "imported 1 rates from -") {
+		t.Fatalf("stdin: %d %q %q", code, stdout.String(), stderr.String())
+	}
+	if got := usd(t, 10000, "EUR", "2026-11-05"); got != "116.120000" {
+		t.Errorf("the rate from stdin: %s", got)
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,6 +70,24 @@ type options struct {
 	logLevel     string
 	keepDatabase bool
 	jit          string
+	cpuProfile   string
+}
+
+// startProfile writes this process's CPU profile (analytics runs in it)
+// of one measured run to <prefix>-<run>.pprof; "" profiles nothing.
+func startProfile(prefix, run string) (stop func(), err error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + "-" + strings.ReplaceAll(run, " ", "-") + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -90,6 +109,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.logFile, "log", "", "file for analytics' logs (default: a file in the temp directory, printed at the end)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "analytics' LOG_LEVEL")
 	fs.StringVar(&o.jit, "jit", "", "Postgres jit for analytics' pool and the reference's: on, off, or empty for the server's setting (Postgres 15's default is on)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the CPU profile of each measured run to <prefix>-<run>.pprof (analytics runs in this process; Postgres' share is not in it)")
 	fs.BoolVar(&o.keepDatabase, "keep", false, "keep the database at the end (for EXPLAIN); its URL is printed, drop it yourself")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -343,7 +363,12 @@ func bench(ctx context.Context, o options, wall time.Time, logger *slog.Logger) 
 				logger.Info("warm-up done", "run", t.name, "ok", w.OK, "failed", w.Failed)
 			}
 			logger.Info("measuring", "run", t.name, "requests", t.n, "concurrency", o.concurrency)
+			stopProfile, err := startProfile(o.cpuProfile, t.name)
+			if err != nil {
+				return nil, err
+			}
 			res := runFixed(ctx, t.name, t.n, o.concurrency, t.do, t.ok)
+			stopProfile()
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%s: interrupted: %w", t.name, ctx.Err())
 			}
