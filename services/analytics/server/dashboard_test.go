@@ -496,11 +496,17 @@ func TestSourcesAndPartnersRoutes(t *testing.T) {
 		return d.do(t, "GET", fmt.Sprintf("/api/tracking/sources/%d%s", w.program, query), nil, headers...)
 	}
 	var r reply
-	eventually(t, "the sale's revenue under its source", func() bool {
+	// The sale comes through the ledger's topic, the lead and the
+	// conversion through tracking's: wait for all three under the source.
+	eventually(t, "the lead, the conversion and the sale's revenue under their source", func() bool {
 		r = sources(t, "", bearer(owner)...)
 		data, _ := r.body["data"].(map[string]any)
 		refs, _ := data["referrers"].([]any)
-		return r.status == 200 && len(refs) > 0 && refs[0].(map[string]any)["revenue"] == 23.4
+		if r.status != 200 || len(refs) == 0 {
+			return false
+		}
+		top := refs[0].(map[string]any)
+		return top["revenue"] == 23.4 && top["leads"] == 1.0 && top["conversions"] == 1.0
 	})
 	data := r.body["data"].(map[string]any)
 	searched := `{"clicks":1,"leads":1,"conversions":1,"revenue":23.4}`

@@ -103,9 +103,17 @@ func TestRebuild(t *testing.T) {
 	d.sale(t, w, ids[0], 4900, "USD")
 	d.sale(t, w, ids[1], 2000, "EUR")
 	d.sale(t, w, ids[2], 100000, "VND")
-	eventually(t, "the sales and commissions", func() bool {
+	// Every event of both topics in the figures: the sales and their
+	// commissions (the ledger's), the leads, the conversions and the test
+	// events (tracking's).
+	eventually(t, "every event in the figures", func() bool {
 		r := d.do(t, "GET", fmt.Sprintf("/api/tracking/performance/%d", w.program), nil, bearer(owner)...)
-		return metric(r, "totalSales") == 3.0 && metric(r, "totalPartnersCommission") == 7.64
+		st := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(owner)...)
+		data, _ := st.body["data"].(map[string]any)
+		stats, _ := data["statistics"].(map[string]any)
+		tests := func(step string) any { m, _ := stats[step].(map[string]any); return m["testEventCount"] }
+		return metric(r, "totalSales") == 3.0 && metric(r, "totalPartnersCommission") == 7.64 && metric(r, "totalLeads") == 2.0 &&
+			metric(r, "totalConversions") == 3.0 && tests("pageview") == 1.0 && tests("referrals") == 1.0
 	})
 
 	t.Run("the rebuilt generation equals the live figures", func(t *testing.T) {
