@@ -109,4 +109,17 @@ func TestFXImportCommand(t *testing.T) {
 	if got := usd(t, 10000, "EUR", "2026-11-05"); got != "116.120000" {
 		t.Errorf("the rate from stdin: %s", got)
 	}
+	// A new first rate stands for the days before it too; the daily table
+	// the figures join is the lookup's, day for day, after every import.
+	if code, out, errOut := run(t, "fx", "import", write(t, "currency,date,usd_per_unit\nEUR,2020-01-02,1.1\n")); code != 0 {
+		t.Fatalf("a first rate: %d %q %q", code, out, errOut)
+	}
+	if got := usd(t, 10000, "EUR", "2019-06-01"); got != "110.000000 estimated" {
+		t.Errorf("before the new first rate: %s", got)
+	}
+	var stale int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM fx_daily d CROSS JOIN LATERAL fx_rate_on(d.currency, d.day) r
+		WHERE (d.usd_per_minor, d.estimated) IS DISTINCT FROM (r.usd_per_minor, r.estimated)`).Scan(&stale); err != nil || stale != 0 {
+		t.Fatalf("fx_daily differs from the rates on %d days (%v)", stale, err)
+	}
 }

@@ -152,6 +152,21 @@ func Import(ctx context.Context, pool *pgxpool.Pool, rates []Rate) (Result, erro
 				res.Replaced++
 			}
 		}
+		// The daily table follows, from each currency's earliest changed
+		// date on (a day before it keeps its rate).
+		since := map[string]time.Time{}
+		for _, r := range rates {
+			if d, ok := since[r.Currency]; !ok || r.Date.Before(d) {
+				since[r.Currency] = r.Date
+			}
+		}
+		for cur, from := range since {
+			// A new first rate also stands for every day before it.
+			if _, err := tx.Exec(ctx, `UPDATE fx_daily d SET (usd_per_minor, estimated) = (SELECT r.usd_per_minor, r.estimated FROM fx_rate_on($1, d.day) r)
+				WHERE d.currency = $1 AND (d.day >= $2 OR $2 <= (SELECT min(valid_from) FROM fx_rates WHERE currency = $1))`, cur, from); err != nil {
+				return fmt.Errorf("refresh the daily rates of %s: %w", cur, err)
+			}
+		}
 		rows, err = tx.Query(ctx, `SELECT currency, max(valid_from) FROM fx_rates GROUP BY currency ORDER BY currency`)
 		if err != nil {
 			return err

@@ -102,9 +102,15 @@ const daysByDay = `
 			SELECT day, clicks, leads, conversions, sales FROM activity_days
 			WHERE program_id = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND day < ($3::timestamptz AT TIME ZONE 'UTC')::date
 		), money AS (
+			-- fx_daily joined on the span's days (an index range, then a
+			-- hash join), fx_rate_on for a day outside it.
 			SELECT m.day, sum(m.revenue_minor * r.usd_per_minor) AS revenue, sum(m.commission_minor * r.usd_per_minor) AS commission,
 				bool_or(r.estimated) AS estimated
-			FROM money_days m CROSS JOIN LATERAL fx_rate_on(m.currency, m.day) r
+			FROM money_days m
+			LEFT JOIN fx_daily f ON f.currency = m.currency AND f.day = m.day
+				AND f.day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND f.day < ($3::timestamptz AT TIME ZONE 'UTC')::date
+			CROSS JOIN LATERAL (SELECT COALESCE(f.usd_per_minor, (SELECT l.usd_per_minor FROM fx_rate_on(m.currency, m.day) l)) AS usd_per_minor,
+				COALESCE(f.estimated, (SELECT l.estimated FROM fx_rate_on(m.currency, m.day) l)) AS estimated) r
 			WHERE m.program_id = $1 AND m.day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND m.day < ($3::timestamptz AT TIME ZONE 'UTC')::date
 			GROUP BY m.day
 		), partners AS (
