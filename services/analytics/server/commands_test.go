@@ -76,9 +76,9 @@ func TestFXImportCommand(t *testing.T) {
 		}
 	}
 
-	bad := write(t, "currency,date,usd_per_unit\nEUR,2026-11-03,1.2\nEUR,2026-13-01,1.1\nGBP,2026-11-03,1.3\nEUR,2026-11-04,-1\nUSD,2026-11-04,2\nEUR,2026-11-03,1.2\n")
+	bad := write(t, "currency,date,usd_per_unit\nEUR,2026-11-03,1.2\nEUR,2026-13-01,1.1\nGBP,2026-11-03,1.3\nEUR,2026-11-04,-1\nUSD,2026-11-04,2\nEUR,2026-11-03,1.2\nEUR,1999-12-31,1.0\n")
 	code, out, errOut = run(t, "fx", "import", bad)
-	for _, want := range []string{"nothing imported", "line 3: date", "line 5: usd_per_unit", "line 6: USD is 1", "line 7: EUR 2026-11-03 is also on line 2"} {
+	for _, want := range []string{"nothing imported", "line 3: date", "line 5: usd_per_unit", "line 6: USD is 1", "line 7: EUR 2026-11-03 is also on line 2", "line 8: date 1999-12-31 is outside 2000-01-01 to 2100-12-31"} {
 		if code != 1 || !strings.Contains(errOut, want) {
 			t.Errorf("bad file: %d, stderr lacks %q: %q %q", code, want, out, errOut)
 		}

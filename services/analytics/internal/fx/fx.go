@@ -23,6 +23,13 @@ import (
 // Header is the CSV's first line.
 var Header = []string{"currency", "date", "usd_per_unit"}
 
+// The days fx_daily holds (migration 00007), and so the dates a rate may
+// have.
+var (
+	FirstDay = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	LastDay  = time.Date(2100, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
 // MaxRows bounds a file: decades of daily rates for a few currencies.
 const MaxRows = 1_000_000
 
@@ -95,6 +102,9 @@ func parseRow(rec []string) (Rate, error) {
 	date, err := time.Parse(time.DateOnly, strings.TrimSpace(rec[1]))
 	if err != nil {
 		return Rate{}, fmt.Errorf("date %q is not YYYY-MM-DD", rec[1])
+	}
+	if date.Before(FirstDay) || date.After(LastDay) {
+		return Rate{}, fmt.Errorf("date %s is outside %s to %s (the daily rate table's years)", rec[1], FirstDay.Format(time.DateOnly), LastDay.Format(time.DateOnly))
 	}
 	raw := strings.TrimSpace(rec[2])
 	v, ok := new(big.Rat).SetString(raw)
