@@ -65,7 +65,8 @@ let browser;
 try {
   mkdirSync(flags.shots, { recursive: true });
   browser = await chromium.launch({ executablePath: flags.chromium, args: ARGS, timeout });
-  const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+  // The page runs in Kolkata (+5:30), so it offers that zone beside UTC.
+  const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, timezoneId: 'Asia/Kolkata' });
   const page = await context.newPage();
   page.setDefaultTimeout(timeout);
   page.on('pageerror', (e) => pageErrors.push(String(e)));
@@ -112,6 +113,18 @@ try {
     check(got === want, `integration step ${step} is ${got}, the API says ${want}`);
   }
   await page.screenshot({ path: join(flags.shots, 'dashboard-1440.png'), fullPage: true });
+
+  // The brand's own days: the browser's zone, asked of the routes.
+  // (ICU may name Kolkata by its older alias, Asia/Calcutta.)
+  const zone = await page.locator('#timezone option').nth(1).getAttribute('value', { timeout });
+  check(zone === 'Asia/Kolkata' || zone === 'Asia/Calcutta', `the page offers ${zone}, not the browser's zone`);
+  await page.getByLabel('Days in', { exact: true }).selectOption(zone);
+  await page.waitForFunction((want) => document.body.getAttribute('data-loaded') === want,
+    `${loaded}&timezone=${encodeURIComponent(zone)}`, { timeout });
+  const range = (await page.locator('#range').textContent()) || '';
+  check(range.includes(`(${zone})`), `the range does not name the zone: ${JSON.stringify(range)}`);
+  await page.getByLabel('Days in', { exact: true }).selectOption('');
+  await page.waitForFunction((want) => document.body.getAttribute('data-loaded') === want, loaded, { timeout });
 
   await page.setViewportSize({ width: 390, height: 844 });
   await page.waitForFunction(() => document.documentElement.clientWidth <= 390);

@@ -93,12 +93,22 @@
 
   function query() {
     var p = $('period').value;
+    var tz = $('timezone').value ? '&timezone=' + encodeURIComponent($('timezone').value) : '';
     if (p === 'custom') {
       var from = $('date-from').value, to = $('date-to').value;
       if (!from || !to) return null;
-      return 'dateFrom=' + encodeURIComponent(from) + '&dateTo=' + encodeURIComponent(to);
+      return 'dateFrom=' + encodeURIComponent(from) + '&dateTo=' + encodeURIComponent(to) + tz;
     }
-    return 'period=' + encodeURIComponent(p);
+    return 'period=' + encodeURIComponent(p) + tz;
+  }
+
+  // The browser's own time zone, offered beside UTC (the routes count the
+  // days of either).
+  function offerLocalZone() {
+    var zone = '';
+    try { zone = Intl.DateTimeFormat().resolvedOptions().timeZone || ''; } catch (e) { zone = ''; }
+    if (!zone || zone === 'UTC' || zone === 'Etc/UTC') return;
+    $('timezone').appendChild(el('option', { value: zone, text: zone }));
   }
 
   function renderKPIs(metrics) {
@@ -218,7 +228,7 @@
     var perf = api(base + 'performance/' + encodeURIComponent(pid) + '?' + q).then(function (body) {
       if (seq !== state.seq) return;
       var m = body.meta || {};
-      $('range').textContent = (m.dateFrom || '').slice(0, 10) + ' to ' + (m.dateTo || '').slice(0, 10) + ' (UTC), compared with ' +
+      $('range').textContent = (m.dateFrom || '').slice(0, 10) + ' to ' + (m.dateTo || '').slice(0, 10) + ' (' + (m.timezone || 'UTC') + '), compared with ' +
         (m.previousPeriod ? (m.previousPeriod.dateFrom || '').slice(0, 10) + ' to ' + (m.previousPeriod.dateTo || '').slice(0, 10) : 'the period before');
       renderKPIs(body.metrics || {});
       renderChart(body.data || []);
@@ -263,6 +273,8 @@
     Array.prototype.forEach.call(document.querySelectorAll('.field.custom'), function (f) { f.hidden = !custom; });
     if (!custom) load();
   });
+  offerLocalZone();
+  $('timezone').addEventListener('change', load);
   $('program').addEventListener('change', load);
   $('dimension').addEventListener('change', load);
   $('controls').addEventListener('submit', function (e) { e.preventDefault(); load(); });
