@@ -76,7 +76,10 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	store := pgstore.New(p.Pool)
 	// Settled leads earn the per-lead reward, in the inbox transaction.
 	leads := ledgerconsumer.Leads{Store: store, Now: p.Now, Logger: p.Logger}
-	if err := p.Consume(eventsv1.TopicTracking, ledgerconsumer.Group(p.Name), leads.Apply); err != nil {
+	// Only leads reach the ledger; the clicks (most of tracking's events)
+	// are acknowledged without a transaction.
+	onlyLeads := platform.SkipEvents(func(env *eventsv1.Envelope) bool { return env.GetType() != eventsv1.TypeLeadRecorded })
+	if err := p.Consume(eventsv1.TopicTracking, ledgerconsumer.Group(p.Name), leads.Apply, onlyLeads); err != nil {
 		return nil, err
 	}
 	metrics, err := newRunnerMetrics(p.Registry)
