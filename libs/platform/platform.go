@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -518,6 +519,12 @@ type ConsumeOption func(*inbox.ConsumerConfig)
 // whose handler may share a transaction.
 func BatchEvents(n int) ConsumeOption {
 	return func(c *inbox.ConsumerConfig) { c.BatchSize = n }
+}
+
+// BatchHandler applies a batch's new events in one call (see
+// inbox.ConsumerConfig.BatchHandler); with BatchEvents.
+func BatchHandler(h func(ctx context.Context, tx pgx.Tx, envs []*eventsv1.Envelope) error) ConsumeOption {
+	return func(c *inbox.ConsumerConfig) { c.BatchHandler = h }
 }
 
 // SkipEvents acknowledges events for which skip is true without a

@@ -61,6 +61,11 @@ type ConsumerConfig struct {
 	// applied one by one, with the usual retries and dead-lettering. 0 or
 	// 1: one transaction per event.
 	BatchSize int
+	// BatchHandler, when set, applies a batch's events that are new to the
+	// inbox in one call (in their order), in place of Handler for each: a
+	// handler that can fold many events into few writes. A batch it fails
+	// is applied one by one with Handler.
+	BatchHandler func(ctx context.Context, tx pgx.Tx, envs []*eventsv1.Envelope) error
 	// Logger defaults to a discarding logger.
 	Logger *slog.Logger
 	// Registerer receives the consumer metrics; nil means not exported.
@@ -463,6 +468,7 @@ func (c *Consumer) applyBatch(ctx context.Context, batch []kafka.Message, lag *l
 		for _, id := range fresh {
 			todo[id] = true
 		}
+		var apply []*eventsv1.Envelope
 		for i, env := range envs {
 			// uuid's text is lower case; the envelope's id is checked to
 			// be a UUID by decode, in any case.
@@ -471,8 +477,17 @@ func (c *Consumer) applyBatch(ctx context.Context, batch []kafka.Message, lag *l
 				continue
 			}
 			delete(todo, id)
+			if c.cfg.BatchHandler != nil {
+				apply = append(apply, env)
+				continue
+			}
 			if err := c.cfg.Handler(ctx, tx, env); err != nil {
 				return fmt.Errorf("handle %s %s: %w", env.GetType(), env.GetId(), err)
+			}
+		}
+		if len(apply) > 0 {
+			if err := c.cfg.BatchHandler(ctx, tx, apply); err != nil {
+				return fmt.Errorf("handle a batch of %d: %w", len(apply), err)
 			}
 		}
 		return nil

@@ -66,7 +66,8 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	// Clicks arrive by the thousand a second: the figures' consumers apply
 	// what is already fetched in one transaction (one commit, not one per
 	// click), each event still deduplicated by its inbox row.
-	if err := p.Consume(eventsv1.TopicTracking, aggregate.TrackingGroup(p.Name), aggregate.Tracking, platform.BatchEvents(aggregate.BatchSize)); err != nil {
+	if err := p.Consume(eventsv1.TopicTracking, aggregate.TrackingGroup(p.Name), aggregate.Tracking, platform.BatchEvents(aggregate.BatchSize),
+		platform.BatchHandler(aggregate.TrackingBatch)); err != nil {
 		return nil, err
 	}
 	if err := p.Consume(eventsv1.TopicCommissions, aggregate.CommissionsGroup(p.Name), aggregate.Commissions, platform.BatchEvents(aggregate.BatchSize)); err != nil {

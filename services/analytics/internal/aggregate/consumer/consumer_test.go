@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -121,5 +122,66 @@ func TestTestEventsKeepTheLatestTen(t *testing.T) {
 	}
 	if n != 10 || oldest != 104 {
 		t.Fatalf("%d kept, oldest %d; want the latest 10 (104..113)", n, oldest)
+	}
+}
+
+// A batch folded by TrackingBatch makes the figures Tracking makes event by
+// event, and a batch applied again (a replay) changes nothing.
+func TestTrackingBatchEqualsOneByOne(t *testing.T) {
+	ts := func(m int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(m) * time.Minute)) }
+	var envs []*eventsv1.Envelope
+	add := func(typ string, msg proto.Message) {
+		payload, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		envs = append(envs, &eventsv1.Envelope{Id: fmt.Sprint(len(envs)), Type: typ, Payload: payload, OccurredAt: ts(0)})
+	}
+	for i := range 40 {
+		ref := []string{"", "https://google.com/x", "https://news.example/"}[i%3]
+		add(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: int64(100 + i), ProgramId: 7 + int64(i%2), CustomerId: int64(1 + i%9), NewCustomer: i < 9,
+			PartnerId: int64(i % 4), ReferrerUrl: ref, AffiliateUrl: "https://brand.example/p?utm_source=s" + fmt.Sprint(i%2), ClickedAt: ts(i * 7)})
+	}
+	add(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 105, ProgramId: 8, CustomerId: 6, ClickedAt: ts(3)}) // a repeat
+	add(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 900, ProgramId: 7, IsTest: true, ClickedAt: ts(5)})
+	add(eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 901, ProgramId: 7, CustomerId: 3, PartnerId: 2, Status: "settled", RecordedAt: ts(50), SignupDate: ts(50)})
+	add(eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 8, CustomerId: 2, PartnerId: 1, FirstPurchaseDate: ts(90)})
+
+	snapshot := func(pool *pgxpool.Pool) string {
+		var s string
+		if err := pool.QueryRow(context.Background(), `SELECT concat_ws(E'\n',
+			(SELECT string_agg(t::text, ',' ORDER BY t::text) FROM activity_buckets t),
+			(SELECT string_agg(t::text, ',' ORDER BY t::text) FROM activity_days t),
+			(SELECT string_agg(t::text, ',' ORDER BY t::text) FROM partner_buckets t),
+			(SELECT string_agg(t::text, ',' ORDER BY t::text) FROM counted t),
+			(SELECT string_agg(t::text, ',' ORDER BY t::text) FROM customers t),
+			(SELECT string_agg(t::text, ',' ORDER BY t::text) FROM test_events t),
+			(SELECT string_agg(r, ',' ORDER BY r) FROM (SELECT (b.program_id, b.bucket, b.clicks, b.leads, b.conversions, s.referrer, s.utm_source)::text AS r
+				FROM source_buckets b JOIN sources s ON s.id = b.source_id) x),
+			(SELECT string_agg(r, ',' ORDER BY r) FROM (SELECT (c.customer_id, s.referrer, s.utm_source)::text AS r
+				FROM customer_sources c JOIN sources s ON s.id = c.source_id) x))`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	oneByOne := setup(t)
+	for _, env := range envs {
+		if err := pg.InTx(context.Background(), oneByOne, func(tx pgx.Tx) error { return consumer.Tracking(context.Background(), tx, env) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batched := setup(t)
+	for range 2 {
+		if err := pg.InTx(context.Background(), batched, func(tx pgx.Tx) error { return consumer.TrackingBatch(context.Background(), tx, envs) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, got := snapshot(oneByOne), snapshot(batched)
+	if got != want {
+		t.Fatalf("batched:\n%s\n\none by one:\n%s", got, want)
+	}
+	var clicks int64
+	if err := batched.QueryRow(context.Background(), `SELECT sum(clicks) FROM activity_buckets`).Scan(&clicks); err != nil || clicks != 40 {
+		t.Fatalf("%d clicks counted (%v), want 40", clicks, err)
 	}
 }
