@@ -343,3 +343,46 @@ func TestBatchAppliesEachEventOnceAndFallsBackOnFailure(t *testing.T) {
 		t.Fatalf("handler calls = %d: no batch was applied (and rolled back)", calls)
 	}
 }
+
+// BatchHandler gets a batch's events new to the inbox, in order, in one
+// call; when it fails, the batch is applied one by one with Handler.
+func TestBatchHandlerGetsTheNewEventsOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, topic)
+	var msgs []kafka.Message
+	var envs []*eventsv1.Envelope
+	for i := range 30 {
+		env := testenv.Envelope("test.effect", 1, int64(i+1))
+		envs = append(envs, env)
+		msgs = append(msgs, message(t, env))
+	}
+	msgs = append(msgs, message(t, envs[0])) // a repeat
+	f.produce(t, msgs...)
+	var calls, batched atomic.Int64
+	var failOnce atomic.Bool
+	failOnce.Store(true)
+	f.start(t, "batch-handler", func(c *inbox.ConsumerConfig) {
+		c.BatchSize = 8
+		c.BatchHandler = func(ctx context.Context, tx pgx.Tx, envs []*eventsv1.Envelope) error {
+			calls.Add(1)
+			for _, env := range envs {
+				if _, err := tx.Exec(ctx, `INSERT INTO effects VALUES ($1, $2, $3)`, env.Id, env.ProgramId, env.Seq); err != nil {
+					return err
+				}
+			}
+			if failOnce.CompareAndSwap(true, false) {
+				return errors.New("the first batch fails")
+			}
+			batched.Add(int64(len(envs)))
+			return nil
+		}
+	})
+	testenv.Eventually(t, 30*time.Second, "every message settled", func() bool { return f.handled(t, "batch-handler") == float64(len(msgs)) })
+	if n := f.e.Count(t, `SELECT count(*) FROM effects`); n != len(envs) {
+		t.Fatalf("effect rows = %d, want %d", n, len(envs))
+	}
+	// The failed batch's events went through Handler, one by one.
+	if got, oneByOne := batched.Load(), f.h.calls.Load(); got+oneByOne != int64(len(envs)) || oneByOne == 0 || calls.Load() < 2 {
+		t.Fatalf("batched %d + one by one %d events in %d batch calls, want %d in all, some of each", got, oneByOne, calls.Load(), len(envs))
+	}
+}
