@@ -291,6 +291,10 @@ func TestDashboardRoutes(t *testing.T) {
 				t.Errorf("%s: %d rows, want %d", q, len(rows), days)
 			}
 		}
+		// Nothing precedes "all": every trend is new (previous 0).
+		all := perf(t, "?period=all", bearer(owner)...)
+		wantJSON(t, "all: clicksTrend", metric(all, "clicksTrend"), `{"trend":null,"trendDirection":"up","previous":0}`)
+		wantJSON(t, "all: revenueTrend", metric(all, "revenueTrend"), `{"trend":null,"trendDirection":"up","previous":0}`)
 	})
 
 	t.Run("the next week: these figures are its previous period (down 100%); both periods empty: 0, stable", func(t *testing.T) {

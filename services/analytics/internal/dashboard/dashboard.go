@@ -111,6 +111,9 @@ const (
 type Store interface {
 	Program(ctx context.Context, id int64) (Program, bool, error)
 	Member(ctx context.Context, programID, userID int64) (Member, bool, error)
+	// ActiveMemberProgram is the program when the user is an active member
+	// of it (one round trip for the figures routes); false otherwise.
+	ActiveMemberProgram(ctx context.Context, programID, userID int64) (Program, bool, error)
 	// Days answers the calendar days of the span (in its zone) that have
 	// any figure, in order.
 	Days(ctx context.Context, programID int64, span Span) ([]Day, error)
@@ -161,6 +164,9 @@ type Span struct {
 	Loc    *time.Location
 	First  time.Time
 	Days   int
+	// FromFirst: the span starts at the program's first figure or its
+	// creation ("all"), so nothing precedes it.
+	FromFirst bool
 }
 
 // From is the range's first instant: midnight of First in Loc.
@@ -173,7 +179,7 @@ func (s Span) To() time.Time { return midnight(s.First, s.Days, s.Loc) }
 // Previous is the equal-length range just before.
 func (s Span) Previous() Span {
 	p := s
-	p.First = s.First.AddDate(0, 0, -s.Days)
+	p.First, p.FromFirst = s.First.AddDate(0, 0, -s.Days), false
 	return p
 }
 
@@ -223,9 +229,13 @@ func (s *Service) Performance(ctx context.Context, q PerformanceQuery) (Performa
 	if err != nil {
 		return Performance{}, err
 	}
-	before, err := s.store.Days(ctx, q.ProgramID, prev)
-	if err != nil {
-		return Performance{}, err
+	var before []Day
+	// "all" starts at the program's first figure or its creation: the
+	// period before it has none to read.
+	if !span.FromFirst {
+		if before, err = s.store.Days(ctx, q.ProgramID, prev); err != nil {
+			return Performance{}, err
+		}
 	}
 	out := Performance{Days: fill(cur, span.First, span.Days), Span: span, Previous: prev}
 	for _, d := range cur {
@@ -243,18 +253,11 @@ func (s *Service) memberProgram(ctx context.Context, userID, programID int64) (P
 	if userID == 0 || programID == 0 {
 		return Program{}, ErrNoAccess
 	}
-	prog, ok, err := s.store.Program(ctx, programID)
+	prog, ok, err := s.store.ActiveMemberProgram(ctx, programID, userID)
 	if err != nil {
 		return Program{}, err
 	}
 	if !ok {
-		return Program{}, ErrNoAccess
-	}
-	m, ok, err := s.store.Member(ctx, programID, userID)
-	if err != nil {
-		return Program{}, err
-	}
-	if !ok || !m.Active {
 		return Program{}, ErrNoAccess
 	}
 	return prog, nil
@@ -330,7 +333,7 @@ func (s *Service) span(ctx context.Context, prog Program, q RangeQuery) (Span, e
 		} else if d := civil(t, loc); ok && d.Before(start) {
 			start = d
 		}
-		out.First, out.Days = start, int(today.Sub(start).Hours()/24)+1
+		out.First, out.Days, out.FromFirst = start, int(today.Sub(start).Hours()/24)+1, true
 		return out, nil
 	}
 	return Span{}, ErrPeriod

@@ -30,11 +30,24 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Program reads a program of the replica.
 func (s *Store) Program(ctx context.Context, id int64) (dashboard.Program, bool, error) {
+	return scanProgram(s.pool.QueryRow(ctx, `SELECT `+programColumns+` FROM programs p WHERE p.id = $1`, id), id)
+}
+
+// ActiveMemberProgram reads the program when the user is an active member
+// of it, in one query.
+func (s *Store) ActiveMemberProgram(ctx context.Context, programID, userID int64) (dashboard.Program, bool, error) {
+	return scanProgram(s.pool.QueryRow(ctx, `SELECT `+programColumns+`
+		FROM programs p JOIN memberships m ON m.program_id = p.id AND m.user_id = $2 AND m.active
+		WHERE p.id = $1`, programID, userID), programID)
+}
+
+const programColumns = `p.id, p.created_at, p.payment_tracking_mode, p.processor_status, p.processor_account_id,
+	p.charges_enabled, p.payouts_enabled, p.details_submitted, p.connected_at`
+
+func scanProgram(row pgx.Row, id int64) (dashboard.Program, bool, error) {
 	var p dashboard.Program
 	var created *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT id, created_at, payment_tracking_mode, processor_status, processor_account_id,
-			charges_enabled, payouts_enabled, details_submitted, connected_at
-		FROM programs WHERE id = $1`, id).Scan(&p.ID, &created, &p.PaymentTrackingMode, &p.ProcessorStatus, &p.ProcessorAccountID,
+	err := row.Scan(&p.ID, &created, &p.PaymentTrackingMode, &p.ProcessorStatus, &p.ProcessorAccountID,
 		&p.ChargesEnabled, &p.PayoutsEnabled, &p.DetailsSubmitted, &p.ConnectedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dashboard.Program{}, false, nil
