@@ -25,7 +25,8 @@ const InternalToken = "stacktest-internal"
 
 // Defaults are the variables the services require that platformtest.Env
 // does not set: the admin token, the internal token shared by tracking and
-// commissions, and a fixed session signing key. A test's own values
+// commissions, a fixed session signing key and small database pools. A
+// test's own values
 // replace them.
 func Defaults() map[string]string {
 	return map[string]string{
@@ -34,6 +35,12 @@ func Defaults() map[string]string {
 		"SESSION_SIGNING_KEY": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, ed25519.SeedSize)),
 		// Its public half, for the services that verify sessions (analytics).
 		"SESSION_PUBLIC_KEY": base64.StdEncoding.EncodeToString(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)).Public().(ed25519.PublicKey)),
+		// Small pools: make test runs many stacks at once against one
+		// Postgres (100 connections by default), and a burst of requests
+		// grows a pool to its maximum (the platform's default is 32 per
+		// service). A request then waits for a connection instead of the
+		// server refusing one.
+		"DB_MAX_CONNS": "8",
 	}
 }
 
