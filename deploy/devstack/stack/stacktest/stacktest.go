@@ -26,8 +26,7 @@ const InternalToken = "stacktest-internal"
 // Defaults are the variables the services require that platformtest.Env
 // does not set: the admin token, the internal token shared by tracking and
 // commissions, a fixed session signing key and small database pools. A
-// test's own values
-// replace them.
+// test's own values replace them.
 func Defaults() map[string]string {
 	return map[string]string{
 		"ADMIN_TOKEN":         AdminToken,
