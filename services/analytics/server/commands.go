@@ -19,7 +19,7 @@ import (
 func commands() map[string]platform.Command {
 	return map[string]platform.Command{
 		"fx":      {Usage: "fx import <file.csv|->  load dated exchange rates (header currency,date,usd_per_unit; - reads stdin)", Run: fxCommand},
-		"rebuild": {Usage: "rebuild                recompute every aggregate from the retained events, then switch to them", Run: rebuildCommand},
+		"rebuild": {Usage: "rebuild [--allow-loss]  recompute every aggregate from the retained events, then switch to them", Run: rebuildCommand},
 	}
 }
 
@@ -27,13 +27,14 @@ func commands() map[string]platform.Command {
 // aggregates from every retained tracking and ledger event, swapped in
 // while the service keeps running.
 func rebuildCommand(ctx context.Context, c platform.CommandEnv, args []string) int {
-	if len(args) != 0 {
-		fmt.Fprintln(c.Stderr, "usage: analytics rebuild")
+	allowLoss := len(args) == 1 && args[0] == "--allow-loss"
+	if len(args) > 1 || (len(args) == 1 && !allowLoss) {
+		fmt.Fprintln(c.Stderr, "usage: analytics rebuild [--allow-loss]")
 		return 2
 	}
 	res, err := rebuild.Run(ctx, rebuild.Config{
 		Pool: c.Pool, Schema: c.Config.Schema, Brokers: c.Config.KafkaBrokers, Logger: c.Logger, Progress: c.Stdout, Now: c.Now,
-		WritersLock: aggregate.FiguresLock,
+		WritersLock: aggregate.FiguresLock, AllowLoss: allowLoss,
 		Sources: []rebuild.Source{
 			{Topic: eventsv1.TopicTracking, Apply: aggregate.Tracking},
 			{Topic: eventsv1.TopicCommissions, Apply: aggregate.Commissions},

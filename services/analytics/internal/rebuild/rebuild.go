@@ -66,6 +66,9 @@ type Config struct {
 	// aggregate.FiguresLock); the switch takes it exclusively first, so it
 	// never waits for a table a waiting writer holds.
 	WritersLock int64
+	// AllowLoss switches even when the new generation counts fewer events
+	// than the live one (the topics no longer hold all of history).
+	AllowLoss bool
 }
 
 // Result is what a rebuild did.
@@ -75,6 +78,10 @@ type Result struct {
 	Skipped    int64 // undecodable messages (the live consumer dead-letters them)
 	Took       time.Duration
 }
+
+// ErrFewer: the retained events make fewer figures than the live ones;
+// nothing was switched.
+var ErrFewer = errors.New("the retained events count fewer events than the live figures")
 
 // ErrRunning: another rebuild of the schema holds its lock.
 var ErrRunning = errors.New("another rebuild of this schema is running")
@@ -212,6 +219,19 @@ func (r *run) switchOver(ctx context.Context, res *Result, from map[string]map[i
 			}
 			tail += n
 			res.Events, res.Skipped = res.Events+n, res.Skipped+skipped
+		}
+		// A topic trimmed by retention (or a broker that lost its data)
+		// would make a generation with less history than the live one:
+		// switching to it would erase figures.
+		var liveN, nextN int64
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+pgx.Identifier{r.cfg.Schema, "counted"}.Sanitize()+`)
+				+ (SELECT count(*) FROM `+pgx.Identifier{r.cfg.Schema, "customers"}.Sanitize()+`),
+			(SELECT count(*) FROM `+pgx.Identifier{r.next, "counted"}.Sanitize()+`)
+				+ (SELECT count(*) FROM `+pgx.Identifier{r.next, "customers"}.Sanitize()+`)`).Scan(&liveN, &nextN); err != nil {
+			return fmt.Errorf("compare the generations: %w", err)
+		}
+		if nextN < liveN && !r.cfg.AllowLoss {
+			return fmt.Errorf("%w (%d events and customers rebuilt, %d live): the topics no longer hold all of history (retention, a lost broker); the live figures are kept; --allow-loss switches anyway", ErrFewer, nextN, liveN)
 		}
 		if err := r.swap(ctx, tx); err != nil {
 			return fmt.Errorf("swap the generations: %w", err)
