@@ -122,6 +122,9 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 		// The local stack trusts loopback hops, like a production ingress
 		// behind its load balancer: the suite's clients come through one.
 		"TRUSTED_PROXIES=127.0.0.0/8,::1/128",
+		// Small pools, as stacktest's: the suite runs several stacks
+		// beside other packages' against one Postgres.
+		"DB_MAX_CONNS=8",
 	)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
