@@ -73,7 +73,7 @@ func fxCommand(ctx context.Context, c platform.CommandEnv, args []string) int {
 		fmt.Fprintf(c.Stderr, "analytics fx import: %s: nothing imported:\n%v\n", args[1], err)
 		return 1
 	}
-	res, err := fx.Import(ctx, c.Pool, rates)
+	res, err := fx.Import(ctx, c.Pool, rates, aggregate.FiguresLock)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "analytics fx import: %s: nothing imported: %v\n", args[1], err)
 		return 1

@@ -109,9 +109,36 @@ func TestFXImportCommand(t *testing.T) {
 	if got := usd(t, 10000, "EUR", "2026-11-05"); got != "116.120000" {
 		t.Errorf("the rate from stdin: %s", got)
 	}
+	// Daily money, and the days' dollars as the consumers converted them
+	// at the rates of then; the next import changes the rate of the first
+	// day.
+	if _, err := pool.Exec(context.Background(), `WITH v (day, cur, minor) AS (
+			VALUES ('2019-06-01'::date, 'EUR', 10000), ('2026-11-25', 'EUR', 10000), ('2026-11-03', 'VND', 1000000), ('2026-11-25', 'USD', 10000)
+		), m AS (
+			INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor) SELECT 1, day, cur, minor, minor / 10 FROM v
+		)
+		INSERT INTO activity_days (program_id, day, revenue_usd, commission_usd, fx_estimated)
+		SELECT 1, v.day, sum(v.minor * r.usd_per_minor), sum((v.minor / 10) * r.usd_per_minor), bool_or(r.estimated)
+		FROM v CROSS JOIN LATERAL fx_rate_on(v.cur, v.day) r GROUP BY v.day`); err != nil {
+		t.Fatal(err)
+	}
+	dollars := func(t *testing.T) string {
+		t.Helper()
+		var v string
+		if err := pool.QueryRow(context.Background(), `SELECT string_agg(format('%s %s %s %s', day, round(revenue_usd, 6), round(commission_usd, 6), fx_estimated), '; ' ORDER BY day)
+			FROM activity_days`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got, want := dollars(t), "2019-06-01 109.560000 10.956000 t; 2026-11-03 39.400000 3.940000 t; 2026-11-25 216.120000 21.612000 t"; got != want {
+		t.Fatalf("daily dollars before the import:\n got %s\nwant %s", got, want)
+	}
 	// A new first rate stands for the days before it too; the daily table
-	// the figures join is the lookup's, day for day, after every import.
-	if code, out, errOut := run(t, "fx", "import", write(t, "currency,date,usd_per_unit\nEUR,2020-01-02,1.1\n")); code != 0 {
+	// the figures join is the lookup's, day for day, after every import,
+	// and so are the daily dollars (a day whose every rate is now its own
+	// is no longer estimated).
+	if code, out, errOut := run(t, "fx", "import", write(t, "currency,date,usd_per_unit\nEUR,2020-01-02,1.1\nEUR,2026-11-25,1.2\n")); code != 0 {
 		t.Fatalf("a first rate: %d %q %q", code, out, errOut)
 	}
 	if got := usd(t, 10000, "EUR", "2019-06-01"); got != "110.000000 estimated" {
@@ -121,5 +148,8 @@ func TestFXImportCommand(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM fx_daily d CROSS JOIN LATERAL fx_rate_on(d.currency, d.day) r
 		WHERE (d.usd_per_minor, d.estimated) IS DISTINCT FROM (r.usd_per_minor, r.estimated)`).Scan(&stale); err != nil || stale != 0 {
 		t.Fatalf("fx_daily differs from the rates on %d days (%v)", stale, err)
+	}
+	if got, want := dollars(t), "2019-06-01 110.000000 11.000000 t; 2026-11-03 39.400000 3.940000 t; 2026-11-25 220.000000 22.000000 f"; got != want {
+		t.Errorf("daily dollars after the import:\n got %s\nwant %s", got, want)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svc-dev/svc/services/analytics/internal/fx"
 )
 
 // The seeded world: one program, one active member who signs in, and
@@ -158,6 +160,13 @@ func seed(ctx context.Context, db *pgxpool.Pool, plan seedPlan, log func(msg str
 			return out, err
 		}
 	}
+	// The daily dollars, as the consumers keep them (fx import's refresh).
+	t := time.Now()
+	n, err := fx.RefreshDollars(ctx, conn, "")
+	if err != nil {
+		return out, fmt.Errorf("seed: %w", err)
+	}
+	log("seeded", "step", "daily dollars", "rows", n, "took", time.Since(t).Round(time.Millisecond))
 	// The visibility map lets the reference use an index-only scan, and
 	// fresh statistics give both sides their best plans.
 	for _, t := range []string{refSchema + ".clicks", "activity_buckets", "money_buckets", "activity_days", "money_days", "partner_programs", "programs", "memberships"} {

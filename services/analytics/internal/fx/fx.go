@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/pg"
@@ -127,10 +128,16 @@ type Result struct {
 
 // Import loads rates in one transaction: a new (currency, date) is added,
 // an existing one takes the file's value. A currency analytics does not
-// know (the currencies table) fails the whole import.
-func Import(ctx context.Context, pool *pgxpool.Pool, rates []Rate) (Result, error) {
+// know (the currencies table) fails the whole import. writersLock is the
+// advisory lock the figures' writers hold shared (aggregate.FiguresLock):
+// the import holds it exclusively, so no writer converts an amount at a
+// rate the import is replacing while it recomputes the daily dollars.
+func Import(ctx context.Context, pool *pgxpool.Pool, rates []Rate, writersLock int64) (Result, error) {
 	res := Result{Latest: map[string]time.Time{}}
 	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, writersLock); err != nil {
+			return fmt.Errorf("hold the figures' writers: %w", err)
+		}
 		known := map[string]bool{}
 		rows, err := tx.Query(ctx, `SELECT code FROM currencies`)
 		if err != nil {
@@ -177,6 +184,9 @@ func Import(ctx context.Context, pool *pgxpool.Pool, rates []Rate) (Result, erro
 				return fmt.Errorf("refresh the daily rates of %s: %w", cur, err)
 			}
 		}
+		if _, err := RefreshDollars(ctx, tx, ""); err != nil {
+			return err
+		}
 		rows, err = tx.Query(ctx, `SELECT currency, max(valid_from) FROM fx_rates GROUP BY currency ORDER BY currency`)
 		if err != nil {
 			return err
@@ -190,4 +200,35 @@ func Import(ctx context.Context, pool *pgxpool.Pool, rates []Rate) (Result, erro
 		return err
 	})
 	return res, err
+}
+
+// Execer is a transaction or a connection.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// RefreshDollars sets the dollars of every UTC day (activity_days) whose
+// money (money_days, in minor units per currency) the rates in fx_daily
+// now convert to other dollars than the day holds, and answers how many
+// days it changed. The consumers keep the dollars as they add amounts;
+// this is for when the rates change. It reads every day's money once.
+// schema holds both tables ("": the search path's, the live ones; a
+// rebuild passes its new generation's).
+func RefreshDollars(ctx context.Context, db Execer, schema string) (int64, error) {
+	days, money := "activity_days", "money_days"
+	if schema != "" {
+		days, money = pgx.Identifier{schema, days}.Sanitize(), pgx.Identifier{schema, money}.Sanitize()
+	}
+	tag, err := db.Exec(ctx, `INSERT INTO `+days+` AS a (program_id, day, revenue_usd, commission_usd, fx_estimated)
+		SELECT m.program_id, m.day, sum(m.revenue_minor * f.usd_per_minor), sum(m.commission_minor * f.usd_per_minor), bool_or(f.estimated)
+		FROM `+money+` m
+		JOIN fx_daily f ON f.currency = m.currency AND f.day = LEAST(GREATEST(m.day, DATE '2000-01-01'), DATE '2100-12-31')
+		GROUP BY 1, 2
+		ON CONFLICT (program_id, day) DO UPDATE
+			SET revenue_usd = EXCLUDED.revenue_usd, commission_usd = EXCLUDED.commission_usd, fx_estimated = EXCLUDED.fx_estimated
+			WHERE (a.revenue_usd, a.commission_usd, a.fx_estimated) IS DISTINCT FROM (EXCLUDED.revenue_usd, EXCLUDED.commission_usd, EXCLUDED.fx_estimated)`)
+	if err != nil {
+		return 0, fmt.Errorf("refresh the daily dollars: %w", err)
+	}
+	return tag.RowsAffected(), nil
 }

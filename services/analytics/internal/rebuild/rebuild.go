@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/analytics/internal/fx"
 )
 
 // Tables are the aggregates the event consumers write, in the order they
@@ -232,6 +233,12 @@ func (r *run) switchOver(ctx context.Context, res *Result, from map[string]map[i
 		}
 		if nextN < liveN && !r.cfg.AllowLoss {
 			return fmt.Errorf("%w (%d events and customers rebuilt, %d live): the topics no longer hold all of history (retention, a lost broker); the live figures are kept; --allow-loss switches anyway", ErrFewer, nextN, liveN)
+		}
+		// Rates imported while the generation was built converted none of
+		// its amounts already written (an import holds the writers'
+		// lock, which this transaction holds now).
+		if _, err := fx.RefreshDollars(ctx, tx, r.next); err != nil {
+			return err
 		}
 		if err := r.swap(ctx, tx); err != nil {
 			return fmt.Errorf("swap the generations: %w", err)

@@ -45,9 +45,10 @@ const TestEventsKept = 10
 const LeadSettled = "settled"
 
 // FiguresLock is the advisory lock between the figures' writers and a
-// rebuild's switch: every transaction that writes the figures holds it
-// shared from before its first write; the switch holds it exclusively
-// before it locks the tables. Without it, a consumer's transaction holding
+// rebuild's switch or an fx import: every transaction that writes the
+// figures holds it shared from before its first write; the switch holds it
+// exclusively before it locks the tables, an import before it changes the
+// rates the writers convert money at. Without it, a consumer's transaction holding
 // one table and waiting for the next deadlocks with the switch holding the
 // second and waiting for the first.
 const FiguresLock int64 = 0x616e616c79746963 // "analytic"
@@ -194,9 +195,21 @@ func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, curre
 		program, bucket(at), currency, revenue, commission); err != nil {
 		return fmt.Errorf("add money of program %d: %w", program, err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (program_id, day, currency) DO UPDATE SET revenue_minor = money_days.revenue_minor + EXCLUDED.revenue_minor,
-			commission_minor = money_days.commission_minor + EXCLUDED.commission_minor`,
+	// The day's dollars at its rate (fx_daily; a day outside it has its
+	// nearest day's) are added to the day's row beside the minor units, so
+	// the route reads them without converting per row. A currency without
+	// rates (none: fx_rates refers to currencies) counts no dollars.
+	if _, err := tx.Exec(ctx, `WITH m AS (
+			INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (program_id, day, currency) DO UPDATE SET revenue_minor = money_days.revenue_minor + EXCLUDED.revenue_minor,
+				commission_minor = money_days.commission_minor + EXCLUDED.commission_minor
+		)
+		INSERT INTO activity_days (program_id, day, revenue_usd, commission_usd, fx_estimated)
+		SELECT $1, $2, COALESCE($4 * f.usd_per_minor, 0), COALESCE($5 * f.usd_per_minor, 0), COALESCE(f.estimated, false)
+		FROM (SELECT) one LEFT JOIN fx_daily f ON f.currency = $3 AND f.day = LEAST(GREATEST($2::date, DATE '2000-01-01'), DATE '2100-12-31')
+		ON CONFLICT (program_id, day) DO UPDATE SET revenue_usd = activity_days.revenue_usd + EXCLUDED.revenue_usd,
+			commission_usd = activity_days.commission_usd + EXCLUDED.commission_usd,
+			fx_estimated = activity_days.fx_estimated OR EXCLUDED.fx_estimated`,
 		program, utcDay(at), currency, revenue, commission); err != nil {
 		return fmt.Errorf("add daily money of program %d: %w", program, err)
 	}

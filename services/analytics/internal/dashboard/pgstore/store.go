@@ -101,37 +101,21 @@ func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) 
 	return days, nil
 }
 
-// daysJoin joins the activity, money and partners CTEs by day.
-const daysJoin = `
-		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
-			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8, COALESCE(m.estimated, false)
-		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
-		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
-		ORDER BY d.day`
-
-// daysByDay: $1 program, $2 and $3 the span's UTC midnights.
+// daysByDay: $1 program, $2 and $3 the span's UTC midnights. The daily
+// rollups hold each day's counters and its dollars (migration 00008); the
+// partner-program records created are counted beside them.
 const daysByDay = `
-		WITH activity AS (
-			SELECT day, clicks, leads, conversions, sales FROM activity_days
+		WITH days AS (
+			SELECT day, clicks, leads, conversions, sales, revenue_usd, commission_usd, fx_estimated FROM activity_days
 			WHERE program_id = $1 AND day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND day < ($3::timestamptz AT TIME ZONE 'UTC')::date
-		), money AS (
-			-- fx_daily joined on the span's days (an index range, then a
-			-- hash join). It holds 2000-2100, the only dates fx import
-			-- takes, so a day outside has the rate of the nearest day in
-			-- it, as fx_rate_on would give (no per-row fallback: its
-			-- estimated cost made Postgres JIT-compile every answer).
-			SELECT m.day, sum(m.revenue_minor * f.usd_per_minor) AS revenue, sum(m.commission_minor * f.usd_per_minor) AS commission,
-				bool_or(f.estimated) AS estimated
-			FROM money_days m
-			JOIN fx_daily f ON f.currency = m.currency AND f.day = LEAST(GREATEST(m.day, DATE '2000-01-01'), DATE '2100-12-31')
-				AND f.day >= LEAST(GREATEST(($2::timestamptz AT TIME ZONE 'UTC')::date, DATE '2000-01-01'), DATE '2100-12-31')
-				AND f.day <= LEAST(GREATEST(($3::timestamptz AT TIME ZONE 'UTC')::date, DATE '2000-01-01'), DATE '2100-12-31')
-			WHERE m.program_id = $1 AND m.day >= ($2::timestamptz AT TIME ZONE 'UTC')::date AND m.day < ($3::timestamptz AT TIME ZONE 'UTC')::date
-			GROUP BY m.day
 		), partners AS (
 			SELECT (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS partners
 			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
-		)` + daysJoin
+		)
+		SELECT COALESCE(d.day, p.day), COALESCE(d.clicks, 0), COALESCE(d.leads, 0), COALESCE(d.conversions, 0), COALESCE(d.sales, 0),
+			COALESCE(p.partners, 0), COALESCE(d.revenue_usd, 0)::float8, COALESCE(d.commission_usd, 0)::float8, COALESCE(d.fx_estimated, false)
+		FROM days d FULL JOIN partners p ON p.day = d.day
+		ORDER BY 1`
 
 // daysByBucket: $1 program, $2 and $3 the span's instants, $4 its zone.
 const daysByBucket = `
@@ -150,7 +134,12 @@ const daysByBucket = `
 		), partners AS (
 			SELECT (created_at AT TIME ZONE $4)::date AS day, count(*) AS partners
 			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
-		)` + daysJoin
+		)
+		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
+			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8, COALESCE(m.estimated, false)
+		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
+		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
+		ORDER BY d.day`
 
 // Sources sums the span's source buckets by each dimension: clicks, leads
 // and conversions, and revenue in dollars at the rate of each amount's
