@@ -363,16 +363,18 @@ func civil(t time.Time, loc *time.Location) time.Time {
 }
 
 // fill answers one row per day from first, zeros where the store had
-// none, money rounded to cents.
+// none, money rounded to cents. have is in date order (Store.Days).
 func fill(have []Day, first time.Time, days int) []Day {
-	byDate := make(map[time.Time]Day, len(have))
-	for _, d := range have {
-		byDate[civil(d.Date, time.UTC)] = d
-	}
 	out := make([]Day, days)
 	for i := range out {
 		date := first.AddDate(0, 0, i)
-		d := byDate[date]
+		for len(have) > 0 && civil(have[0].Date, time.UTC).Before(date) {
+			have = have[1:] // before the span: not the store's answer, but never shown
+		}
+		var d Day
+		if len(have) > 0 && civil(have[0].Date, time.UTC).Equal(date) {
+			d, have = have[0], have[1:]
+		}
 		d.Date, d.Revenue, d.Commission = date, round(d.Revenue, 2), round(d.Commission, 2)
 		out[i] = d
 	}
