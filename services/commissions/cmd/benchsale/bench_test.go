@@ -166,3 +166,57 @@ func TestParseFlags(t *testing.T) {
 		}
 	}
 }
+
+// The floor does what it claims per sale: tracking's decision recorded
+// once, the sale, its commission and its event written together, a
+// repeated transaction_id answered 409 with nothing more written.
+func TestFloor(t *testing.T) {
+	dsn := os.Getenv("TEST_DATABASE_URL")
+	if dsn == "" {
+		dsn = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
+	}
+	ctx := context.Background()
+	db, drop, err := createDatabase(ctx, dsn)
+	if err != nil {
+		t.Skip("no Postgres:", err)
+	}
+	t.Cleanup(drop)
+	ref, err := openReference(ctx, db, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close(ctx)
+	floor, err := openFloor(ctx, ref.pool, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracking := httptest.NewServer(floor.trackingHandler())
+	defer tracking.Close()
+	floor.decideAt = tracking.URL + "/decide"
+	h := floor.salesHandler()
+	post := func(body []byte) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, salePath, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := post(saleBody(1, "cust_1")); code != 200 || !strings.Contains(body, `"sale_id":1`) {
+		t.Fatalf("first sale: %d %s", code, body)
+	}
+	if code, body := post(saleBody(1, "cust_2")); code != 409 || !strings.Contains(body, "duplicate") {
+		t.Fatalf("repeated sale: %d %s", code, body)
+	}
+	var rows string
+	if err := ref.pool.QueryRow(ctx, `SELECT format('%s %s %s %s %s',
+			(SELECT string_agg(transaction_id || '/' || click_id, ',') FROM bench_sale_reference.decisions),
+			(SELECT count(*) FROM bench_sale_reference.floor_sales),
+			(SELECT string_agg(amount::text, ',') FROM bench_sale_reference.floor_commissions),
+			(SELECT string_agg(convert_from(payload, 'UTF8'), ',') FROM bench_sale_reference.floor_outbox),
+			(SELECT partner_id FROM bench_sale_reference.floor_sales))`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != "bench_1/cust_1 1 250 1:250 1" {
+		t.Fatalf("rows written: %s", rows)
+	}
+}

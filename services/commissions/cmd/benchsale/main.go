@@ -139,7 +139,7 @@ type report struct {
 	programID int64
 	customers int // clicks created for the measured service sale run
 	clicksPS  float64
-	results   map[string]Result // "sale reference", "sale service", "refund reference", "refund service"
+	results   map[string]Result // "sale reference", "sale floor", "sale service", "refund reference", "refund service"
 	logPath   string
 }
 
@@ -212,6 +212,30 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 		return nil, err
 	}
 	rep.results["sale reference"] = refMeasured
+
+	// The floor: the least any implementation of the design can
+	// do per sale (floor.go), on the reference's pool.
+	floor, err := openFloor(ctx, ref.pool, o.connections)
+	if err != nil {
+		return nil, err
+	}
+	defer floor.client.CloseIdleConnections()
+	trackAddr, stopTrack, err := serveHTTP(floor.trackingHandler())
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	defer stopTrack()
+	floor.decideAt = "http://" + trackAddr + "/decide"
+	floorAddr, stopFloor, err := serveHTTP(floor.salesHandler())
+	if err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	defer stopFloor()
+	_, floorMeasured, err := d.phase("sale floor", "http://"+floorAddr+salePath, "", -1, refSale(2_000_000_000), refSale(3_000_000_000))
+	if err != nil {
+		return nil, err
+	}
+	rep.results["sale floor"] = floorMeasured
 	ref.pool.Reset() // its idle connections would count against max_connections during the service runs
 
 	// Sales through the gateway: one fresh attributed customer per sale,
@@ -531,7 +555,7 @@ func (r *report) print(out io.Writer) {
 		runtime.GOMAXPROCS(0), runtime.NumCPU(), o.dbMaxConns)
 	fmt.Fprintf(out, "program %d (percent 10, hold %d days), %d approved partner(s), sales spread round-robin; %d fresh attributed customers for the measured service sales (clicks created beforehand at %.0f/s, not timed)\n\n",
 		r.programID, o.holdDays, o.partners, r.customers, r.clicksPS)
-	order := []string{"sale reference", "sale service", "refund reference", "refund service"}
+	order := []string{"sale reference", "sale floor", "sale service", "refund reference", "refund service"}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\trequests\t200/s\tp50\tp90\tp99\tmax\tstatuses\ttransport err\tseconds\t")
 	for _, name := range order {
@@ -581,6 +605,12 @@ func (r *report) print(out io.Writer) {
 		pass := svc.OK > 0 && ratio >= targetRatio && svc.Latency.P99 < targetP99
 		fmt.Fprintf(out, "%-6s service/reference throughput %.2fx (target >= %.2fx), service p99 %s (target < %s), reference p99 %s: %s\n",
 			route, ratio, targetRatio, ms(svc.Latency.P99), ms(targetP99), ms(ref.Latency.P99), verdict(pass))
+	}
+	if floor, ok := r.results["sale floor"]; ok {
+		if ref, ok := r.results["sale reference"]; ok && ref.Throughput() > 0 {
+			fmt.Fprintf(out, "sale   floor/reference throughput %.2fx, floor p99 %s: the most any sale route of this design reaches here (three commits: the reservation, tracking's decision over HTTP, the sale with its commission and event)\n",
+				floor.Throughput()/ref.Throughput(), ms(floor.Latency.P99))
+		}
 	}
 	fmt.Fprintf(out, "service logs: %s\n", r.logPath)
 }
