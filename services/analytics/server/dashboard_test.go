@@ -534,13 +534,17 @@ func TestSourcesAndPartnersRoutes(t *testing.T) {
 			t.Errorf("%s: %v clicks in all, want 2", dim, clicks)
 		}
 	}
-	wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","timezone":"UTC"}`)
+	// The EUR sale of 10 March used the rate of 2 January (the shipped
+	// table has none for that day): one day flagged, as in performance.
+	wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","timezone":"UTC","fxEstimatedDays":1}`)
 
 	t.Run("limit keeps the top rows; a range without traffic is empty lists", func(t *testing.T) {
 		r := sources(t, "?limit=1", bearer(owner)...)
 		wantJSON(t, "referrers", r.body["data"].(map[string]any)["referrers"], `[`+row("google.com", searched)+`]`)
 		r = sources(t, "?dateFrom=2026-01-01&dateTo=2026-01-31", bearer(owner)...)
 		wantJSON(t, "utm_sources", r.body["data"].(map[string]any)["utm_sources"], `[]`)
+		// No money in the range, nothing estimated: the field is absent.
+		wantJSON(t, "meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-01-01T00:00:00.000Z","dateTo":"2026-01-31T23:59:59.999Z","timezone":"UTC"}`)
 	})
 
 	t.Run("partners: clicks, leads, conversions, revenue and commission in dollars", func(t *testing.T) {
@@ -552,6 +556,7 @@ func TestSourcesAndPartnersRoutes(t *testing.T) {
 		})
 		wantJSON(t, "partners", r.body["data"], fmt.Sprintf(`[{"partnerId":%d,"name":"Partner %s","clicks":2,"leads":1,"conversions":1,"revenue":23.4,"commission":2.34}]`,
 			w.partner, strings.TrimPrefix(w.code, "C")))
+		wantJSON(t, "partners meta", r.body["meta"], `{"period":"7d","dateFrom":"2026-03-04T00:00:00.000Z","dateTo":"2026-03-10T23:59:59.999Z","timezone":"UTC","fxEstimatedDays":1}`)
 	})
 
 	t.Run("the key route answers the key's program the same", func(t *testing.T) {

@@ -120,10 +120,12 @@ type Store interface {
 	// FirstActivity is the start of the earliest bucket with any figure.
 	FirstActivity(ctx context.Context, programID int64) (time.Time, bool, error)
 	TestEvents(ctx context.Context, programID int64, kind string) (TestEvents, error)
-	// Sources sums the span per value of each source dimension (unranked).
-	Sources(ctx context.Context, programID int64, span Span) (map[string][]sources.Row, error)
-	// Partners sums the span per partner (unranked).
-	Partners(ctx context.Context, programID int64, span Span) ([]PartnerRow, error)
+	// Sources sums the span per value of each source dimension (unranked),
+	// and counts the UTC days whose money used an earlier day's rate.
+	Sources(ctx context.Context, programID int64, span Span) (map[string][]sources.Row, int, error)
+	// Partners sums the span per partner (unranked), and counts the UTC
+	// days whose money used an earlier day's rate.
+	Partners(ctx context.Context, programID int64, span Span) ([]PartnerRow, int, error)
 	HasApprovedPartner(ctx context.Context, programID int64) (bool, error)
 }
 

@@ -34,6 +34,9 @@ type SourcesQuery struct {
 type Sources struct {
 	Span Span
 	Dims map[string][]sources.Row
+	// FXEstimatedDays counts the UTC days of the range whose money was
+	// converted at an earlier day's rate.
+	FXEstimatedDays int
 }
 
 // PartnerRow is one partner's figures over a period; money in dollars.
@@ -46,8 +49,9 @@ type PartnerRow struct {
 
 // Partners is a period's top partners, ranked like sources.
 type Partners struct {
-	Span Span
-	Rows []PartnerRow
+	Span            Span
+	Rows            []PartnerRow
+	FXEstimatedDays int // as Sources'
 }
 
 // Sources answers where the program's traffic and money came from.
@@ -56,11 +60,11 @@ func (s *Service) Sources(ctx context.Context, q SourcesQuery) (Sources, error) 
 	if err != nil {
 		return Sources{}, err
 	}
-	dims, err := s.store.Sources(ctx, q.ProgramID, span)
+	dims, estimated, err := s.store.Sources(ctx, q.ProgramID, span)
 	if err != nil {
 		return Sources{}, err
 	}
-	out := Sources{Span: span, Dims: make(map[string][]sources.Row, len(sources.Dimensions))}
+	out := Sources{Span: span, Dims: make(map[string][]sources.Row, len(sources.Dimensions)), FXEstimatedDays: estimated}
 	for _, d := range sources.Dimensions {
 		rows := sources.Rank(dims[d], limit)
 		for i := range rows {
@@ -81,7 +85,7 @@ func (s *Service) Partners(ctx context.Context, q SourcesQuery) (Partners, error
 	if err != nil {
 		return Partners{}, err
 	}
-	rows, err := s.store.Partners(ctx, q.ProgramID, span)
+	rows, estimated, err := s.store.Partners(ctx, q.ProgramID, span)
 	if err != nil {
 		return Partners{}, err
 	}
@@ -96,7 +100,7 @@ func (s *Service) Partners(ctx context.Context, q SourcesQuery) (Partners, error
 	if rows == nil {
 		rows = []PartnerRow{}
 	}
-	return Partners{Span: span, Rows: rows}, nil
+	return Partners{Span: span, Rows: rows, FXEstimatedDays: estimated}, nil
 }
 
 // sourcesRange checks access (a key's own program needs none) and reads

@@ -21,11 +21,14 @@ type SourcesMeta struct {
 	DateFrom string `json:"dateFrom"`
 	DateTo   string `json:"dateTo"`
 	TimeZone string `json:"timezone"`
+	// FXEstimatedDays counts the UTC days whose money was converted at the
+	// nearest earlier rate (absent when none), as performance's meta.
+	FXEstimatedDays int `json:"fxEstimatedDays,omitempty"`
 }
 
-func sourcesMeta(s dashboard.Span) SourcesMeta {
+func sourcesMeta(s dashboard.Span, estimated int) SourcesMeta {
 	r := rangeView(s)
-	return SourcesMeta{Period: s.Period, DateFrom: r.DateFrom, DateTo: r.DateTo, TimeZone: s.Loc.String()}
+	return SourcesMeta{Period: s.Period, DateFrom: r.DateFrom, DateTo: r.DateTo, TimeZone: s.Loc.String(), FXEstimatedDays: estimated}
 }
 
 // SourcesResponse is {data: {referrers: [...], utm_sources: [...], ...}, meta}.
@@ -80,7 +83,7 @@ func makeSources(svc Service) endpoint.Endpoint {
 		if err != nil {
 			return failure(SourcesResponse{Err: err}, err)
 		}
-		return SourcesResponse{Data: s.Dims, Meta: sourcesMeta(s.Span)}, nil
+		return SourcesResponse{Data: s.Dims, Meta: sourcesMeta(s.Span, s.FXEstimatedDays)}, nil
 	}
 }
 
@@ -99,6 +102,6 @@ func makePartners(svc Service) endpoint.Endpoint {
 			rows[i] = PartnerView{PartnerID: r.ID, Name: name, Clicks: r.Clicks, Leads: r.Leads, Conversions: r.Conversions,
 				Revenue: r.Revenue, Commission: r.Commission}
 		}
-		return PartnersResponse{Data: rows, Meta: sourcesMeta(p.Span)}, nil
+		return PartnersResponse{Data: rows, Meta: sourcesMeta(p.Span, p.FXEstimatedDays)}, nil
 	}
 }

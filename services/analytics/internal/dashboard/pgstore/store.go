@@ -194,18 +194,20 @@ const daysByBucket = `
 
 // Sources sums the span's source buckets by each dimension: clicks, leads
 // and conversions, and revenue in dollars at the rate of each amount's
-// UTC day. Every value of every dimension, unranked.
-func (s *Store) Sources(ctx context.Context, programID int64, span dashboard.Span) (map[string][]sources.Row, error) {
+// UTC day. Every value of every dimension, unranked, and the number of
+// UTC days whose money used an earlier day's rate.
+func (s *Store) Sources(ctx context.Context, programID int64, span dashboard.Span) (map[string][]sources.Row, int, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH counts AS (
 			SELECT source_id, sum(clicks) AS clicks, sum(leads) AS leads, sum(conversions) AS conversions
 			FROM source_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
-		), money AS (
-			SELECT m.source_id, sum(m.revenue * r.usd_per_minor) AS revenue
+		), converted AS (
+			SELECT m.source_id, m.utc_day, m.revenue * r.usd_per_minor AS revenue, r.estimated
 			FROM (SELECT source_id, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency, sum(revenue_minor) AS revenue
 				FROM source_money WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
 			CROSS JOIN LATERAL fx_rate_on(m.currency, m.utc_day) r
-			GROUP BY 1
+		), money AS (
+			SELECT source_id, sum(revenue) AS revenue FROM converted GROUP BY 1
 		), per_source AS (
 			SELECT s.*, COALESCE(c.clicks, 0) AS clicks, COALESCE(c.leads, 0) AS leads, COALESCE(c.conversions, 0) AS conversions,
 				COALESCE(m.revenue, 0) AS revenue
@@ -217,59 +219,64 @@ func (s *Store) Sources(ctx context.Context, programID int64, span dashboard.Spa
 				WHEN GROUPING(utm_medium) = 0 THEN 'utm_mediums' WHEN GROUPING(utm_campaign) = 0 THEN 'utm_campaigns'
 				WHEN GROUPING(landing_page) = 0 THEN 'landing_pages' WHEN GROUPING(country) = 0 THEN 'countries' ELSE 'devices' END,
 			COALESCE(referrer, utm_source, utm_medium, utm_campaign, landing_page, country, device),
-			sum(clicks)::bigint, sum(leads)::bigint, sum(conversions)::bigint, sum(revenue)::float8
+			sum(clicks)::bigint, sum(leads)::bigint, sum(conversions)::bigint, sum(revenue)::float8,
+			(SELECT count(DISTINCT utc_day) FROM converted WHERE estimated)::int
 		FROM per_source
 		GROUP BY GROUPING SETS ((referrer), (utm_source), (utm_medium), (utm_campaign), (landing_page), (country), (device))`,
 		programID, span.From(), span.To())
 	if err != nil {
-		return nil, fmt.Errorf("read sources of program %d: %w", programID, err)
+		return nil, 0, fmt.Errorf("read sources of program %d: %w", programID, err)
 	}
 	out := map[string][]sources.Row{}
 	var dim string
 	var r sources.Row
-	_, err = pgx.ForEachRow(rows, []any{&dim, &r.Name, &r.Clicks, &r.Leads, &r.Conversions, &r.Revenue}, func() error {
+	var estimated int
+	_, err = pgx.ForEachRow(rows, []any{&dim, &r.Name, &r.Clicks, &r.Leads, &r.Conversions, &r.Revenue, &estimated}, func() error {
 		out[dim] = append(out[dim], r)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read sources of program %d: %w", programID, err)
+		return nil, 0, fmt.Errorf("read sources of program %d: %w", programID, err)
 	}
-	return out, nil
+	return out, estimated, nil
 }
 
 // Partners sums the span's partner buckets per partner, with the
 // partner's name from the catalog ("" when not replicated yet).
-func (s *Store) Partners(ctx context.Context, programID int64, span dashboard.Span) ([]dashboard.PartnerRow, error) {
+func (s *Store) Partners(ctx context.Context, programID int64, span dashboard.Span) ([]dashboard.PartnerRow, int, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH counts AS (
 			SELECT partner_id, sum(clicks) AS clicks, sum(leads) AS leads, sum(conversions) AS conversions
 			FROM partner_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
-		), money AS (
-			SELECT m.partner_id, sum(m.revenue * r.usd_per_minor) AS revenue, sum(m.commission * r.usd_per_minor) AS commission
+		), converted AS (
+			SELECT m.partner_id, m.utc_day, m.revenue * r.usd_per_minor AS revenue, m.commission * r.usd_per_minor AS commission, r.estimated
 			FROM (SELECT partner_id, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
 					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
 				FROM partner_money WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
 			CROSS JOIN LATERAL fx_rate_on(m.currency, m.utc_day) r
-			GROUP BY 1
+		), money AS (
+			SELECT partner_id, sum(revenue) AS revenue, sum(commission) AS commission FROM converted GROUP BY 1
 		)
 		SELECT ids.partner_id, COALESCE(p.name, ''), COALESCE(c.clicks, 0)::bigint, COALESCE(c.leads, 0)::bigint,
-			COALESCE(c.conversions, 0)::bigint, COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8
+			COALESCE(c.conversions, 0)::bigint, COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8,
+			(SELECT count(DISTINCT utc_day) FROM converted WHERE estimated)::int
 		FROM (SELECT partner_id FROM counts UNION SELECT partner_id FROM money) ids
 		LEFT JOIN partners p ON p.id = ids.partner_id
 		LEFT JOIN counts c ON c.partner_id = ids.partner_id LEFT JOIN money m ON m.partner_id = ids.partner_id`,
 		programID, span.From(), span.To())
 	if err != nil {
-		return nil, fmt.Errorf("read partners of program %d: %w", programID, err)
+		return nil, 0, fmt.Errorf("read partners of program %d: %w", programID, err)
 	}
+	var estimated int
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dashboard.PartnerRow, error) {
 		var p dashboard.PartnerRow
-		err := row.Scan(&p.ID, &p.Name, &p.Clicks, &p.Leads, &p.Conversions, &p.Revenue, &p.Commission)
+		err := row.Scan(&p.ID, &p.Name, &p.Clicks, &p.Leads, &p.Conversions, &p.Revenue, &p.Commission, &estimated)
 		return p, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read partners of program %d: %w", programID, err)
+		return nil, 0, fmt.Errorf("read partners of program %d: %w", programID, err)
 	}
-	return out, nil
+	return out, estimated, nil
 }
 
 // FirstActivity is the earliest bucket with a figure, or the earliest
