@@ -108,7 +108,13 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 		// Tuning knobs of the services pass through.
 		return os.Getenv(k)
 	}
-	services, err := svcstack.Start(ctx, svcstack.Options{Env: getenv, Logs: func(string) io.Writer { return logs }})
+	// The services a sale and a refund go through, and accounts for the
+	// seed. Not analytics: a consumer of the ledger, it would spend the
+	// same two cores counting every sale and commission, measuring its
+	// consumers instead of the routes (the sale runs of before analytics
+	// had these three only).
+	services, err := svcstack.Start(ctx, svcstack.Options{Env: getenv, Logs: func(string) io.Writer { return logs },
+		Only: []string{"tracking", "commissions", "accounts"}})
 	if err != nil {
 		return nil, err
 	}
