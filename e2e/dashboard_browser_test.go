@@ -42,6 +42,11 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	c.withKey(s.LiveKey).sale(map[string]any{
 		"transaction_id": uniqueID("order"), "amount_cents": 4900, "currency": "USD", "click_id": clickIDs[0],
 	}).want(t, 200)
+	// A euro sale: converted at the newest shipped rate, earlier than
+	// today, so the page says one day's money used an earlier rate.
+	c.withKey(s.LiveKey).sale(map[string]any{
+		"transaction_id": uniqueID("order"), "amount_cents": 2000, "currency": "EUR", "click_id": clickIDs[1],
+	}).want(t, 200)
 
 	token := signInForToken(t, s)
 	api := newClient(t, s, "198.51.100.91").withKey(token)
@@ -49,7 +54,7 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	waitFor(t, "the clicks, the lead and the sale in the performance route", time.Minute, func() bool {
 		perf = api.do("GET", "/api/tracking/performance/"+s.ProgramID+"?period=7d", nil).want(t, 200)
 		m, _ := perf.get("metrics").(map[string]any)
-		return num(m["totalClicks"]) >= 3 && num(m["totalLeads"]) >= 1 && num(m["totalConversions"]) >= 1 && num(m["totalRevenue"]) >= 49
+		return num(m["totalClicks"]) >= 3 && num(m["totalLeads"]) >= 1 && num(m["totalConversions"]) >= 2 && num(m["totalSales"]) >= 2 && num(m["totalRevenue"]) >= 69
 	})
 	status := api.do("GET", "/api/tracking/status/"+s.ProgramID, nil).want(t, 200)
 	var sources, partners reply
@@ -58,7 +63,8 @@ func TestDashboardInRealBrowser(t *testing.T) {
 		partners = api.do("GET", "/api/tracking/partners/"+s.ProgramID+"?period=7d", nil).want(t, 200)
 		refs, _ := sources.get("data", "referrers").([]any)
 		tops, _ := partners.get("data").([]any)
-		return len(refs) > 0 && num(refs[0].(map[string]any)["revenue"]) >= 49 && len(tops) > 0 && num(tops[0].(map[string]any)["commission"]) > 0
+		return len(refs) > 0 && num(refs[0].(map[string]any)["revenue"]) >= 69 && len(tops) > 0 && num(tops[0].(map[string]any)["revenue"]) >= 69 &&
+			num(tops[0].(map[string]any)["commission"]) >= 6.9
 	})
 	// The key route answers the same figures for the key's program.
 	c.withKey(s.LiveKey).do("GET", "/api/v1/programs/me/analytics/sources?period=7d", nil).want(t, 200)
@@ -73,10 +79,12 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	for _, step := range []string{"pageview", "referrals", "payments"} {
 		steps[step] = status.str("data", "stepStatuses", step)
 	}
+	estimated, _ := perf.get("meta").(map[string]any)["fxEstimatedDays"].(float64)
 	expect := map[string]any{
-		"period": "7d",
-		"days":   len(days),
-		"steps":  steps,
+		"period":    "7d",
+		"days":      len(days),
+		"steps":     steps,
+		"estimated": int(estimated), // days converted at an earlier rate (0: none)
 		"text": map[string]string{
 			"kpi-totalClicks":             integer(m["totalClicks"]),
 			"kpi-totalLeads":              integer(m["totalLeads"]),
@@ -112,7 +120,7 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("browser driver failed (%v) expecting %s:\n%s", err, expectJSON, stderr.String())
 	}
-	t.Logf("dashboard driver: %s", strings.TrimSpace(stdout.String()))
+	t.Logf("dashboard driver: %s (expected %s)", strings.TrimSpace(stdout.String()), expectJSON)
 	for _, f := range []string{"dashboard-1440.png", "dashboard-390.png"} {
 		if st, err := os.Stat(filepath.Join(shots, f)); err != nil || st.Size() == 0 {
 			t.Fatalf("screenshot %s not saved: %v", f, err)

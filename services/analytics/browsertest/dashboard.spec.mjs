@@ -108,6 +108,14 @@ try {
     check(days === String(expected.days), `the chart has ${days} days, want ${expected.days}`);
     check(await page.locator('#chart canvas').count() > 0, 'no chart drawn');
   }
+  if ('estimated' in expected) {
+    // Days converted at an earlier rate are said under the range, as the
+    // API's meta.fxEstimatedDays counts them; none, nothing said.
+    const range = (await page.locator('#range').textContent()) || '';
+    const said = /Money of (\d+) days? converted to dollars at an earlier day's exchange rate/.exec(range);
+    const n = said ? Number(said[1]) : 0;
+    check(n === expected.estimated, `the range says ${n} estimated-rate days, the API ${expected.estimated}: ${JSON.stringify(range)}`);
+  }
   for (const [step, want] of Object.entries(expected.steps || {})) {
     const got = await page.getByTestId(`step-${step}`).getAttribute('data-status');
     check(got === want, `integration step ${step} is ${got}, the API says ${want}`);

@@ -229,7 +229,11 @@
       if (seq !== state.seq) return;
       var m = body.meta || {};
       $('range').textContent = (m.dateFrom || '').slice(0, 10) + ' to ' + (m.dateTo || '').slice(0, 10) + ' (' + (m.timezone || 'UTC') + '), compared with ' +
-        (m.previousPeriod ? (m.previousPeriod.dateFrom || '').slice(0, 10) + ' to ' + (m.previousPeriod.dateTo || '').slice(0, 10) : 'the period before');
+        (m.previousPeriod ? (m.previousPeriod.dateFrom || '').slice(0, 10) + ' to ' + (m.previousPeriod.dateTo || '').slice(0, 10) : 'the period before') +
+        // The rate table had no rate for some days: their dollars use the
+        // nearest earlier day's rate (meta.fxEstimatedDays).
+        (m.fxEstimatedDays ? '. Money of ' + m.fxEstimatedDays + (m.fxEstimatedDays === 1 ? ' day' : ' days') +
+          ' converted to dollars at an earlier day\'s exchange rate.' : '');
       renderKPIs(body.metrics || {});
       renderChart(body.data || []);
     });
