@@ -105,7 +105,9 @@ func TestForEachStopsOnError(t *testing.T) {
 
 // TestReference runs the reference's two handlers against real Postgres
 // (TEST_DATABASE_URL) in a throwaway database.
-func TestReference(t *testing.T) {
+// testReference is a reference on a throwaway database.
+func testReference(t *testing.T) *referenceServer {
+	t.Helper()
 	dsn := os.Getenv("TEST_DATABASE_URL")
 	if dsn == "" {
 		dsn = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
@@ -113,14 +115,20 @@ func TestReference(t *testing.T) {
 	ctx := context.Background()
 	db, drop, err := createDatabase(ctx, dsn)
 	if err != nil {
-		t.Skip("no Postgres:", err)
+		t.Fatal("create the test database:", err)
 	}
 	t.Cleanup(drop)
 	ref, err := openReference(ctx, db, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ref.Close(ctx)
+	t.Cleanup(func() { ref.Close(ctx) })
+	return ref
+}
+
+func TestReference(t *testing.T) {
+	ctx := context.Background()
+	ref := testReference(t)
 	h := ref.handler()
 	post := func(path string, body []byte) (int, string) {
 		rec := httptest.NewRecorder()
@@ -171,21 +179,8 @@ func TestParseFlags(t *testing.T) {
 // once, the sale, its commission and its event written together, a
 // repeated transaction_id answered 409 with nothing more written.
 func TestFloor(t *testing.T) {
-	dsn := os.Getenv("TEST_DATABASE_URL")
-	if dsn == "" {
-		dsn = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
-	}
 	ctx := context.Background()
-	db, drop, err := createDatabase(ctx, dsn)
-	if err != nil {
-		t.Skip("no Postgres:", err)
-	}
-	t.Cleanup(drop)
-	ref, err := openReference(ctx, db, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close(ctx)
+	ref := testReference(t)
 	floor, err := openFloor(ctx, ref.pool, 4)
 	if err != nil {
 		t.Fatal(err)

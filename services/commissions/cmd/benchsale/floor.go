@@ -99,12 +99,8 @@ func (f *floorServer) trackingHandler() http.Handler {
 func (f *floorServer) salesHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/track/sale", func(w http.ResponseWriter, r *http.Request) {
-		var req saleRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		if req.TransactionID == "" || req.AmountCents <= 0 || req.Currency == "" {
-			writeJSON(w, http.StatusBadRequest, map[string]any{"success": false, "error": "transaction_id, amount_cents and currency are required"})
+		req, ok := decodeSale(w, r)
+		if !ok {
 			return
 		}
 		var id int64

@@ -93,13 +93,23 @@ func (s *referenceServer) handler() http.Handler {
 	return mux
 }
 
-func (s *referenceServer) sale(w http.ResponseWriter, r *http.Request) {
+// decodeSale reads a sale body and checks its required fields, answering
+// 400 when it cannot be used.
+func decodeSale(w http.ResponseWriter, r *http.Request) (saleRequest, bool) {
 	var req saleRequest
 	if !decode(w, r, &req) {
-		return
+		return req, false
 	}
 	if req.TransactionID == "" || req.AmountCents <= 0 || req.Currency == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"success": false, "error": "transaction_id, amount_cents and currency are required"})
+		return req, false
+	}
+	return req, true
+}
+
+func (s *referenceServer) sale(w http.ResponseWriter, r *http.Request) {
+	req, ok := decodeSale(w, r)
+	if !ok {
 		return
 	}
 	var id int64
