@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -230,3 +231,54 @@ func TestErrorClassification(t *testing.T) {
 }
 
 func fmtWrap(err error) error { return errors.Join(errors.New("insert parent"), err) }
+
+// A pool with MaxConnIdleTime gives back the connections a burst opened
+// once they sit idle, down to none; without it they stay.
+func TestNewPoolClosesIdleConnections(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	burst := func(t *testing.T, pool *pgxpool.Pool) {
+		t.Helper()
+		conns := make([]*pgxpool.Conn, 3)
+		for i := range conns {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns[i] = c
+		}
+		for _, c := range conns {
+			c.Release()
+		}
+		if n := pool.Stat().TotalConns(); n != 3 {
+			t.Fatalf("%d connections after the burst, want 3", n)
+		}
+	}
+
+	idle, err := pg.NewPool(ctx, dsn, pg.Options{MaxConns: 4, MaxConnIdleTime: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	burst(t, idle)
+	deadline := time.Now().Add(10 * time.Second)
+	for idle.Stat().TotalConns() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d idle connections still open after 10s (MaxConnIdleTime 200ms)", idle.Stat().TotalConns())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	kept, err := pg.NewPool(ctx, dsn, pg.Options{MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	burst(t, kept)
+	// Longer than the idle pool took: the default keeps them 30 minutes.
+	time.Sleep(time.Second)
+	if n := kept.Stat().TotalConns(); n != 3 {
+		t.Fatalf("%d connections kept without MaxConnIdleTime, want 3", n)
+	}
+}

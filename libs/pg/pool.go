@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,6 +34,12 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// AppName is reported as application_name (visible in pg_stat_activity).
 	AppName string
+	// MaxConnIdleTime closes a connection idle that long; zero keeps
+	// pgxpool's 30 minutes. Idle connections are checked every half of it
+	// (at most every minute, pgxpool's period), so a pool shrinks back soon
+	// after a burst: many pools sharing one server (the test suite's
+	// stacks) then fit in its max_connections.
+	MaxConnIdleTime time.Duration
 	// PlanCacheMode sets plan_cache_mode ("auto", "force_custom_plan",
 	// "force_generic_plan"); empty keeps the server's setting. pgx prepares
 	// and caches every statement, and after five runs Postgres may switch a
@@ -81,6 +88,10 @@ func NewPool(ctx context.Context, dsn string, opt Options) (*pgxpool.Pool, error
 	cfg.MaxConns = opt.MaxConns
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if opt.MaxConnIdleTime > 0 {
+		cfg.MaxConnIdleTime = opt.MaxConnIdleTime
+		cfg.HealthCheckPeriod = min(cfg.HealthCheckPeriod, max(opt.MaxConnIdleTime/2, 100*time.Millisecond))
 	}
 	if opt.Tracing {
 		topts := []otelpgx.Option{

@@ -116,10 +116,13 @@ func WithClock(now func() time.Time) Option {
 
 // Config is the environment every service reads, with the same names.
 type Config struct {
-	HTTPAddr       string
-	DatabaseURL    string
-	Schema         string
-	DBMaxConns     int
+	HTTPAddr    string
+	DatabaseURL string
+	Schema      string
+	DBMaxConns  int
+	// DBMaxConnIdle closes pool connections idle that long (0: pgxpool's
+	// 30 minutes).
+	DBMaxConnIdle  time.Duration
 	KafkaBrokers   []string
 	LogLevel       string
 	TrustedProxies string
@@ -148,6 +151,7 @@ func LoadConfig(service string, env *obs.Env) Config {
 		DatabaseURL:    env.String("DATABASE_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable"),
 		Schema:         env.String("DB_SCHEMA", service),
 		DBMaxConns:     env.Int("DB_MAX_CONNS", 32),
+		DBMaxConnIdle:  env.Duration("DB_MAX_CONN_IDLE", 0),
 		KafkaBrokers:   env.List("KAFKA_BROKERS", []string{"127.0.0.1:9092"}),
 		LogLevel:       env.String("LOG_LEVEL", "info"),
 		TrustedProxies: env.String("TRUSTED_PROXIES", "127.0.0.1/32,::1/128"),
@@ -442,7 +446,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer, servin
 		}
 	}
 	p.Pool, err = pg.NewPool(ctx, cfg.DatabaseURL, pg.Options{
-		Schema: cfg.Schema, MaxConns: int32(cfg.DBMaxConns), Tracing: true, AppName: spec.Name,
+		Schema: cfg.Schema, MaxConns: int32(cfg.DBMaxConns), MaxConnIdleTime: cfg.DBMaxConnIdle, Tracing: true, AppName: spec.Name,
 		// Services start on empty tables; a generic plan chosen then (a
 		// sequential scan) would outlive the table's growth. Measured on the
 		// click path: 60-90 µs of Postgres CPU per click with custom plans,

@@ -29,6 +29,10 @@ func Env(t testing.TB) map[string]string {
 		// One broker: production's 3 replicas could not be placed.
 		"KAFKA_REPLICATION_FACTOR":  "1",
 		"KAFKA_MIN_INSYNC_REPLICAS": "1",
+		// make test runs many stacks at once against one Postgres (100
+		// connections by default): a pool gives back what a burst opened
+		// instead of keeping it for pgxpool's 30 minutes.
+		"DB_MAX_CONN_IDLE": "2s",
 	}
 }
 

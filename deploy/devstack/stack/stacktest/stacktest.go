@@ -39,7 +39,7 @@ func Defaults() map[string]string {
 		// grows a pool to its maximum (the platform's default is 32 per
 		// service). A request then waits for a connection instead of the
 		// server refusing one.
-		"DB_MAX_CONNS": "8",
+		"DB_MAX_CONNS": "6",
 	}
 }
 

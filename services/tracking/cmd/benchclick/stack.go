@@ -96,7 +96,11 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 		// Tuning knobs of the services (CLICK_WRITERS, ...) pass through.
 		return os.Getenv(k)
 	}
-	services, err := svcstack.Start(ctx, svcstack.Options{Env: getenv, Logs: func(string) io.Writer { return logs }})
+	// The click route's service, and accounts for the seed, as the README
+	// says: commissions' and analytics' consumers of the clicks would
+	// spend the same cores and the same Postgres on the run.
+	services, err := svcstack.Start(ctx, svcstack.Options{Env: getenv, Logs: func(string) io.Writer { return logs },
+		Only: []string{"tracking", "accounts"}})
 	if err != nil {
 		return nil, err
 	}
