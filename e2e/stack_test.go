@@ -124,7 +124,7 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 		"TRUSTED_PROXIES=127.0.0.0/8,::1/128",
 		// Small pools, as stacktest's: the suite runs several stacks
 		// beside other packages' against one Postgres.
-		"DB_MAX_CONNS=6", "DB_MAX_CONN_IDLE=2s",
+		"DB_MAX_CONNS=6", "DB_MAX_CONN_IDLE=500ms",
 	)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -32,7 +32,7 @@ func Env(t testing.TB) map[string]string {
 		// make test runs many stacks at once against one Postgres (100
 		// connections by default): a pool gives back what a burst opened
 		// instead of keeping it for pgxpool's 30 minutes.
-		"DB_MAX_CONN_IDLE": "2s",
+		"DB_MAX_CONN_IDLE": "500ms",
 	}
 }
 
