@@ -4,16 +4,13 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/svc-dev/svc/libs/pg/pgadmin"
 )
 
 // DefaultURL is used when TEST_DATABASE_URL is unset: the local trust-auth
@@ -38,49 +35,17 @@ func NewDatabase(t testing.TB) string {
 	admin := AdminURL()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-
-	conn, err := connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("pgtest: Postgres unreachable at %s (set TEST_DATABASE_URL to a server where the user may CREATE DATABASE): %v", redact(admin), err)
-	}
-	defer conn.Close(context.Background())
-
 	name := dbName(t.Name())
-	// template0 accepts no connections, so concurrent CREATE DATABASE calls
-	// never fail with "source database is being accessed by other users".
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
-		t.Fatalf("pgtest: create database %s: %v", name, err)
+	dsn, _, err := pgadmin.CreateDatabase(ctx, admin, name)
+	if err != nil {
+		t.Fatalf("pgtest: %s (TEST_DATABASE_URL %s must name a server where the user may CREATE DATABASE)", err, redact(admin))
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := connect(ctx, admin)
-		if err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
+		if err := pgadmin.DropDatabase(context.Background(), admin, name); err != nil {
+			t.Errorf("pgtest: %v", err)
 		}
 	})
-
-	dsn, err := withDatabase(admin, name)
-	if err != nil {
-		t.Fatalf("pgtest: %v", err)
-	}
 	return dsn
-}
-
-func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse TEST_DATABASE_URL: invalid format")
-	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
-		cfg.ConnectTimeout = 5 * time.Second
-	}
-	return pgx.ConnectConfig(ctx, cfg)
 }
 
 // dbName builds "t_<test name>_<random>", lower-cased and cut to fit the 63
@@ -100,24 +65,7 @@ func dbName(testName string) string {
 	if len(base) > 40 {
 		base = base[:40]
 	}
-	var suffix [6]byte
-	_, _ = rand.Read(suffix[:]) // crypto/rand.Read never fails on supported platforms
-	return "t_" + base + "_" + hex.EncodeToString(suffix[:])
-}
-
-// withDatabase returns dsn pointing at database name; it accepts both URL
-// and keyword/value connection strings.
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse TEST_DATABASE_URL: invalid URL")
-		}
-		u.Path = "/" + name
-		return u.String(), nil
-	}
-	// keyword/value: a later dbname wins.
-	return dsn + " dbname=" + name, nil
+	return pgadmin.ScratchName("t_" + base)
 }
 
 // redact hides the password of a DSN for error messages.

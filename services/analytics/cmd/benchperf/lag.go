@@ -29,6 +29,8 @@ import (
 	"github.com/svc-dev/svc/libs/auth/session"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/analytics/server"
+
+	"github.com/svc-dev/svc/libs/pg/pgadmin"
 )
 
 // targetLag is the target for a click's lag to the performance
@@ -100,7 +102,7 @@ func lagBench(ctx context.Context, o lagOptions, logger *slog.Logger, stdout io.
 		return err
 	}
 	defer logs.Close()
-	dsn, drop, err := createDatabase(ctx, o.databaseURL)
+	dsn, drop, err := pgadmin.CreateDatabase(ctx, o.databaseURL, pgadmin.ScratchName("benchperf"))
 	if err != nil {
 		return err
 	}

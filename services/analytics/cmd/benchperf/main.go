@@ -41,6 +41,8 @@ import (
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/services/analytics/server"
+
+	"github.com/svc-dev/svc/libs/pg/pgadmin"
 )
 
 func main() {
@@ -215,7 +217,7 @@ func bench(ctx context.Context, o options, wall time.Time, logger *slog.Logger) 
 	rep := &report{opts: o, plan: plan, results: map[string]Result{}, totals: map[string]rangeTotals{},
 		days: map[string]int{}, bytes: map[string]int{}, logPath: logPath}
 
-	dsn, drop, err := createDatabase(ctx, o.databaseURL)
+	dsn, drop, err := pgadmin.CreateDatabase(ctx, o.databaseURL, pgadmin.ScratchName("benchperf"))
 	if err != nil {
 		return nil, err
 	}

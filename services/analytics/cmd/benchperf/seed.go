@@ -5,11 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/services/analytics/internal/fx"
@@ -216,65 +213,6 @@ func totalsOf(ctx context.Context, db *pgxpool.Pool, from, to time.Time) (rangeT
 		return t, fmt.Errorf("totals of %s..%s: %w", from.Format(time.DateOnly), to.Format(time.DateOnly), err)
 	}
 	return t, nil
-}
-
-// createDatabase makes a fresh database on adminDSN's server and returns
-// its DSN and a function that drops it (WITH (FORCE), so a pool left open
-// cannot keep it alive).
-func createDatabase(ctx context.Context, adminDSN string) (string, func(), error) {
-	name := "benchperf_" + randomHex(6)
-	conn, err := connectAdmin(ctx, adminDSN)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		conn, err := connectAdmin(ctx, adminDSN)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	dsn, err := withDatabase(adminDSN, name)
-	if err != nil {
-		drop()
-		return "", nil, err
-	}
-	return dsn, drop, nil
-}
-
-func connectAdmin(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
-		cfg.ConnectTimeout = 5 * time.Second
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres unreachable at %s:%d (set -database-url or TEST_DATABASE_URL to a server where the user may CREATE DATABASE): %w", cfg.Host, cfg.Port, err)
-	}
-	return conn, nil
-}
-
-// withDatabase points a postgres:// URL at database name.
-func withDatabase(dsn, name string) (string, error) {
-	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
-		return "", fmt.Errorf("-database-url must be a postgres:// URL, got %.20q…", dsn)
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", fmt.Errorf("parse database url: %w", err)
-	}
-	u.Path = "/" + name
-	return u.String(), nil
 }
 
 // openPool opens a pool of size conns on dsn with search_path schema (""

@@ -8,11 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/libs/pg/pgtest"
 )
 
 func TestPercentile(t *testing.T) {
@@ -108,17 +109,8 @@ func TestForEachStopsOnError(t *testing.T) {
 // testReference is a reference on a throwaway database.
 func testReference(t *testing.T) *referenceServer {
 	t.Helper()
-	dsn := os.Getenv("TEST_DATABASE_URL")
-	if dsn == "" {
-		dsn = "postgres://postgres@localhost:5432/postgres?sslmode=disable"
-	}
 	ctx := context.Background()
-	db, drop, err := createDatabase(ctx, dsn)
-	if err != nil {
-		t.Fatal("create the test database:", err)
-	}
-	t.Cleanup(drop)
-	ref, err := openReference(ctx, db, 4)
+	ref, err := openReference(ctx, pgtest.NewDatabase(t), 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,17 +12,17 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	svcstack "github.com/svc-dev/svc/deploy/devstack/stack"
+
+	"github.com/svc-dev/svc/libs/pg/pgadmin"
 )
 
 // benchRateLimit replaces the per-minute limits of the routes the benchmark
@@ -67,7 +67,7 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 			s.Close()
 		}
 	}()
-	dsn, drop, err := createDatabase(ctx, adminDSN)
+	dsn, drop, err := pgadmin.CreateDatabase(ctx, adminDSN, pgadmin.ScratchName("benchsale"))
 	if err != nil {
 		return nil, err
 	}
@@ -149,65 +149,6 @@ func serveHTTP(h http.Handler) (addr string, stop func(), err error) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
-}
-
-// createDatabase makes a fresh database next to adminDSN's and returns its
-// DSN and a function that drops it (WITH (FORCE), so a pool left open by a
-// crash in between cannot keep it alive).
-func createDatabase(ctx context.Context, adminDSN string) (string, func(), error) {
-	name := "benchsale_" + randomHex(6)
-	conn, err := connectAdmin(ctx, adminDSN)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := connectAdmin(ctx, adminDSN)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	dsn, err := withDatabase(adminDSN, name)
-	if err != nil {
-		drop()
-		return "", nil, err
-	}
-	return dsn, drop, nil
-}
-
-func connectAdmin(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
-		cfg.ConnectTimeout = 5 * time.Second
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres unreachable at %s:%d (set -database-url or TEST_DATABASE_URL to a server where the user may CREATE DATABASE): %w", cfg.Host, cfg.Port, err)
-	}
-	return conn, nil
-}
-
-// withDatabase points a URL or keyword/value DSN at database name.
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse database url: %w", err)
-		}
-		u.Path = "/" + name
-		return u.String(), nil
-	}
-	return dsn + " dbname=" + name, nil
 }
 
 func randomHex(n int) string {

@@ -11,19 +11,18 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	svcstack "github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
+
+	"github.com/svc-dev/svc/libs/pg/pgadmin"
 )
 
 // stack is the services of the stack (accounts and tracking) running in
@@ -57,7 +56,7 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 			s.Close()
 		}
 	}()
-	dsn, drop, err := createDatabase(ctx, adminDSN)
+	dsn, drop, err := pgadmin.CreateDatabase(ctx, adminDSN, pgadmin.ScratchName("benchclick"))
 	if err != nil {
 		return nil, err
 	}
@@ -108,67 +107,6 @@ func startStack(ctx context.Context, adminDSN string, logs io.Writer, logLevel s
 	s.Services = services
 	s.Accounts, s.Tracking = services.Instance(accounts.Name), services.Instance(tracking.Name)
 	return s, nil
-}
-
-// createDatabase makes a fresh database next to adminDSN's and returns its
-// DSN and a function that drops it (WITH (FORCE), so a pool left open by a
-// crash in between cannot keep it alive).
-func createDatabase(ctx context.Context, adminDSN string) (string, func(), error) {
-	name := "benchclick_" + randomHex(6)
-	conn, err := connectAdmin(ctx, adminDSN)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(context.Background())
-	// template0 accepts no connections, so a concurrent CREATE DATABASE
-	// elsewhere cannot make this one fail.
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := connectAdmin(ctx, adminDSN)
-		if err != nil {
-			return
-		}
-		defer conn.Close(context.Background())
-		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	dsn, err := withDatabase(adminDSN, name)
-	if err != nil {
-		drop()
-		return "", nil, err
-	}
-	return dsn, drop, nil
-}
-
-func connectAdmin(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
-	}
-	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > 5*time.Second {
-		cfg.ConnectTimeout = 5 * time.Second
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("postgres unreachable at %s:%d (set -database-url or TEST_DATABASE_URL to a server where the user may CREATE DATABASE): %w", cfg.Host, cfg.Port, err)
-	}
-	return conn, nil
-}
-
-// withDatabase points a URL or keyword/value DSN at database name.
-func withDatabase(dsn, name string) (string, error) {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return "", fmt.Errorf("parse database url: %w", err)
-		}
-		u.Path = "/" + name
-		return u.String(), nil
-	}
-	return dsn + " dbname=" + name, nil
 }
 
 func randomHex(n int) string {
