@@ -101,6 +101,20 @@ func message(t *testing.T, env *eventsv1.Envelope) kafka.Message {
 	return kafka.Message{Key: []byte(strconv.FormatInt(env.ProgramId, 10)), Value: b}
 }
 
+// effects are n "test.effect" envelopes of program 1 (ids 1..n) and their
+// messages.
+func effects(t *testing.T, n int) ([]*eventsv1.Envelope, []kafka.Message) {
+	t.Helper()
+	envs := make([]*eventsv1.Envelope, 0, n)
+	msgs := make([]kafka.Message, 0, n)
+	for i := range n {
+		env := testenv.Envelope("test.effect", 1, int64(i+1))
+		envs = append(envs, env)
+		msgs = append(msgs, message(t, env))
+	}
+	return envs, msgs
+}
+
 func (f *fixture) handled(t *testing.T, consumer string) float64 {
 	return testenv.Metric(t, f.reg, "consumer_applied_total", "consumer", consumer)
 }
@@ -304,13 +318,7 @@ func TestBatchAppliesEachEventOnceAndFallsBackOnFailure(t *testing.T) {
 	dlqTopic := topic + inbox.DeadLetterSuffix
 	f := newFixture(t, topic, dlqTopic)
 	f.h.failTimes = map[string]int64{"test.poison": -1}
-	var msgs []kafka.Message
-	var envs []*eventsv1.Envelope
-	for i := range 50 {
-		env := testenv.Envelope("test.effect", 1, int64(i+1))
-		envs = append(envs, env)
-		msgs = append(msgs, message(t, env))
-	}
+	envs, msgs := effects(t, 50)
 	msgs = append(msgs, message(t, envs[3])) // a repeat
 	poison := testenv.Envelope("test.poison", 1, 100)
 	msgs = append(msgs, message(t, poison))
@@ -349,13 +357,7 @@ func TestBatchAppliesEachEventOnceAndFallsBackOnFailure(t *testing.T) {
 func TestBatchHandlerGetsTheNewEventsOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, topic)
-	var msgs []kafka.Message
-	var envs []*eventsv1.Envelope
-	for i := range 30 {
-		env := testenv.Envelope("test.effect", 1, int64(i+1))
-		envs = append(envs, env)
-		msgs = append(msgs, message(t, env))
-	}
+	envs, msgs := effects(t, 30)
 	msgs = append(msgs, message(t, envs[0])) // a repeat
 	f.produce(t, msgs...)
 	var calls, batched atomic.Int64
