@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/exaring/otelpgx"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/multitracer"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -47,6 +49,11 @@ type Options struct {
 	// on a service that starts with empty tables, that can be a sequential
 	// scan kept long after the table has grown.
 	PlanCacheMode string
+	// QueryTracer, when set, sees every statement the pool runs (beside the
+	// OpenTelemetry tracer when Tracing is set); a BatchTracer sees batched
+	// statements too. Meant for tests that inspect what a service runs
+	// (the plan test records statements to EXPLAIN them).
+	QueryTracer pgx.QueryTracer
 }
 
 // ValidSchema reports an error when name is not a plain lower-case
@@ -101,6 +108,13 @@ func NewPool(ctx context.Context, dsn string, opt Options) (*pgxpool.Pool, error
 			topts = append(topts, otelpgx.WithTracerProvider(opt.TracerProvider))
 		}
 		cfg.ConnConfig.Tracer = otelpgx.NewTracer(topts...)
+	}
+	if opt.QueryTracer != nil {
+		if cfg.ConnConfig.Tracer != nil {
+			cfg.ConnConfig.Tracer = multitracer.New(cfg.ConnConfig.Tracer, opt.QueryTracer)
+		} else {
+			cfg.ConnConfig.Tracer = opt.QueryTracer
+		}
 	}
 
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)

@@ -101,6 +101,16 @@ type options struct {
 	now    func() time.Time
 	stderr io.Writer
 	stdin  io.Reader
+	tracer pgx.QueryTracer
+}
+
+// WithQueryTracer adds t to the service's Postgres pool beside its
+// OpenTelemetry tracer (pg.Options.QueryTracer): it sees every statement
+// the service runs, with its arguments (a pgx.BatchTracer sees batched
+// ones too). For tests: the plan test records the statements to EXPLAIN
+// them.
+func WithQueryTracer(t pgx.QueryTracer) Option {
+	return func(o *options) { o.tracer = t }
 }
 
 // WithClock makes now the service's clock, Platform.Now, in place of
@@ -233,6 +243,7 @@ type Platform struct {
 
 	writeTimeout time.Duration
 	getenv       func(string) string
+	queryTracer  pgx.QueryTracer
 	stopping     chan struct{}
 	health       *obs.Health
 	metrics      *obs.HTTPMetrics
@@ -402,7 +413,7 @@ func wired(ctx context.Context, spec Spec, getenv func(string) string, logTo io.
 	if err := env.Err(); err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv, stopping: make(chan struct{})}
+	p := &Platform{Name: spec.Name, Config: cfg, Env: env, Now: o.now, writeTimeout: spec.writeTimeout(), getenv: getenv, queryTracer: o.tracer, stopping: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -452,6 +463,7 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer, servin
 		// click path: 60-90 µs of Postgres CPU per click with custom plans,
 		// 200-300 µs when a cached generic plan scanned customers.
 		PlanCacheMode: p.Env.String("DB_PLAN_CACHE_MODE", "force_custom_plan"),
+		QueryTracer:   p.queryTracer,
 	})
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
