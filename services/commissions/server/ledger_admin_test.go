@@ -140,7 +140,8 @@ func (e *ledgerEnv) waitRuns(t *testing.T, name string, n float64) {
 func (e *ledgerEnv) sale(t *testing.T, tid string, program, customer, cents int64) ledger.SaleResult {
 	t.Helper()
 	res, err := e.svc.RecordSale(context.Background(), ledger.SaleInput{
-		TransactionID: tid, ProgramID: program, CustomerID: customer, PartnerID: 7, AmountCents: cents, Currency: "USD", Source: ledger.SourceAPI,
+		TransactionID: tid, ProgramID: program, CustomerID: customer, CustomerClickID: "click_of_" + tid, PartnerID: 7, AmountCents: cents,
+		Currency: "USD", Source: ledger.SourceAPI,
 	})
 	if err != nil {
 		t.Fatalf("record sale %s: %v", tid, err)
@@ -160,7 +161,7 @@ func TestLedgerAdminRoutes(t *testing.T) {
 		t.Fatalf("sale without a pending commission: %+v", res)
 	}
 	commission := fmt.Sprintf("/admin/v1/commissions/%d", c.ID)
-	pending := fmt.Sprintf(`{"data":{"id":%d,"sale_id":%d,"transaction_id":"tx-a","program_id":501,"partner_id":7,"customer_click_id":"",
+	pending := fmt.Sprintf(`{"data":{"id":%d,"sale_id":%d,"transaction_id":"tx-a","program_id":501,"partner_id":7,"customer_click_id":"click_of_tx-a",
 		"kind":"sale","status":"pending","amount":1000,"currency":"USD","refunded_amount":0,"reason":"","paid_out":false,
 		"created_at":"2026-03-10T12:00:00Z","approved_at":null}}`, c.ID, res.Sale.ID)
 	e.admin(t, "GET", commission, "", 200, pending)
@@ -181,7 +182,7 @@ func TestLedgerAdminRoutes(t *testing.T) {
 		return strings.Contains(b, `"status":"approved"`)
 	})
 	approved := func(paidOut bool) string {
-		return fmt.Sprintf(`{"data":{"id":%d,"sale_id":%d,"transaction_id":"tx-a","program_id":501,"partner_id":7,"customer_click_id":"",
+		return fmt.Sprintf(`{"data":{"id":%d,"sale_id":%d,"transaction_id":"tx-a","program_id":501,"partner_id":7,"customer_click_id":"click_of_tx-a",
 		"kind":"sale","status":"approved","amount":1000,"currency":"USD","refunded_amount":0,"reason":"","paid_out":%t,
 		"created_at":"2026-03-10T12:00:00Z","approved_at":%q}}`, c.ID, res.Sale.ID, paidOut, approvedAt.Format(time.RFC3339))
 	}

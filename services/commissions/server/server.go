@@ -56,6 +56,7 @@ func Spec() platform.Spec {
 		// commit, so sales and refunds committed one at a time); the relay
 		// polls instead, as tracking's does.
 		RelayPollInterval: 50 * time.Millisecond,
+		Commands:          commands(),
 		Wire:              wire,
 	}
 }

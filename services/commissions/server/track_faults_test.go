@@ -305,6 +305,8 @@ const (
 	drillUnavailable              // answer 503 without asking tracking
 	drillHangUp                   // close the connection without an answer
 	drillAnswerLost               // forward (tracking decides), then answer 503
+	drillConflict                 // answer a 409 tracking never gives, with internal text
+	drillRefused                  // answer a 400 (a replica behind ours), with internal text
 )
 
 // drillProxy stands in front of tracking's real address; the test switches
@@ -340,6 +342,15 @@ func newDrillProxy(t *testing.T, target string) *drillProxy {
 			if err == nil {
 				_ = conn.Close()
 			}
+			return
+		case drillConflict, drillRefused:
+			status, code := http.StatusConflict, "duplicate_transaction"
+			if mode == drillRefused {
+				status, code = http.StatusBadRequest, "invalid_request"
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = fmt.Fprintf(w, `{"data":null,"error":{"status":%d,"name":"x","message":"internal detail: sale 42 of tracking","details":{},"code":%q}}`, status, code)
 			return
 		}
 		rec := httptest.NewRecorder()
@@ -399,6 +410,9 @@ func TestDrillTrackingDown(t *testing.T) {
 		{"tracking answers 503", drillUnavailable, 0},
 		{"connection closed without an answer", drillHangUp, 0},
 		{"tracking decided but its answer was lost", drillAnswerLost, 1},
+		// Never the other status nor its text: the route's 500 row.
+		{"tracking answers a 409 it never gives", drillConflict, 0},
+		{"tracking refuses the request", drillRefused, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			txn := "drill_down_" + strconv.FormatInt(d.n.Add(1), 10)

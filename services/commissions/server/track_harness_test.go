@@ -435,6 +435,7 @@ type commissionView struct {
 	TransactionID  string     `json:"transaction_id"`
 	ProgramID      int64      `json:"program_id"`
 	PartnerID      int64      `json:"partner_id"`
+	CustomerClick  string     `json:"customer_click_id"`
 	Kind           string     `json:"kind"`
 	Status         string     `json:"status"`
 	Amount         int64      `json:"amount"`

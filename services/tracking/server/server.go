@@ -43,6 +43,7 @@ func Spec() platform.Spec {
 		// (Kafka's retention is the record), halving outbox writes.
 		RelayDeleteSent: true,
 		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
+		Commands:        commands(),
 		Wire:            wire,
 	}
 }

@@ -126,9 +126,6 @@ var (
 	// sent (404 customer_not_found). Nothing was stored; the message is
 	// tracking's ("Customer not found. Provide customer_key or click_id.").
 	ErrCustomerNotFound = fmt.Errorf("attribution: customer not found: %w", errkind.NotFound)
-	// ErrConflict: the transaction id was decided for another program (409
-	// duplicate_transaction).
-	ErrConflict = fmt.Errorf("attribution: transaction id decided for another program: %w", errkind.Conflict)
 	// ErrInvalid: tracking refused the request (400, its message). The
 	// caller checks the same fields first, so this is a bug on our side or
 	// a catalog replica behind ours ("Unknown program_id").
@@ -283,7 +280,7 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 
 // Attribute asks tracking for req's decision, within the client's deadline
 // (or ctx's, if sooner). A refusal is a Decision, not an error. Errors are
-// *Error wrapping ErrCustomerNotFound, ErrConflict, ErrInvalid or
+// *Error wrapping ErrCustomerNotFound, ErrInvalid or
 // ErrUnavailable. Nothing is retried here.
 func (c *Client) Attribute(ctx context.Context, req Request) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -344,13 +341,12 @@ func decodeResponse(_ context.Context, resp *http.Response) (any, error) {
 	switch {
 	case resp.StatusCode == http.StatusNotFound && e.Code == "customer_not_found":
 		e.Kind = ErrCustomerNotFound
-	case resp.StatusCode == http.StatusConflict && e.Code == "duplicate_transaction":
-		e.Kind = ErrConflict
 	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge:
 		e.Kind = ErrInvalid
 	}
 	// Anything else (401: our token is not tracking's; 503
-	// not_configured; 5xx; a 404 without tracking's code, i.e. a
+	// not_configured; 5xx; a 409, which tracking never answers since it
+	// keeps decisions per program; a 404 without tracking's code, i.e. a
 	// TRACKING_URL that is not tracking) stays ErrUnavailable.
 	return nil, e
 }

@@ -95,11 +95,15 @@ type Sale struct {
 	TransactionID string
 	ProgramID     int64
 	CustomerID    int64
-	PartnerID     int64
-	Amount        money.Amount
-	RefundedCents int64
-	Test          bool
-	Source        string
+	// CustomerClickID is the customer's click id from the attribution
+	// decision ('' for a test sale, and on rows older than the column
+	// until the backfill fills them).
+	CustomerClickID string
+	PartnerID       int64
+	Amount          money.Amount
+	RefundedCents   int64
+	Test            bool
+	Source          string
 	// CommissionState: "" until decided, then StateCreated, StateNoPartner
 	// or the money.Reason none was due.
 	CommissionState string
@@ -120,8 +124,11 @@ type Commission struct {
 	ProgramID  int64
 	PartnerID  int64
 	CustomerID int64
-	Kind       string
-	Status     money.Status
+	// CustomerClickID is the customer's click id: the sale's, or the
+	// lead event's.
+	CustomerClickID string
+	Kind            string
+	Status          money.Status
 	// Amount as created; Refunded is the sum of refund deductions so far.
 	Amount     money.Amount
 	Refunded   int64

@@ -80,10 +80,12 @@ type SaleInput struct {
 	ProgramID     int64
 	// CustomerID is tracking's customer; PartnerID the partner the sale
 	// is attributed to (0: none, the sale is stored without commission).
-	CustomerID  int64
-	PartnerID   int64
-	AmountCents int64
-	Currency    string
+	CustomerID int64
+	// CustomerClickID is the customer's click id ('' for a test sale).
+	CustomerClickID string
+	PartnerID       int64
+	AmountCents     int64
+	Currency        string
 	// OccurredAt: when the sale happened; zero is now.
 	OccurredAt time.Time
 	Source     string
@@ -153,7 +155,7 @@ func (s *Service) newSale(in SaleInput) (Sale, error) {
 		at = now
 	}
 	return Sale{
-		TransactionID: in.TransactionID, ProgramID: in.ProgramID, CustomerID: in.CustomerID, PartnerID: in.PartnerID,
+		TransactionID: in.TransactionID, ProgramID: in.ProgramID, CustomerID: in.CustomerID, CustomerClickID: in.CustomerClickID, PartnerID: in.PartnerID,
 		Amount: money.Amount{Minor: in.AmountCents, Currency: cur}, Test: in.Test, Source: in.Source,
 		OccurredAt: at.UTC(), CreatedAt: now,
 	}, nil
@@ -193,17 +195,25 @@ func (s *Service) ReserveSale(ctx context.Context, in SaleInput, ref []byte) (Sa
 	return sale, err
 }
 
-// CompleteSale records a reserved sale as attributed to customerID and
-// partnerID (0: no partner) and decides its commission, with their events,
-// in one transaction: RecordSale's result and errors. A sale completed
-// before (by the backstop, or a concurrent call) is answered as it stands;
-// one released before is ErrSaleNotFound.
-func (s *Service) CompleteSale(ctx context.Context, saleID, customerID, partnerID int64) (SaleResult, error) {
+// Attributed is who tracking attributed a reserved sale to.
+type Attributed struct {
+	CustomerID      int64
+	CustomerClickID string
+	// PartnerID 0: no partner (the sale is stored without commission).
+	PartnerID int64
+}
+
+// CompleteSale records a reserved sale as attributed to who and decides
+// its commission, with their events, in one transaction: RecordSale's
+// result and errors. A sale completed before (by the backstop, or a
+// concurrent call) is answered as it stands; one released before is
+// ErrSaleNotFound.
+func (s *Service) CompleteSale(ctx context.Context, saleID int64, who Attributed) (SaleResult, error) {
 	var res SaleResult
 	var cause error
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		res, cause = SaleResult{}, nil
-		sale := Sale{ID: saleID, CustomerID: customerID, PartnerID: partnerID}
+		sale := Sale{ID: saleID, CustomerID: who.CustomerID, CustomerClickID: who.CustomerClickID, PartnerID: who.PartnerID}
 		err := tx.CompleteSale(ctx, &sale)
 		if err == nil {
 			res, cause, err = s.decideSale(ctx, tx, sale, s.now().UTC())
@@ -297,7 +307,7 @@ func (s *Service) decide(ctx context.Context, tx Tx, sale Sale, now time.Time) (
 	}
 	c := Commission{
 		SaleID: sale.ID, ProgramID: sale.ProgramID, PartnerID: sale.PartnerID, CustomerID: sale.CustomerID,
-		Kind: KindSale, Status: money.StatusPending, Amount: dec.Amount,
+		CustomerClickID: sale.CustomerClickID, Kind: KindSale, Status: money.StatusPending, Amount: dec.Amount,
 		HoldUntil: now.Add(time.Duration(max(prog.HoldDays, 0)) * 24 * time.Hour), CreatedAt: now,
 	}
 	if prog.HoldDays <= 0 {
@@ -333,6 +343,8 @@ func (s *Service) decide(ctx context.Context, tx Tx, sale Sale, now time.Time) (
 type LeadInput struct {
 	ProgramID  int64
 	CustomerID int64
+	// ClickID is the customer's click id (the lead event's).
+	ClickID string
 	// PartnerID: the customer's first partner, credited with the lead.
 	PartnerID int64
 	Test      bool
@@ -376,7 +388,7 @@ func (s *Service) RecordLead(ctx context.Context, in LeadInput) (LeadResult, err
 			return nil
 		}
 		c := Commission{
-			ProgramID: in.ProgramID, PartnerID: in.PartnerID, CustomerID: in.CustomerID, Kind: KindLead,
+			ProgramID: in.ProgramID, PartnerID: in.PartnerID, CustomerID: in.CustomerID, CustomerClickID: in.ClickID, Kind: KindLead,
 			Status: money.StatusPending, Amount: d.Amount, CreatedAt: now,
 			HoldUntil: now.Add(time.Duration(max(prog.HoldDays, 0)) * 24 * time.Hour),
 		}

@@ -153,7 +153,7 @@ type Store interface {
 // sale route's three steps, the processor's refunds and disputes.
 type Ledger interface {
 	ReserveSale(ctx context.Context, in ledger.SaleInput, ref []byte) (ledger.Sale, error)
-	CompleteSale(ctx context.Context, saleID, customerID, partnerID int64) (ledger.SaleResult, error)
+	CompleteSale(ctx context.Context, saleID int64, who ledger.Attributed) (ledger.SaleResult, error)
 	ReleaseSale(ctx context.Context, saleID int64) (bool, error)
 	RefundTo(ctx context.Context, in ledger.RefundToInput) (ledger.RefundResult, error)
 	ProcessorRefund(ctx context.Context, in ledger.ProcessorRefundInput) (ledger.RefundResult, error)

@@ -300,9 +300,6 @@ func (s *Service) pay(ctx context.Context, programID int64, p payment, rec *Reco
 	case errors.Is(err, attribution.ErrCustomerNotFound):
 		s.release(ctx, sale.ID)
 		return Result{Outcome: OutcomeNoCustomer}, nil
-	case errors.Is(err, attribution.ErrConflict):
-		s.release(ctx, sale.ID)
-		return Result{Outcome: OutcomeDuplicateSale}, nil
 	case err != nil:
 		// Tracking could not decide: nothing is kept, the processor
 		// retries (tracking answers the same decision for the same id).
@@ -312,7 +309,7 @@ func (s *Service) pay(ctx context.Context, programID int64, p payment, rec *Reco
 		s.release(ctx, sale.ID)
 		return Result{Outcome: OutcomeNotAttributed, CustomerStatus: dec.CustomerStatus}, nil
 	}
-	res, err := s.ledger.CompleteSale(ctx, sale.ID, dec.CustomerID, dec.PartnerID)
+	res, err := s.ledger.CompleteSale(ctx, sale.ID, ledger.Attributed{CustomerID: dec.CustomerID, CustomerClickID: dec.ClickID, PartnerID: dec.PartnerID})
 	var notCreated *ledger.CommissionNotCreatedError
 	if errors.As(err, &notCreated) {
 		res.Sale.ID = notCreated.SaleID
@@ -334,8 +331,6 @@ func (s *Service) settle(ctx context.Context, req attribution.Request) (Result, 
 	switch {
 	case errors.Is(err, attribution.ErrCustomerNotFound):
 		return Result{Outcome: OutcomeNoCustomer}, nil
-	case errors.Is(err, attribution.ErrConflict):
-		return Result{Outcome: OutcomeDuplicateSale}, nil
 	case err != nil:
 		return Result{}, fmt.Errorf("settlement of %s: %w", req.TransactionID, err)
 	case !dec.Attributed():

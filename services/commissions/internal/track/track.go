@@ -119,7 +119,7 @@ type Attributor interface {
 type Ledger interface {
 	RecordSale(ctx context.Context, in ledger.SaleInput) (ledger.SaleResult, error)
 	ReserveSale(ctx context.Context, in ledger.SaleInput, ref []byte) (ledger.Sale, error)
-	CompleteSale(ctx context.Context, saleID, customerID, partnerID int64) (ledger.SaleResult, error)
+	CompleteSale(ctx context.Context, saleID int64, who ledger.Attributed) (ledger.SaleResult, error)
 	ReleaseSale(ctx context.Context, saleID int64) (bool, error)
 	Refund(ctx context.Context, in ledger.RefundInput) (ledger.RefundResult, error)
 }
@@ -203,7 +203,11 @@ func (s *Service) attribute(ctx context.Context, saleID int64, req attribution.R
 		if releaseUndecided {
 			s.release(ctx, saleID)
 		}
-		return SaleOutput{}, fmt.Errorf("attribution of sale %d: %w", saleID, err)
+		// Whatever tracking answered (a 5xx, a timeout, a 400 from a
+		// replica behind ours), the sale is undecided: the route's 500,
+		// whose retry is safe. Only the kind travels; the text is for
+		// the log.
+		return SaleOutput{}, fmt.Errorf("attribution of sale %d: %w (%v)", saleID, errkind.Unavailable, err)
 	case !dec.Attributed():
 		s.release(ctx, saleID)
 		msg := MsgCustomerNotFound
@@ -212,7 +216,7 @@ func (s *Service) attribute(ctx context.Context, saleID int64, req attribution.R
 		}
 		return SaleOutput{}, fail(ErrNoAttribution, msg)
 	}
-	res, err := s.ledger.CompleteSale(ctx, saleID, dec.CustomerID, dec.PartnerID)
+	res, err := s.ledger.CompleteSale(ctx, saleID, ledger.Attributed{CustomerID: dec.CustomerID, CustomerClickID: dec.ClickID, PartnerID: dec.PartnerID})
 	var notCreated *ledger.CommissionNotCreatedError
 	switch {
 	case errors.As(err, &notCreated) && errors.Is(err, ledger.ErrPartnerRequired):

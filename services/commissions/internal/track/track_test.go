@@ -63,9 +63,9 @@ func (l *ledgerStub) ReserveSale(_ context.Context, in ledger.SaleInput, _ []byt
 	return ledger.Sale{ID: 7, TransactionID: in.TransactionID, Reserved: true}, nil
 }
 
-func (l *ledgerStub) CompleteSale(_ context.Context, saleID, customerID, partnerID int64) (ledger.SaleResult, error) {
+func (l *ledgerStub) CompleteSale(_ context.Context, saleID int64, who ledger.Attributed) (ledger.SaleResult, error) {
 	l.completed++
-	return l.complete(saleID, customerID, partnerID)
+	return l.complete(saleID, who.CustomerID, who.PartnerID)
 }
 
 func (l *ledgerStub) ReleaseSale(context.Context, int64) (bool, error) {

@@ -19,10 +19,6 @@ const (
 // (the Track sale table's error.code for the same rules).
 const RefusalNoAttribution = "no_attribution"
 
-// MsgAttributionOtherProgram answers a transaction id already decided for
-// another program: the first decision names another program's partner.
-const MsgAttributionOtherProgram = "transaction_id was already decided for another program"
-
 var supportedCurrencies = map[string]bool{"USD": true, "EUR": true, "VND": true}
 
 // SupportedCurrency reports whether code (upper case) is a sale currency.
@@ -112,11 +108,13 @@ func Refusal(err error) (code, message string) {
 	return RefusalNoAttribution, message
 }
 
-// Attribute decides, once per transaction id, whether a payment is
-// attributed to the customer's first partner, with the payment rules
-// (attribute), and moves the customer as a sale would (lead settled,
-// conversion), without recording a sale: the commissions service records
-// it. A later call with the same id gets the stored decision.
+// Attribute decides whether a payment is attributed to the customer's first
+// partner, with the payment rules (attribute), and moves the customer as a
+// sale would (lead settled, conversion), without recording a sale: the
+// commissions service records it. An attributed decision is kept per
+// program and transaction id, and a later call with both gets it again; a
+// refusal is not kept (it moved nothing), so a corrected retry, or another
+// program's payment under the same id, is decided afresh.
 func (s *service) Attribute(ctx context.Context, in AttributionInput) (AttributionOutput, error) {
 	if _, ok, err := s.store.Program(ctx, in.ProgramID); err != nil {
 		return AttributionOutput{}, err
@@ -145,9 +143,6 @@ func (s *service) Attribute(ctx context.Context, in AttributionInput) (Attributi
 	}
 	if !res.Found {
 		return AttributionOutput{}, fail(ErrCustomerNotFound, MsgSaleCustomerNotFound)
-	}
-	if res.Decision.ProgramID != in.ProgramID {
-		return AttributionOutput{}, fail(ErrDuplicate, MsgAttributionOtherProgram)
 	}
 	return AttributionOutput{Attribution: res.Decision, Replayed: res.Replayed}, nil
 }

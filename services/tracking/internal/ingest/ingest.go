@@ -25,9 +25,6 @@ var (
 	// partner of the program (an attribution refused with code
 	// no_attribution).
 	ErrNoAttribution = fmt.Errorf("no attribution: %w", errkind.Invalid)
-	// ErrDuplicate: the transaction id was already decided for another
-	// program (409).
-	ErrDuplicate = fmt.Errorf("duplicate transaction: %w", errkind.Conflict)
 )
 
 // Error is a business failure with the exact message the client sees.

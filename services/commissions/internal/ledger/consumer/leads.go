@@ -54,7 +54,7 @@ func (l Leads) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) err
 		return err
 	}
 	res, err := svc.RecordLead(ctx, ledger.LeadInput{
-		ProgramID: ev.GetProgramId(), CustomerID: ev.GetCustomerId(), PartnerID: ev.GetPartnerId(), Test: ev.GetIsTest(),
+		ProgramID: ev.GetProgramId(), CustomerID: ev.GetCustomerId(), ClickID: ev.GetClickId(), PartnerID: ev.GetPartnerId(), Test: ev.GetIsTest(),
 	})
 	if errors.Is(err, ledger.ErrPartnerRequired) {
 		return nil

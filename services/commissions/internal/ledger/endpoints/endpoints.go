@@ -114,8 +114,8 @@ type NotificationsRequest struct {
 	RecipientID   int64
 }
 
-// CommissionView is a commission. CustomerClickID is "" until the ledger
-// keeps the click of a commission (it does not yet).
+// CommissionView is a commission. CustomerClickID is the customer's click
+// id from the attribution decision (sale) or the lead event (lead).
 type CommissionView struct {
 	ID              int64      `json:"id"`
 	SaleID          *int64     `json:"sale_id"`
@@ -141,7 +141,7 @@ func makeGetCommission(svc Service) endpoint.Endpoint {
 			return respond(CommissionView{}, err)
 		}
 		v := CommissionView{
-			ID: d.ID, TransactionID: d.TransactionID, ProgramID: d.ProgramID, PartnerID: d.PartnerID,
+			ID: d.ID, TransactionID: d.TransactionID, ProgramID: d.ProgramID, PartnerID: d.PartnerID, CustomerClickID: d.CustomerClickID,
 			Kind: d.Kind, Status: string(d.Status), Amount: d.Amount.Minor, Currency: string(d.Amount.Currency),
 			RefundedAmount: d.Refunded, Reason: d.Reason, PaidOut: d.PaidOut, CreatedAt: d.CreatedAt, ApprovedAt: d.ApprovedAt,
 		}

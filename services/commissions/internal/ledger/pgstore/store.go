@@ -246,13 +246,13 @@ func (t *tx) DecisionInputs(ctx context.Context, programID, customerID int64) (l
 	return prog, hist, progErr
 }
 
-const saleColumns = `id, transaction_id, program_id, customer_id, partner_id, amount_cents, currency, refunded_cents,
+const saleColumns = `id, transaction_id, program_id, customer_id, customer_click_id, partner_id, amount_cents, currency, refunded_cents,
 	is_test, source, COALESCE(commission_state, ''), reserved, COALESCE(attribution_ref::text, ''), occurred_at, created_at`
 
 func scanSale(row pgx.Row) (ledger.Sale, error) {
 	var s ledger.Sale
 	var cur, ref string
-	err := row.Scan(&s.ID, &s.TransactionID, &s.ProgramID, &s.CustomerID, &s.PartnerID, &s.Amount.Minor, &cur, &s.RefundedCents,
+	err := row.Scan(&s.ID, &s.TransactionID, &s.ProgramID, &s.CustomerID, &s.CustomerClickID, &s.PartnerID, &s.Amount.Minor, &cur, &s.RefundedCents,
 		&s.Test, &s.Source, &s.CommissionState, &s.Reserved, &ref, &s.OccurredAt, &s.CreatedAt)
 	if ref != "" {
 		s.AttributionRef = []byte(ref)
@@ -309,11 +309,11 @@ func insertSale(ctx context.Context, q queryRower, s *ledger.Sale) error {
 		ref = &r
 	}
 	err := q.QueryRow(ctx, `INSERT INTO sales (transaction_id, program_id, customer_id, partner_id, amount_cents, currency,
-			is_test, source, reserved, attribution_ref, occurred_at, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12)
+			is_test, source, reserved, attribution_ref, occurred_at, created_at, customer_click_id)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,$12,$13)
 		ON CONFLICT (is_test, transaction_id) DO NOTHING RETURNING id`,
 		s.TransactionID, s.ProgramID, s.CustomerID, s.PartnerID, s.Amount.Minor, string(s.Amount.Currency),
-		s.Test, s.Source, s.Reserved, ref, s.OccurredAt, s.CreatedAt).Scan(&s.ID)
+		s.Test, s.Source, s.Reserved, ref, s.OccurredAt, s.CreatedAt, s.CustomerClickID).Scan(&s.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var prev int64
 		if err := q.QueryRow(ctx, `SELECT id FROM sales WHERE transaction_id = $1 AND is_test = $2`, s.TransactionID, s.Test).Scan(&prev); err != nil {
@@ -332,8 +332,8 @@ func insertSale(ctx context.Context, q queryRower, s *ledger.Sale) error {
 // longer reserved is ledger.ErrSaleNotFound. The UPDATE locks the row, so
 // it also serves as the lock (one round trip for both).
 func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
-	done, err := scanSale(t.tx.QueryRow(ctx, `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3
-		WHERE id = $1 AND reserved RETURNING `+saleColumns, s.ID, s.CustomerID, s.PartnerID))
+	done, err := scanSale(t.tx.QueryRow(ctx, `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3, customer_click_id = $4
+		WHERE id = $1 AND reserved RETURNING `+saleColumns, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID))
 	if errors.Is(err, ledger.ErrSaleNotFound) {
 		return fmt.Errorf("complete sale %d: not reserved: %w", s.ID, ledger.ErrSaleNotFound)
 	}
@@ -388,13 +388,13 @@ func (t *tx) SetSaleRefunded(_ context.Context, saleID, refunded int64) error {
 	return nil
 }
 
-const commissionColumns = `id, COALESCE(sale_id, 0), program_id, partner_id, customer_id, kind, status, amount, currency,
+const commissionColumns = `id, COALESCE(sale_id, 0), program_id, partner_id, customer_id, customer_click_id, kind, status, amount, currency,
 	refunded_amount, credited, reason, hold_until, approved_at, created_at`
 
 func scanCommission(row pgx.Row) (ledger.Commission, error) {
 	var c ledger.Commission
 	var status, cur string
-	err := row.Scan(&c.ID, &c.SaleID, &c.ProgramID, &c.PartnerID, &c.CustomerID, &c.Kind, &status, &c.Amount.Minor, &cur,
+	err := row.Scan(&c.ID, &c.SaleID, &c.ProgramID, &c.PartnerID, &c.CustomerID, &c.CustomerClickID, &c.Kind, &status, &c.Amount.Minor, &cur,
 		&c.Refunded, &c.Credited, &c.Reason, &c.HoldUntil, &c.ApprovedAt, &c.CreatedAt)
 	c.Status, c.Amount.Currency = money.Status(status), money.Currency(cur)
 	c.HoldUntil, c.CreatedAt = c.HoldUntil.UTC(), c.CreatedAt.UTC()
@@ -428,11 +428,11 @@ func (t *tx) InsertCommission(ctx context.Context, c *ledger.Commission) (bool, 
 		saleID = c.SaleID
 	}
 	err := t.tx.QueryRow(ctx, `INSERT INTO commissions (sale_id, program_id, partner_id, customer_id, kind, status, amount, currency,
-			credited, reason, hold_until, approved_at, created_at, updated_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13)
+			credited, reason, hold_until, approved_at, created_at, updated_at, customer_click_id)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14)
 		ON CONFLICT DO NOTHING RETURNING id`,
 		saleID, c.ProgramID, c.PartnerID, c.CustomerID, c.Kind, string(c.Status), c.Amount.Minor, string(c.Amount.Currency),
-		c.Credited, c.Reason, c.HoldUntil, c.ApprovedAt, c.CreatedAt).Scan(&c.ID)
+		c.Credited, c.Reason, c.HoldUntil, c.ApprovedAt, c.CreatedAt, c.CustomerClickID).Scan(&c.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

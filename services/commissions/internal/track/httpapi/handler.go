@@ -145,21 +145,22 @@ func (e errorEncoder) encode(ctx context.Context, err error, w http.ResponseWrit
 	opts := []httpkit.EnvelopeOption{httpkit.WithCode(e.route.code(status, err))}
 	var te *track.Error
 	switch {
-	case status >= 500:
-		e.logger.ErrorContext(ctx, "track request failed", "err", err)
-		msg := e.route.failMsg
-		if errors.As(err, &te) {
-			msg = te.Message
-		}
-		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, msg, opts...)
-	case errors.As(err, &de):
+	case status < 500 && errors.As(err, &de):
 		_ = httpkit.WritePlatformError(w, status, de.Message, opts...)
-	case errors.As(err, &te) && te.SaleID != 0:
+	case status == http.StatusConflict && errors.As(err, &te) && te.SaleID != 0:
 		_ = httpkit.WritePlatformError(w, status, te.Message, append(opts, httpkit.WithDetail("sale_id", te.SaleID))...)
-	case errors.As(err, &te):
+	case status < 500 && status != http.StatusConflict && errors.As(err, &te):
 		_ = httpkit.WritePlatformError(w, status, te.Message, opts...)
 	default:
-		_ = httpkit.WritePlatformError(w, status, err.Error(), opts...)
+		// A 5xx, or an error that is not one of the route's refusals (a
+		// 409 without the sale that stands, an error of another layer):
+		// the route's 500. Its text is for the log, never the client.
+		e.logger.ErrorContext(ctx, "track request failed", "err", err)
+		msg := e.route.failMsg
+		if errors.As(err, &te) && status >= 500 {
+			msg = te.Message
+		}
+		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, msg, httpkit.WithCode(codeInternal))
 	}
 }
 

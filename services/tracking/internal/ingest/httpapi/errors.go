@@ -85,16 +85,29 @@ func (e errorEncoder) encode(ctx context.Context, err error, w http.ResponseWrit
 	var de *httpkit.DecodeError
 	switch {
 	case status >= 500:
-		e.logger.ErrorContext(ctx, "tracking request failed", "err", err)
-		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, e.route.failMsg, opts...)
+		e.fail(ctx, w, err)
 	case errors.Is(err, ingest.ErrLinkDisabled) && errors.As(err, &be):
 		_ = httpkit.WriteTypedError(w, status, "link_disabled", be.Message, map[string]any{"hint": be.Hint},
 			httpkit.WithTopLevel(map[string]any{"success": false, "message": be.Message}))
 	case errors.As(err, &de):
 		_ = httpkit.WritePlatformError(w, status, de.Message, opts...)
+	case errors.As(err, &be):
+		_ = httpkit.WritePlatformError(w, status, be.Message, opts...)
 	default:
-		_ = httpkit.WritePlatformError(w, status, err.Error(), opts...)
+		// Not one of the routes' refusals: its text is internal (the
+		// log's), the answer the route's 500.
+		e.fail(ctx, w, err)
 	}
+}
+
+// fail answers the route's 500 and logs the cause.
+func (e errorEncoder) fail(ctx context.Context, w http.ResponseWriter, err error) {
+	e.logger.ErrorContext(ctx, "tracking request failed", "err", err)
+	var opts []httpkit.EnvelopeOption
+	if code := e.route.code(http.StatusInternalServerError, err); code != "" {
+		opts = append(opts, httpkit.WithCode(code))
+	}
+	_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, e.route.failMsg, opts...)
 }
 
 // internal answers a failure outside the endpoint (the key lookup of the

@@ -48,7 +48,6 @@ var emailHashShape = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // them, never on messages).
 var attributionErrors = routeErrors{failMsg: "Attribution failed", codes: []kindCode{
 	{errkind.NotFound, "customer_not_found"},
-	{errkind.Conflict, "duplicate_transaction"},
 	{errkind.Unauthenticated, "unauthorized"},
 	{errkind.Unavailable, "not_configured"},
 }}

@@ -19,10 +19,10 @@ var errAttributionRaceLost = errors.New("attribution already decided by a concur
 const attributionColumns = `transaction_id, program_id, outcome, customer_id, click_id, partner_id, link_id, customer_status,
 	first_purchase_date, refusal_code, refusal_message, source, decided_at`
 
-func loadAttribution(ctx context.Context, q querier, txn string) (ingest.Attribution, bool, error) {
+func loadAttribution(ctx context.Context, q querier, programID int64, txn string) (ingest.Attribution, bool, error) {
 	var a ingest.Attribution
 	var first *time.Time
-	err := q.QueryRow(ctx, `SELECT `+attributionColumns+` FROM attributions WHERE transaction_id = $1`, txn).Scan(
+	err := q.QueryRow(ctx, `SELECT `+attributionColumns+` FROM attributions WHERE program_id = $1 AND transaction_id = $2`, programID, txn).Scan(
 		&a.TransactionID, &a.ProgramID, &a.Outcome, &a.CustomerID, &a.ClickID, &a.PartnerID, &a.LinkID, &a.CustomerStatus,
 		&first, &a.RefusalCode, &a.RefusalMessage, &a.Source, &a.DecidedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -38,18 +38,21 @@ func loadAttribution(ctx context.Context, q querier, txn string) (ingest.Attribu
 	return a, true, nil
 }
 
-// Attribute makes and stores one attribution decision, or answers the one
-// stored under the transaction id. The customer is locked (FOR UPDATE) while
-// the rules run; the decision row is inserted last with ON CONFLICT DO
-// NOTHING, so of concurrent calls with one transaction id exactly one
-// commits its transition and decision: the others find the row (their
-// insert waits for the winner's commit), roll their changes back and answer
-// the stored decision.
+// Attribute makes one attribution decision, or answers the one stored under
+// the program's transaction id. Only an attributed decision is stored (it
+// moved the customer, so a retry must replay it); a refusal moves nothing
+// and is answered without being kept, so the next call with the id, in this
+// program or another, is decided afresh. The customer is locked (FOR
+// UPDATE) while the rules run; the decision row is inserted last with ON
+// CONFLICT DO NOTHING, so of concurrent calls with one program and
+// transaction id exactly one commits its transition and decision: the
+// others find the row (their insert waits for the winner's commit), roll
+// their changes back and answer the stored decision.
 func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
 	var res ingest.AttributionResult
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		res = ingest.AttributionResult{}
-		prev, ok, err := loadAttribution(ctx, tx, req.TransactionID)
+		prev, ok, err := loadAttribution(ctx, tx, req.Ref.ProgramID, req.TransactionID)
 		if err != nil {
 			return err
 		}
@@ -73,22 +76,23 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 		if d.Refused != nil {
 			a.Outcome = ingest.AttributionRefused
 			a.RefusalCode, a.RefusalMessage = ingest.Refusal(d.Refused)
-		} else {
-			pr := ingest.PaymentResult{CustomerStatus: c.Status}
-			if err := s.applyPayment(ctx, tx, c, d, req.Ref, req.At, &pr); err != nil {
-				return err
-			}
-			a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
-			if d.Convert && d.Sale != nil {
-				a.FirstPurchaseDate = d.Sale.OccurredAt
-			}
+			res = ingest.AttributionResult{Found: true, Decision: a}
+			return nil
+		}
+		pr := ingest.PaymentResult{CustomerStatus: c.Status}
+		if err := s.applyPayment(ctx, tx, c, d, req.Ref, req.At, &pr); err != nil {
+			return err
+		}
+		a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
+		if d.Convert && d.Sale != nil {
+			a.FirstPurchaseDate = d.Sale.OccurredAt
 		}
 		var first any
 		if !a.FirstPurchaseDate.IsZero() {
 			first = a.FirstPurchaseDate
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO attributions (`+attributionColumns+`)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) ON CONFLICT (transaction_id) DO NOTHING`,
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) ON CONFLICT (program_id, transaction_id) DO NOTHING`,
 			a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
 			first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
 		if err != nil {
@@ -107,7 +111,7 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 		return nil
 	})
 	if errors.Is(err, errAttributionRaceLost) {
-		prev, ok, err := loadAttribution(ctx, s.pool, req.TransactionID)
+		prev, ok, err := loadAttribution(ctx, s.pool, req.Ref.ProgramID, req.TransactionID)
 		if err != nil {
 			return ingest.AttributionResult{}, err
 		}
