@@ -87,16 +87,16 @@ standalone: ## Check every module builds on its own (GOWORK=off)
 
 .PHONY: bench-tracking
 bench-tracking: ## Load-test POST /api/v1/track/click next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=64")
-	$(GO) run ./services/tracking/cmd/benchclick $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/benchclick $(BENCH_FLAGS)
 
 .PHONY: bench-perf
 bench-perf: ## Time GET /api/tracking/performance (period=all, 90d) over two years and 10M seeded clicks next to a raw-click GROUP BY reference (BENCH_FLAGS="-requests=400 -concurrency=8")
-	$(GO) run ./services/analytics/cmd/benchperf $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/benchperf $(BENCH_FLAGS)
 
 .PHONY: bench-lag
 bench-lag: ## Lag from a click's 200 to the performance route counting it, clicks at a fixed rate through the gateway (BENCH_FLAGS="-rate=2000 -duration=30s")
-	$(GO) run ./services/analytics/cmd/benchperf lag $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/benchperf lag $(BENCH_FLAGS)
 
 .PHONY: bench-sale
 bench-sale: ## Load-test POST /api/v1/track/sale and /refund through the gateway next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=32")
-	$(GO) run ./services/commissions/cmd/benchsale $(BENCH_FLAGS)
+	$(GO) run ./bench/cmd/benchsale $(BENCH_FLAGS)

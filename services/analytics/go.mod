@@ -18,7 +18,6 @@ require (
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/proto v0.0.0
 	github.com/svc-dev/svc/services/accounts v0.0.0
-	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -58,6 +57,7 @@ require (
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	github.com/svc-dev/svc/services/tracking v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
