@@ -1,0 +1,168 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/svc-dev/svc/services/commissions/internal/money"
+)
+
+// paidOut reports whether c is among the partner's commissions (in c's
+// currency, oldest first, net of refunds) that the paid withdrawals cover.
+func (s *Service) paidOut(ctx context.Context, tx Tx, c Commission) (bool, error) {
+	list, err := tx.CreditedCommissions(ctx, c.PartnerID, c.Amount.Currency)
+	if err != nil {
+		return false, err
+	}
+	paid, err := tx.PaidTotal(ctx, c.PartnerID, c.Amount.Currency)
+	if err != nil {
+		return false, err
+	}
+	nets := make([]money.Amount, len(list))
+	idx := -1
+	for i, x := range list {
+		nets[i] = x.Net()
+		if x.ID == c.ID {
+			idx = i
+		}
+	}
+	n, err := money.PaidOut(nets, money.Amount{Minor: paid, Currency: c.Amount.Currency})
+	if err != nil {
+		return false, internal(fmt.Sprintf("paid out of partner %d", c.PartnerID), err)
+	}
+	return idx >= 0 && idx < n, nil
+}
+
+// fitWithdrawals reduces the partner's open withdrawals, newest first, to
+// fit the balance (money.FitWithdrawals).
+func (s *Service) fitWithdrawals(ctx context.Context, tx Tx, partnerID int64, bal money.Amount, now time.Time) error {
+	open, err := tx.OpenWithdrawals(ctx, partnerID, bal.Currency)
+	if err != nil {
+		return err
+	}
+	ws := make([]money.Withdrawal, len(open))
+	byID := make(map[int64]Withdrawal, len(open))
+	for i, w := range open {
+		ws[i] = money.Withdrawal{ID: w.ID, Amount: w.Amount}
+		byID[w.ID] = w
+	}
+	changes, err := money.FitWithdrawals(bal, ws)
+	if err != nil {
+		return internal(fmt.Sprintf("fit withdrawals of partner %d", partnerID), err)
+	}
+	for _, ch := range changes {
+		w := byID[ch.ID]
+		w.Amount, w.UpdatedAt = ch.To, now
+		change := WithdrawalReduced
+		if ch.Cancelled {
+			w.Status, change = WithdrawalCancelled, WithdrawalDropped
+		}
+		if err := tx.UpdateWithdrawal(ctx, w, change); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Balances lists the partner's balances, one per currency.
+func (s *Service) Balances(ctx context.Context, partnerID int64) ([]Balance, error) {
+	return s.store.Balances(ctx, partnerID)
+}
+
+// OpenWithdrawal opens a withdrawal of amount minor units of currency (0:
+// all that is available). Available is the balance minus the open
+// withdrawals; more than that, or nothing, is ErrInvalidAmount.
+func (s *Service) OpenWithdrawal(ctx context.Context, partnerID int64, currency string, amount int64) (Withdrawal, error) {
+	cur, err := money.ParseCurrency(currency)
+	if err != nil {
+		return Withdrawal{}, fmt.Errorf("%w: %w", ErrUnsupportedCurrency, err)
+	}
+	if amount < 0 {
+		return Withdrawal{}, fmt.Errorf("%w: %d is negative", ErrInvalidAmount, amount)
+	}
+	now := s.now().UTC()
+	var w Withdrawal
+	err = s.store.Atomic(ctx, func(tx Tx) error {
+		bal, err := tx.LockBalance(ctx, partnerID, cur)
+		if err != nil {
+			return err
+		}
+		open, err := tx.OpenWithdrawals(ctx, partnerID, cur)
+		if err != nil {
+			return err
+		}
+		avail := bal.Minor
+		for _, o := range open {
+			avail -= o.Amount.Minor
+		}
+		avail = max(avail, 0)
+		want := amount
+		if want == 0 {
+			want = avail
+		}
+		if want <= 0 || want > avail {
+			return fmt.Errorf("%w: %s requested, %s available", ErrInvalidAmount,
+				money.Amount{Minor: want, Currency: cur}, money.Amount{Minor: avail, Currency: cur})
+		}
+		w = Withdrawal{
+			PartnerID: partnerID, Amount: money.Amount{Minor: want, Currency: cur}, Requested: want,
+			Status: WithdrawalOpen, CreatedAt: now, UpdatedAt: now,
+		}
+		return tx.InsertWithdrawal(ctx, &w)
+	})
+	if err != nil {
+		return Withdrawal{}, err
+	}
+	return w, nil
+}
+
+// PayWithdrawal marks an open withdrawal paid and takes its amount from the
+// balance (a withdrawal journal entry).
+func (s *Service) PayWithdrawal(ctx context.Context, id int64) (Withdrawal, error) {
+	return s.closeWithdrawal(ctx, id, WithdrawalPaid)
+}
+
+// CancelWithdrawal cancels an open withdrawal; the balance is unchanged.
+func (s *Service) CancelWithdrawal(ctx context.Context, id int64) (Withdrawal, error) {
+	return s.closeWithdrawal(ctx, id, WithdrawalCancelled)
+}
+
+func (s *Service) closeWithdrawal(ctx context.Context, id int64, status string) (Withdrawal, error) {
+	now := s.now().UTC()
+	var w Withdrawal
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		var err error
+		if w, err = tx.LockWithdrawal(ctx, id); err != nil {
+			return err
+		}
+		if w.Status != WithdrawalOpen {
+			return fmt.Errorf("withdrawal %d is %s: %w", id, w.Status, ErrWithdrawalNotOpen)
+		}
+		w.Status, w.UpdatedAt = status, now
+		change := WithdrawalDropped
+		if status == WithdrawalPaid {
+			change = WithdrawalPaidOut
+		}
+		if err := tx.UpdateWithdrawal(ctx, w, change); err != nil {
+			return err
+		}
+		if status != WithdrawalPaid {
+			return nil
+		}
+		_, err = tx.PostEntry(ctx, Entry{
+			PartnerID: w.PartnerID, Delta: money.Amount{Minor: -w.Amount.Minor, Currency: w.Amount.Currency},
+			Kind: EntryWithdrawal, WithdrawalID: w.ID, At: now,
+		})
+		return err
+	})
+	if err != nil {
+		return Withdrawal{}, err
+	}
+	return w, nil
+}
+
+// Withdrawals lists the partner's withdrawals, newest first.
+func (s *Service) Withdrawals(ctx context.Context, partnerID int64) ([]Withdrawal, error) {
+	return s.store.Withdrawals(ctx, partnerID)
+}
