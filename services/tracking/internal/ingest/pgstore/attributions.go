@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
@@ -19,10 +20,12 @@ var errAttributionRaceLost = errors.New("attribution already decided by a concur
 const attributionColumns = `transaction_id, program_id, outcome, customer_id, click_id, partner_id, link_id, customer_status,
 	first_purchase_date, refusal_code, refusal_message, source, decided_at`
 
-func loadAttribution(ctx context.Context, q querier, programID int64, txn string) (ingest.Attribution, bool, error) {
+const attributionSQL = `SELECT ` + attributionColumns + ` FROM attributions WHERE program_id = $1 AND transaction_id = $2`
+
+func scanAttribution(row pgx.Row, txn string) (ingest.Attribution, bool, error) {
 	var a ingest.Attribution
 	var first *time.Time
-	err := q.QueryRow(ctx, `SELECT `+attributionColumns+` FROM attributions WHERE program_id = $1 AND transaction_id = $2`, programID, txn).Scan(
+	err := row.Scan(
 		&a.TransactionID, &a.ProgramID, &a.Outcome, &a.CustomerID, &a.ClickID, &a.PartnerID, &a.LinkID, &a.CustomerStatus,
 		&first, &a.RefusalCode, &a.RefusalMessage, &a.Source, &a.DecidedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -48,21 +51,30 @@ func loadAttribution(ctx context.Context, q querier, programID int64, txn string
 // transaction id exactly one commits its transition and decision: the
 // others find the row (their insert waits for the winner's commit), roll
 // their changes back and answer the stored decision.
+//
+// Round trips (a sale by click id): BEGIN; the stored decision and the
+// first identifier's customer, pipelined; the customer's writes, the
+// conversion's event and the decision, pipelined; COMMIT.
 func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
 	var res ingest.AttributionResult
+	lookups := saleCustomerLookups(req.Ref)
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		res = ingest.AttributionResult{}
-		prev, ok, err := loadAttribution(ctx, tx, req.Ref.ProgramID, req.TransactionID)
+		prev, replay, c, found, err := replayOrCustomer(ctx, tx, req, lookups)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if replay {
 			res = ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}
 			return nil
 		}
-		c, ok, err := findSaleCustomer(ctx, tx, req.Ref)
-		if err != nil || !ok {
-			return err
+		if !found && len(lookups) > 1 {
+			if c, found, err = findSaleCustomer(ctx, tx, lookups[1:]); err != nil {
+				return err
+			}
+		}
+		if !found {
+			return nil
 		}
 		d, err := decide(c)
 		if err != nil {
@@ -79,8 +91,9 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 			res = ingest.AttributionResult{Found: true, Decision: a}
 			return nil
 		}
+		b := &pgx.Batch{}
 		pr := ingest.PaymentResult{CustomerStatus: c.Status}
-		if err := s.applyPayment(ctx, tx, c, d, req.Ref, req.At, &pr); err != nil {
+		if err := s.applyPayment(ctx, tx, b, c, d, req.Ref, req.At, &pr); err != nil {
 			return err
 		}
 		a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
@@ -91,14 +104,15 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 		if !a.FirstPurchaseDate.IsZero() {
 			first = a.FirstPurchaseDate
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO attributions (`+attributionColumns+`)
+		b.Queue(`INSERT INTO attributions (`+attributionColumns+`)
 			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) ON CONFLICT (program_id, transaction_id) DO NOTHING`,
 			a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
 			first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
+		stored, err := sendDecision(ctx, tx, b)
 		if err != nil {
-			return fmt.Errorf("store attribution: %w", err)
+			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if !stored {
 			return errAttributionRaceLost
 		}
 		// Answer what a replay will read (timestamps at the column's
@@ -111,7 +125,7 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 		return nil
 	})
 	if errors.Is(err, errAttributionRaceLost) {
-		prev, ok, err := loadAttribution(ctx, s.pool, req.Ref.ProgramID, req.TransactionID)
+		prev, ok, err := scanAttribution(s.pool.QueryRow(ctx, attributionSQL, req.Ref.ProgramID, req.TransactionID), req.TransactionID)
 		if err != nil {
 			return ingest.AttributionResult{}, err
 		}
@@ -121,4 +135,47 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 		return ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}, nil
 	}
 	return res, err
+}
+
+// replayOrCustomer reads the decision stored for the program's transaction
+// id and, in the same round trip, the customer of the first identifier
+// (locked; a replay leaves it untouched and the lock ends with the
+// transaction).
+func replayOrCustomer(ctx context.Context, tx pgx.Tx, req ingest.AttributionRequest, lookups []customerLookup) (
+	prev ingest.Attribution, replay bool, c ingest.Customer, found bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(attributionSQL, req.Ref.ProgramID, req.TransactionID)
+	if len(lookups) > 0 {
+		b.Queue(lookups[0].sql, lookups[0].args...)
+	}
+	br := tx.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("load attribution %q: %w", req.TransactionID, cerr)
+		}
+	}()
+	if prev, replay, err = scanAttribution(br.QueryRow(), req.TransactionID); err != nil || len(lookups) == 0 {
+		return prev, replay, c, false, err
+	}
+	c, found, err = scanSaleCustomer(br.QueryRow())
+	return prev, replay, c, found, err
+}
+
+// sendDecision sends the decision's writes, the attribution's insert last,
+// and reports whether that insert stored the row (false: a concurrent call
+// stored it first).
+func sendDecision(ctx context.Context, tx pgx.Tx, b *pgx.Batch) (bool, error) {
+	br := tx.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	var err error
+	for i := 0; i < b.Len(); i++ {
+		if tag, err = br.Exec(); err != nil {
+			_ = br.Close()
+			return false, fmt.Errorf("store attribution: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return false, fmt.Errorf("store attribution: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

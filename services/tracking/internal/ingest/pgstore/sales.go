@@ -13,42 +13,67 @@ import (
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 
-// findSaleCustomer tries the payment's identifiers in the order of the
-// specification, locking the customer found.
-func findSaleCustomer(ctx context.Context, tx pgx.Tx, ref ingest.SaleRef) (ingest.Customer, bool, error) {
-	// The partner-program check rides along (one round trip, not two).
-	const sel = `SELECT ` + customerColumns + `,
-			EXISTS (SELECT 1 FROM partner_programs pp WHERE pp.program_id = c.program_id AND pp.partner_id = c.first_partner_id)
-		FROM customers c LEFT JOIN programs p ON p.id = c.program_id `
-	type lookup struct {
-		value string
-		where string
+// saleCustomerSQL selects a customer locked for a payment, with the
+// partner-program check riding along (one round trip, not two).
+const saleCustomerSQL = `SELECT ` + customerColumns + `,
+		EXISTS (SELECT 1 FROM partner_programs pp WHERE pp.program_id = c.program_id AND pp.partner_id = c.first_partner_id)
+	FROM customers c LEFT JOIN programs p ON p.id = c.program_id `
+
+// customerLookup is one identifier's query for a payment's customer.
+type customerLookup struct {
+	sql  string
+	args []any
+}
+
+// saleCustomerLookups lists the payment's identifiers that are set, in the
+// order of the specification, each as the query that finds and locks its
+// customer (the newest one where an identifier matches several: a buyer
+// who signed up twice).
+func saleCustomerLookups(ref ingest.SaleRef) []customerLookup {
+	all := []struct {
+		value, where string
+		inProgram    bool
+	}{
+		{ref.ClickID, `WHERE c.click_id = $1`, false},
+		{ref.EmailHash, `WHERE c.program_id = $2 AND c.email_hash = $1`, true},
+		{ref.ProcessorCustomerID, `WHERE c.program_id = $2 AND c.processor_customer_id = $1`, true},
+		{ref.ClientReferenceID, `WHERE c.click_id = $1 AND c.program_id = $2`, true},
+		{ref.CustomerKey, `WHERE c.program_id = $2 AND c.customer_key = $1`, true},
 	}
-	lookups := []lookup{
-		{ref.ClickID, `WHERE c.click_id = $1`},
-		{ref.EmailHash, `WHERE c.program_id = $2 AND c.email_hash = $1`},
-		{ref.ProcessorCustomerID, `WHERE c.program_id = $2 AND c.processor_customer_id = $1`},
-		{ref.ClientReferenceID, `WHERE c.click_id = $1 AND c.program_id = $2`},
-		{ref.CustomerKey, `WHERE c.program_id = $2 AND c.customer_key = $1`},
-	}
-	for i, l := range lookups {
+	var out []customerLookup
+	for _, l := range all {
 		if l.value == "" {
 			continue
 		}
 		args := []any{l.value}
-		if i > 0 {
+		if l.inProgram {
 			args = append(args, ref.ProgramID)
 		}
-		// The newest customer wins where an identifier matches several (a
-		// buyer who signed up twice).
-		var linked bool
-		c, err := scanCustomer(rowWith{tx.QueryRow(ctx, sel+l.where+` ORDER BY c.id DESC LIMIT 1 FOR UPDATE OF c`, args...), &linked})
-		if err == nil {
-			c.PartnerLinked = linked
-			return c, true, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return ingest.Customer{}, false, fmt.Errorf("load customer for sale: %w", err)
+		out = append(out, customerLookup{sql: saleCustomerSQL + l.where + ` ORDER BY c.id DESC LIMIT 1 FOR UPDATE OF c`, args: args})
+	}
+	return out
+}
+
+// scanSaleCustomer reads one lookup's answer; found is false for no row.
+func scanSaleCustomer(row pgx.Row) (c ingest.Customer, found bool, err error) {
+	var linked bool
+	c, err = scanCustomer(rowWith{row, &linked})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ingest.Customer{}, false, nil
+	}
+	if err != nil {
+		return ingest.Customer{}, false, fmt.Errorf("load customer for sale: %w", err)
+	}
+	c.PartnerLinked = linked
+	return c, true, nil
+}
+
+// findSaleCustomer runs lookups in order until one finds its customer.
+func findSaleCustomer(ctx context.Context, tx pgx.Tx, lookups []customerLookup) (ingest.Customer, bool, error) {
+	for _, l := range lookups {
+		c, found, err := scanSaleCustomer(tx.QueryRow(ctx, l.sql, l.args...))
+		if err != nil || found {
+			return c, found, err
 		}
 	}
 	return ingest.Customer{}, false, nil
@@ -64,10 +89,12 @@ type rowWith struct {
 func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra)...) }
 
 // applyPayment writes an attribution decision for the locked customer c:
-// the settled lead, then (with a sale) the customer's conversion or its
-// sale_recorded_at, and a processor customer id it has none of. The sale
+// the settled lead at once (it reads what it writes), then the sale's part
+// (the customer's conversion or its sale_recorded_at, a processor customer
+// id it has none of, and the conversion's event) queued on b, for the
+// caller to send with its own last writes in one round trip. The sale
 // itself is the commissions service's to record.
-func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
+func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, b *pgx.Batch, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
 	if d.SettleLead {
 		ld := ingest.LeadDecision{CustomerKey: ref.CustomerKey, EmailHash: ref.EmailHash, EventName: "processor_checkout"}
 		if ld.CustomerKey == "" {
@@ -92,22 +119,15 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 	if sale.ProcessorCustomerID != "" && c.ProcessorCustomerID == "" {
 		processorID = sale.ProcessorCustomerID
 	}
-	var err error
-	if d.Convert {
-		res.CustomerStatus = "conversion"
-		_, err = tx.Exec(ctx, `UPDATE customers SET status = 'conversion', first_purchase_date = $2,
-				sale_recorded_at = COALESCE(sale_recorded_at, $3), processor_customer_id = COALESCE(processor_customer_id, $4), updated_at = $3
-			WHERE id = $1`, c.ID, sale.OccurredAt, at, processorID)
-	} else {
-		_, err = tx.Exec(ctx, `UPDATE customers SET sale_recorded_at = COALESCE(sale_recorded_at, $2),
-				processor_customer_id = COALESCE(processor_customer_id, $3), updated_at = $2 WHERE id = $1`, c.ID, at, processorID)
-	}
-	if err != nil {
-		return fmt.Errorf("record sale on customer: %w", err)
-	}
 	if !d.Convert {
+		b.Queue(`UPDATE customers SET sale_recorded_at = COALESCE(sale_recorded_at, $2),
+				processor_customer_id = COALESCE(processor_customer_id, $3), updated_at = $2 WHERE id = $1`, c.ID, at, processorID)
 		return nil
 	}
+	res.CustomerStatus = "conversion"
+	b.Queue(`UPDATE customers SET status = 'conversion', first_purchase_date = $2,
+			sale_recorded_at = COALESCE(sale_recorded_at, $3), processor_customer_id = COALESCE(processor_customer_id, $4), updated_at = $3
+		WHERE id = $1`, c.ID, sale.OccurredAt, at, processorID)
 	// Analytics counts conversions by first purchase date: the event rides
 	// in the transaction of the conversion, so it exists exactly when the
 	// conversion does.
@@ -116,5 +136,5 @@ func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, c ingest.Customer, 
 	if !c.SignupDate.IsZero() {
 		ev.SignupDate = timestamppb.New(c.SignupDate)
 	}
-	return publish(ctx, tx, eventsv1.TypeCustomerConverted, c.ProgramID, at, ev)
+	return queueEvent(ctx, b, eventsv1.TypeCustomerConverted, c.ProgramID, at, ev)
 }

@@ -190,20 +190,43 @@ func clickEvent(eventID int64, clickID string, customerID int64, l ingest.Link, 
 	}
 }
 
-// publish writes one tracking event to the outbox inside tx.
+// publish writes one tracking event to the outbox inside tx, without
+// NOTIFY: a notifying transaction holds Postgres's cluster-wide
+// notification lock through its commit's WAL flush, so every lead and
+// conversion would commit one at a time; tracking's relay polls instead
+// (server.Spec's RelayPollInterval).
 func publish(ctx context.Context, tx pgx.Tx, typ string, programID int64, at time.Time, msg proto.Message) error {
-	payload, err := proto.Marshal(msg)
+	env, err := envelope(typ, programID, at, msg)
 	if err != nil {
-		return fmt.Errorf("marshal %s: %w", typ, err)
+		return err
 	}
-	_, err = outbox.Enqueue(ctx, tx, eventsv1.TopicTracking, &eventsv1.Envelope{
-		Id: outbox.NewEventID(), Type: typ, OccurredAt: timestamppb.New(at), ProgramId: programID,
-		Source: "tracking", Payload: payload,
-	})
-	if err != nil {
+	if err := outbox.EnqueueMany(ctx, tx, eventsv1.TopicTracking, []*eventsv1.Envelope{env}); err != nil {
 		return fmt.Errorf("enqueue %s: %w", typ, err)
 	}
 	return nil
+}
+
+// queueEvent is publish queued on b, sent with the writes it describes.
+func queueEvent(ctx context.Context, b *pgx.Batch, typ string, programID int64, at time.Time, msg proto.Message) error {
+	env, err := envelope(typ, programID, at, msg)
+	if err != nil {
+		return err
+	}
+	if err := outbox.QueueMany(ctx, b, eventsv1.TopicTracking, []*eventsv1.Envelope{env}); err != nil {
+		return fmt.Errorf("enqueue %s: %w", typ, err)
+	}
+	return nil
+}
+
+func envelope(typ string, programID int64, at time.Time, msg proto.Message) (*eventsv1.Envelope, error) {
+	payload, err := proto.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s: %w", typ, err)
+	}
+	return &eventsv1.Envelope{
+		Id: outbox.NewEventID(), Type: typ, OccurredAt: timestamppb.New(at), ProgramId: programID,
+		Source: "tracking", Payload: payload,
+	}, nil
 }
 
 func (s *Store) RecordTestClick(ctx context.Context, rec ingest.TestClickRecord) (int64, error) {
