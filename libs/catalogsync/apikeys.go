@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -72,3 +74,48 @@ func LookupAPIKey(ctx context.Context, q Querier, hash []byte) (apikey.Key, erro
 	}
 	return k, nil
 }
+
+// Keys is apikey.Store over a replica's api_keys table, cached: a sale or
+// refund authenticates without a round trip once its key is known, and a
+// key revoked or rotated in the catalog is seen as soon as the consumer's
+// change commits (Cache). Run must be running for it to cache.
+type Keys struct {
+	pool  *pgxpool.Pool
+	cache *Cache[string, keyEntry]
+}
+
+type keyEntry struct {
+	found bool
+	key   apikey.Key
+}
+
+// NewKeys returns the cached key store of the replica in schema.
+func NewKeys(pool *pgxpool.Pool, schema string, logger *slog.Logger) (*Keys, error) {
+	c, err := NewCache[string, keyEntry](pool, CacheConfig{Schema: schema}, logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{pool: pool, cache: c}, nil
+}
+
+// LookupKeyByHash is LookupAPIKey through the cache (an unknown hash is
+// cached too, within the cache's size).
+func (k *Keys) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
+	e, err := k.cache.Get(ctx, string(hash), func(ctx context.Context) (keyEntry, error) {
+		key, err := LookupAPIKey(ctx, k.pool, hash)
+		if errors.Is(err, apikey.ErrKeyNotFound) {
+			return keyEntry{}, nil
+		}
+		return keyEntry{found: err == nil, key: key}, err
+	})
+	if err != nil {
+		return apikey.Key{}, err
+	}
+	if !e.found {
+		return apikey.Key{}, apikey.ErrKeyNotFound
+	}
+	return e.key, nil
+}
+
+// Run keeps the cache's listener going until ctx ends.
+func (k *Keys) Run(ctx context.Context) error { return k.cache.Run(ctx) }

@@ -3,6 +3,7 @@ module github.com/svc-dev/svc/libs/catalogsync
 go 1.26.0
 
 require (
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/svc-dev/svc/libs/auth v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/libs/outbox v0.0.0

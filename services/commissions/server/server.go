@@ -140,12 +140,18 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The sale and refund routes' keys, cached until the replica changes.
+	keys, err := catalogsync.NewKeys(p.Pool, p.Config.Schema, p.Logger)
+	if err != nil {
+		return nil, err
+	}
+	p.AddRunner(keys.Run)
 	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
 	failedAuth := ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc))
 	routes := trackhttp.Routes(trackendpoints.New(tracker, tracing), trackhttp.Config{
 		Logger: p.Logger,
 		Now:    p.Now,
-		Keys:   &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
+		Keys:   &apikey.Authenticator{Store: keys, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
 		// One bucket per key for sale and refund together: the same
 		// middleware (and limiter) wraps both routes.
 		Limit:      ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(refusals.Inc)),

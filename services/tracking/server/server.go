@@ -67,10 +67,13 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	} else {
 		p.Logger.Info("no geo database: click geo fields stay empty (set GEOIP_DB)")
 	}
-	store := pgstore.New(p.Pool, pgstore.Config{
+	store, err := pgstore.New(p.Pool, pgstore.Config{
 		Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger,
 		ClickWriters: cfg.ClickWriters, ClickGroup: cfg.ClickGroupMax,
 	})
+	if err != nil {
+		return nil, err
+	}
 	p.AddRunner(store.Run)
 	svc, err := ingest.NewService(ingest.Config{Store: store, Enricher: enr.Ingest(), Now: p.Now})
 	if err != nil {

@@ -36,6 +36,11 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 	if err := a.upsert(ctx, tx, env); err != nil {
 		return err
 	}
+	// Every pod's key cache drops its entries when this commits (a
+	// revoked or rotated key is seen at once).
+	if err := catalogsync.Notify(ctx, tx); err != nil {
+		return err
+	}
 	return catalogsync.Applied(ctx, tx, a.Service, env.GetEpoch(), env.GetSeq(), a.Now())
 }
 

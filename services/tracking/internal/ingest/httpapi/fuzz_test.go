@@ -267,7 +267,10 @@ func pgHandler(t testing.TB) http.Handler {
 		apikey.Hash("svc_live_fuzzkey")); err != nil {
 		t.Fatal(err)
 	}
-	store := pgstore.New(pool, pgstore.Config{Schema: "tracking", Now: fuzzNow, Logger: logger})
+	store, err := pgstore.New(pool, pgstore.Config{Schema: "tracking", Now: fuzzNow, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- store.Run(runCtx) }()

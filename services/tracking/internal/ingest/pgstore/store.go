@@ -47,7 +47,7 @@ type Config struct {
 }
 
 // New returns a store; Run must be running for clicks to be written.
-func New(pool *pgxpool.Pool, cfg Config) *Store {
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if cfg.ClickWriters <= 0 {
 		cfg.ClickWriters = 4
 	}
@@ -63,20 +63,24 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 	if cfg.CounterFold <= 0 {
 		cfg.CounterFold = 200 * time.Millisecond
 	}
+	cache, err := catalogsync.NewCache[cacheKey, cacheEntry](pool, catalogsync.CacheConfig{Schema: cfg.Schema, Now: cfg.Now}, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
 	return &Store{
 		pool:      pool,
 		foldEvery: cfg.CounterFold,
 		logger:    cfg.Logger,
-		cache:     newCatalogCache(pool, cfg.Schema, cfg.Now, cfg.Logger),
+		cache:     cache,
 		clicks:    newClickWriter(pool, cfg.ClickWriters, cfg.ClickGroup, cfg.Logger),
-	}
+	}, nil
 }
 
 // Run keeps the catalog cache's listener and the click writers going until
 // ctx ends.
 func (s *Store) Run(ctx context.Context) error {
 	runs := []func(context.Context) error{
-		s.cache.run,
+		s.cache.Run,
 		s.clicks.run,
 		func(ctx context.Context) error { return runCounterFolder(ctx, s.pool, s.foldEvery, s.logger) },
 	}
@@ -100,11 +104,24 @@ var (
 
 // LookupKeyByHash finds a program API key in the replica.
 func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
-	return catalogsync.LookupAPIKey(ctx, s.pool, hash)
+	e, err := s.cache.Get(ctx, cacheKey{kind: "key", code: string(hash)}, func(ctx context.Context) (cacheEntry, error) {
+		k, err := catalogsync.LookupAPIKey(ctx, s.pool, hash)
+		if errors.Is(err, apikey.ErrKeyNotFound) {
+			return cacheEntry{}, nil
+		}
+		return cacheEntry{found: err == nil, key: k}, err
+	})
+	if err != nil {
+		return apikey.Key{}, err
+	}
+	if !e.found {
+		return apikey.Key{}, apikey.ErrKeyNotFound
+	}
+	return e.key, nil
 }
 
 func (s *Store) Program(ctx context.Context, id int64) (ingest.Program, bool, error) {
-	e, err := s.cache.get(ctx, cacheKey{kind: "program", id: id}, func(ctx context.Context) (cacheEntry, error) {
+	e, err := s.cache.Get(ctx, cacheKey{kind: "program", id: id}, func(ctx context.Context) (cacheEntry, error) {
 		p, ok, err := s.loadProgram(ctx, id)
 		return cacheEntry{found: ok, prog: p}, err
 	})
@@ -125,7 +142,7 @@ func (s *Store) loadProgram(ctx context.Context, id int64) (ingest.Program, bool
 }
 
 func (s *Store) AnyProgramAllowsOrigin(ctx context.Context, origin string) (bool, error) {
-	e, err := s.cache.get(ctx, cacheKey{kind: "origin", code: origin}, func(ctx context.Context) (cacheEntry, error) {
+	e, err := s.cache.Get(ctx, cacheKey{kind: "origin", code: origin}, func(ctx context.Context) (cacheEntry, error) {
 		ok, err := s.loadOriginAllowed(ctx, origin)
 		return cacheEntry{found: ok}, err
 	})
@@ -143,7 +160,7 @@ func (s *Store) loadOriginAllowed(ctx context.Context, origin string) (bool, err
 // FindLink prefers an active link when a code exists in several programs
 // and no program was named, then the oldest.
 func (s *Store) FindLink(ctx context.Context, code string, programID int64) (ingest.Link, bool, error) {
-	e, err := s.cache.get(ctx, cacheKey{kind: "link", code: code, id: programID}, func(ctx context.Context) (cacheEntry, error) {
+	e, err := s.cache.Get(ctx, cacheKey{kind: "link", code: code, id: programID}, func(ctx context.Context) (cacheEntry, error) {
 		l, ok, err := s.loadLink(ctx, code, programID)
 		return cacheEntry{found: ok, link: l}, err
 	})

@@ -1,7 +1,9 @@
 // Package consumer is the Kafka transport of the catalog replica: it applies
 // accounts catalog events (topic catalog.events.v1) to tracking's own copy of
 // the programs, links, API keys and partner-program records, inside the
-// inbox transaction the platform opens for each event.
+// inbox transaction the platform opens for each event, and notifies the
+// replica's change (catalogsync.Notify) so every pod's catalog cache drops
+// its entries when it commits.
 package consumer
 
 import (
@@ -14,7 +16,6 @@ import (
 
 	"github.com/svc-dev/svc/libs/catalogsync"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
-	"github.com/svc-dev/svc/services/tracking/internal/replica"
 )
 
 // Group is the consumer group (and inbox name) of the replica consumer of
@@ -39,8 +40,8 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 	}
 	if kept {
 		// Every pod's catalog cache drops its entries when this commits.
-		if _, err := tx.Exec(ctx, `SELECT pg_notify(current_schema() || $1, '')`, replica.ChannelSuffix); err != nil {
-			return fmt.Errorf("notify catalog change: %w", err)
+		if err := catalogsync.Notify(ctx, tx); err != nil {
+			return err
 		}
 	}
 	return catalogsync.Applied(ctx, tx, a.Service, env.GetEpoch(), env.GetSeq(), a.Now())
