@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
@@ -115,6 +116,27 @@ func TestRefusedSaleConsumesNothing(t *testing.T) {
 		if c := s.commission(t, out.Commission.ID); c.PartnerID != loner.ID {
 			t.Fatalf("commission of partner %d, want the enrolled %d", c.PartnerID, loner.ID)
 		}
+	})
+
+	t.Run("a key known to the route's cache is refused as soon as its retirement reaches the replica", func(t *testing.T) {
+		t.Parallel()
+		p := s.program(t, nil)
+		key, keyID := s.newKey(t, p.id, false)
+		s.sync(t)
+		txn := s.txn()
+		wantSale(t, s.sale(t, key, saleOf(txn, s.click(t, p.code), 1000, "USD", nil)), txn, "")
+		// Used again (now from the cache) by a refund.
+		if r := s.refund(t, key, map[string]any{"transaction_id": txn, "refund_amount_cents": 100, "refund_id": "re_" + s.uniq()}); r.status != 200 {
+			t.Fatalf("refund: %d %s", r.status, r.raw)
+		}
+		s.markRotation(t, keyID, clock.Now().Add(-time.Minute))
+		s.sync(t)
+		txn = s.txn()
+		r := s.sale(t, key, saleOf(txn, s.click(t, p.code), 1000, "USD", nil))
+		if e, _ := r.body["error"].(map[string]any); r.status != 401 || e == nil || e["code"] != "api_key_rotation_required" {
+			t.Fatalf("retired key: %d %s", r.status, r.raw)
+		}
+		s.wantNoSale(t, txn)
 	})
 
 	t.Run("processor: an event refused for attribution leaves its payment id free", func(t *testing.T) {
