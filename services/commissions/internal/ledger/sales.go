@@ -133,6 +133,10 @@ func (s *Service) ReserveSale(ctx context.Context, in SaleInput, ref []byte) (Sa
 
 // Attributed is who tracking attributed a reserved sale to.
 type Attributed struct {
+	// ProgramID is the sale's program when the caller knows it (0: read
+	// from the sale): the store then reads the commission's inputs in the
+	// same round trip as the completion.
+	ProgramID       int64
 	CustomerID      int64
 	CustomerClickID string
 	// PartnerID 0: no partner (the sale is stored without commission).
@@ -149,7 +153,7 @@ func (s *Service) CompleteSale(ctx context.Context, saleID int64, who Attributed
 	var cause error
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		res, cause = SaleResult{}, nil
-		sale := Sale{ID: saleID, CustomerID: who.CustomerID, CustomerClickID: who.CustomerClickID, PartnerID: who.PartnerID}
+		sale := Sale{ID: saleID, ProgramID: who.ProgramID, CustomerID: who.CustomerID, CustomerClickID: who.CustomerClickID, PartnerID: who.PartnerID}
 		err := tx.CompleteSale(ctx, &sale)
 		if err == nil {
 			res, cause, err = s.decideSale(ctx, tx, sale, s.now().UTC())

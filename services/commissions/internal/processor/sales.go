@@ -309,7 +309,9 @@ func (s *Service) pay(ctx context.Context, programID int64, p payment, rec *Reco
 		s.release(ctx, sale.ID)
 		return Result{Outcome: OutcomeNotAttributed, CustomerStatus: dec.CustomerStatus}, nil
 	}
-	res, err := s.ledger.CompleteSale(ctx, sale.ID, ledger.Attributed{CustomerID: dec.CustomerID, CustomerClickID: dec.ClickID, PartnerID: dec.PartnerID})
+	res, err := s.ledger.CompleteSale(ctx, sale.ID, ledger.Attributed{
+		ProgramID: programID, CustomerID: dec.CustomerID, CustomerClickID: dec.ClickID, PartnerID: dec.PartnerID,
+	})
 	var notCreated *ledger.CommissionNotCreatedError
 	if errors.As(err, &notCreated) {
 		res.Sale.ID = notCreated.SaleID

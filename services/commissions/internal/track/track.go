@@ -216,7 +216,9 @@ func (s *Service) attribute(ctx context.Context, saleID int64, req attribution.R
 		}
 		return SaleOutput{}, fail(ErrNoAttribution, msg)
 	}
-	res, err := s.ledger.CompleteSale(ctx, saleID, ledger.Attributed{CustomerID: dec.CustomerID, CustomerClickID: dec.ClickID, PartnerID: dec.PartnerID})
+	res, err := s.ledger.CompleteSale(ctx, saleID, ledger.Attributed{
+		ProgramID: req.ProgramID, CustomerID: dec.CustomerID, CustomerClickID: dec.ClickID, PartnerID: dec.PartnerID,
+	})
 	var notCreated *ledger.CommissionNotCreatedError
 	switch {
 	case errors.As(err, &notCreated) && errors.Is(err, ledger.ErrPartnerRequired):

@@ -101,6 +101,17 @@ type tx struct {
 	later *pgx.Batch
 	what  []string
 	envs  []*eventsv1.Envelope
+	// inputs are DecisionInputs read ahead by CompleteSale, in its round
+	// trip; DecisionInputs answers them once, for the same program and
+	// customer.
+	inputs *decisionInputs
+}
+
+type decisionInputs struct {
+	programID, customerID int64
+	prog                  ledger.Program
+	hist                  money.History
+	err                   error
 }
 
 var _ ledger.Tx = (*tx)(nil)
@@ -223,12 +234,35 @@ func (t *tx) CustomerHistory(ctx context.Context, programID, customerID int64) (
 // DecisionInputs is Program, LockCustomer and CustomerHistory pipelined in
 // one round trip (Postgres runs them in that order).
 func (t *tx) DecisionInputs(ctx context.Context, programID, customerID int64) (ledger.Program, money.History, error) {
+	if in := t.inputs; in != nil {
+		t.inputs = nil
+		if in.programID == programID && in.customerID == customerID {
+			return in.prog, in.hist, in.err
+		}
+	}
 	b := &pgx.Batch{}
+	queueDecisionInputs(b, programID, customerID)
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	prog, hist, err := readDecisionInputs(br, programID, customerID)
+	if err != nil && !errors.Is(err, ledger.ErrProgramUnknown) {
+		return prog, hist, err
+	}
+	if cerr := br.Close(); cerr != nil {
+		return ledger.Program{}, money.History{}, fmt.Errorf("decision inputs of customer %d: %w", customerID, cerr)
+	}
+	return prog, hist, err
+}
+
+func queueDecisionInputs(b *pgx.Batch, programID, customerID int64) {
 	b.Queue(programSQL, programID)
 	b.Queue(lockCustomerSQL, customerLockKey(programID, customerID))
 	b.Queue(historySQL, programID, customerID)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
+}
+
+// readDecisionInputs reads what queueDecisionInputs queued; an unknown
+// program is ledger.ErrProgramUnknown with the history still read.
+func readDecisionInputs(br pgx.BatchResults, programID, customerID int64) (ledger.Program, money.History, error) {
 	prog, progErr := scanProgram(br.QueryRow(), programID)
 	if progErr != nil && !errors.Is(progErr, ledger.ErrProgramUnknown) {
 		return ledger.Program{}, money.History{}, progErr
@@ -239,9 +273,6 @@ func (t *tx) DecisionInputs(ctx context.Context, programID, customerID int64) (l
 	hist, err := scanHistory(br.QueryRow(), customerID)
 	if err != nil {
 		return ledger.Program{}, money.History{}, err
-	}
-	if err := br.Close(); err != nil {
-		return ledger.Program{}, money.History{}, fmt.Errorf("decision inputs of customer %d: %w", customerID, err)
 	}
 	return prog, hist, progErr
 }
@@ -331,9 +362,21 @@ func insertSale(ctx context.Context, q queryRower, s *ledger.Sale) error {
 // attribution, filling s from the row, and writes its event; a sale no
 // longer reserved is ledger.ErrSaleNotFound. The UPDATE locks the row, so
 // it also serves as the lock (one round trip for both).
+//
+// With s.ProgramID set (the caller knows the sale's program), the sale's
+// DecisionInputs (program, customer lock, history) are read in the same
+// round trip, after the sale's lock as the lock order requires, and
+// answered by the next DecisionInputs call.
 func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
-	done, err := scanSale(t.tx.QueryRow(ctx, `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3, customer_click_id = $4
-		WHERE id = $1 AND reserved RETURNING `+saleColumns, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID))
+	const completeSQL = `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3, customer_click_id = $4
+		WHERE id = $1 AND reserved RETURNING ` + saleColumns
+	var done ledger.Sale
+	var err error
+	if s.ProgramID == 0 || s.CustomerID == 0 {
+		done, err = scanSale(t.tx.QueryRow(ctx, completeSQL, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID))
+	} else {
+		done, err = t.completeWithInputs(ctx, completeSQL, s)
+	}
 	if errors.Is(err, ledger.ErrSaleNotFound) {
 		return fmt.Errorf("complete sale %d: not reserved: %w", s.ID, ledger.ErrSaleNotFound)
 	}
@@ -342,6 +385,31 @@ func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
 	}
 	*s = done
 	return t.publishSale(ctx, s)
+}
+
+// completeWithInputs sends the completion and the sale's decision inputs
+// in one batch; the inputs are kept for DecisionInputs.
+func (t *tx) completeWithInputs(ctx context.Context, completeSQL string, s *ledger.Sale) (ledger.Sale, error) {
+	b := &pgx.Batch{}
+	b.Queue(completeSQL, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID)
+	queueDecisionInputs(b, s.ProgramID, s.CustomerID)
+	br := t.tx.SendBatch(ctx, b)
+	done, err := scanSale(br.QueryRow())
+	if err != nil {
+		_ = br.Close()
+		return done, err
+	}
+	in := decisionInputs{programID: s.ProgramID, customerID: s.CustomerID}
+	in.prog, in.hist, in.err = readDecisionInputs(br, s.ProgramID, s.CustomerID)
+	if in.err != nil && !errors.Is(in.err, ledger.ErrProgramUnknown) {
+		_ = br.Close()
+		return ledger.Sale{}, in.err
+	}
+	if err := br.Close(); err != nil {
+		return ledger.Sale{}, fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
+	}
+	t.inputs = &in
+	return done, nil
 }
 
 func (t *tx) publishSale(ctx context.Context, s *ledger.Sale) error {
