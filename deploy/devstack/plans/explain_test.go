@@ -1,0 +1,181 @@
+package plans_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// largeRows: a table holding at least this many rows (pg_class.reltuples
+// after ANALYZE) is large; the loaded tables hold 100,000 or more, the
+// catalog replicas' programs and the reference tables a few.
+const largeRows = 50_000
+
+// bounded are the tables of the services' schemas that stay small
+// whatever the traffic, so the test does not load them and reading one
+// whole is fine; any other table a plan reads must be one the test loads
+// (a large table), or the check fails: a statement that starts reading a
+// table the test left empty is noticed rather than passed.
+var bounded = map[string]string{
+	"programs":           "the catalog replica: one row per program",
+	"api_keys":           "the catalog replica: a few keys per program",
+	"currencies":         "reference data",
+	"fx_rates":           "reference data: a rate per currency and period",
+	"catalog_progress":   "catalogsync's watermark: one row per epoch",
+	"catalog_applied":    "catalogsync: events applied out of order, folded into the watermark",
+	"outbox":             "libs/outbox: sent rows are swept; the relay's statements are libs/outbox's",
+	"inbox":              "libs/outbox: swept after its retention",
+	"dead_letters":       "libs/outbox: poison messages only",
+	"click_count_deltas": "folded into the counters every 200 ms",
+	"rebuilds":           "one row per analytics rebuild",
+}
+
+// index is what the check needs of an index.
+type index struct {
+	table   string
+	leading string // first key column; "" for an expression
+	partial bool
+}
+
+// catalog is one schema's tables and indexes, as ANALYZE left them.
+type catalog struct {
+	rows    map[string]float64 // table -> reltuples
+	indexes map[string]index
+}
+
+func loadCatalog(ctx context.Context, conn *pgx.Conn, schema string) (catalog, error) {
+	c := catalog{rows: map[string]float64{}, indexes: map[string]index{}}
+	rows, err := conn.Query(ctx, `SELECT c.relname, c.reltuples FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')`, schema)
+	if err != nil {
+		return c, err
+	}
+	var name string
+	var n float64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { c.rows[name] = n; return nil }); err != nil {
+		return c, err
+	}
+	rows, err = conn.Query(ctx, `SELECT i.relname, t.relname, COALESCE(a.attname, ''), x.indpred IS NOT NULL
+		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+		JOIN pg_namespace n ON n.oid = t.relnamespace
+		LEFT JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = x.indkey[0] AND x.indkey[0] <> 0
+		WHERE n.nspname = $1`, schema)
+	if err != nil {
+		return c, err
+	}
+	var ix index
+	if _, err := pgx.ForEachRow(rows, []any{&name, &ix.table, &ix.leading, &ix.partial}, func() error {
+		c.indexes[name] = ix
+		return nil
+	}); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// planNode is the part of EXPLAIN (FORMAT JSON) the check reads.
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	Filter    string     `json:"Filter"`
+	IndexCond string     `json:"Index Cond"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// explain plans s with args in a transaction that is rolled back (EXPLAIN
+// without ANALYZE runs nothing; the rollback is belt and braces) and
+// returns the plan's root.
+func explain(ctx context.Context, conn *pgx.Conn, sql string, args []any) (planNode, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return planNode{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var raw []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
+		return planNode{}, err
+	}
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+		return planNode{}, fmt.Errorf("read plan %s: %v", raw, err)
+	}
+	return out[0].Plan, nil
+}
+
+// problems lists what in p reads a large table whole: a sequential scan,
+// or an index scan whose condition leaves the index's leading column free
+// (Postgres 15 has no skip scan: that reads every entry). A partial index
+// read without a condition is fine: its predicate is the selection.
+func (c catalog) problems(p planNode) []string {
+	var out []string
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if rows, ok := c.rows[n.Relation]; ok && n.NodeType != "ModifyTable" && rows < largeRows && bounded[n.Relation] == "" {
+			out = append(out, fmt.Sprintf("%s of %s, which the test leaves nearly empty (%.0f rows): load it (load_test.go) or list it as bounded",
+				n.NodeType, n.Relation, rows))
+		}
+		switch n.NodeType {
+		case "Seq Scan":
+			if rows := c.rows[n.Relation]; rows >= largeRows {
+				out = append(out, fmt.Sprintf("sequential scan of %s (%.0f rows)", n.Relation, rows))
+			}
+		case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+			ix, ok := c.indexes[n.Index]
+			rows := c.rows[ix.table]
+			switch {
+			case !ok || rows < largeRows || ix.leading == "":
+			case n.IndexCond == "" && !ix.partial:
+				out = append(out, fmt.Sprintf("full scan of index %s on %s (%.0f rows): no index condition", n.Index, ix.table, rows))
+			case n.IndexCond != "" && !mentions(n.IndexCond, ix.leading):
+				out = append(out, fmt.Sprintf("full scan of index %s on %s (%.0f rows): %s leaves its leading column %s free",
+					n.Index, ix.table, rows, n.IndexCond, ix.leading))
+			}
+		}
+		for _, k := range n.Plans {
+			walk(k)
+		}
+	}
+	walk(p)
+	return out
+}
+
+// mentions reports whether cond names column (as a whole word).
+func mentions(cond, column string) bool {
+	return regexp.MustCompile(`\b` + regexp.QuoteMeta(column) + `\b`).MatchString(cond)
+}
+
+// oneLine squeezes a statement's whitespace for messages.
+func oneLine(sql string) string {
+	s := strings.Join(strings.Fields(sql), " ")
+	if len(s) > 400 {
+		s = s[:400] + " …"
+	}
+	return s
+}
+
+// reads lists what p reads, for the report: "Seq Scan t", "Index Scan
+// i on t (cond)".
+func reads(p planNode) []string {
+	var out []string
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		switch {
+		case n.Index != "":
+			out = append(out, fmt.Sprintf("%s %s (%s)", n.NodeType, n.Index, n.IndexCond))
+		case n.Relation != "":
+			out = append(out, fmt.Sprintf("%s %s", n.NodeType, n.Relation))
+		}
+		for _, k := range n.Plans {
+			walk(k)
+		}
+	}
+	walk(p)
+	return out
+}
