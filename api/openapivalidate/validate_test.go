@@ -367,7 +367,10 @@ func TestRequests(t *testing.T) {
 		wantOK                   bool
 	}{
 		{"click", "POST", "/api/v1/track/click", `{"affiliate_url":"https://shop.example/?aff=a","program_id":"42","screen_resolution":"1920x1080"}`, nil, true},
-		{"click with a malformed screen_resolution", "POST", "/api/v1/track/click", `{"affiliate_url":"https://shop.example/?aff=a","screen_resolution":"big"}`, nil, false},
+		// Descriptive fields never refuse a click: a screen size of another
+		// shape is accepted (and dropped); a value that is not a string is not.
+		{"click with a screen_resolution of another shape", "POST", "/api/v1/track/click", `{"affiliate_url":"https://shop.example/?aff=a","screen_resolution":"big"}`, nil, true},
+		{"click with a numeric page_title", "POST", "/api/v1/track/click", `{"affiliate_url":"https://shop.example/?aff=a","page_title":12}`, nil, false},
 		{"click without affiliate_url", "POST", "/api/v1/track/click", `{"page_url":"https://shop.example/"}`, nil, false},
 		{"sale with a key", "POST", "/api/v1/track/sale", `{"transaction_id":"in_1","amount_cents":4900,"currency":"usd"}`, map[string]string{"Authorization": "Bearer k"}, true},
 		{"test sale without transaction_id", "POST", "/api/v1/track/sale", `{"amount_cents":100,"currency":"EUR","additional_data":{"test_mode":true}}`, map[string]string{"Authorization": "Bearer k"}, true},

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
@@ -30,8 +32,11 @@ type stack struct {
 	t        *testing.T
 	accounts string
 	tracking string
-	pool     *pgxpool.Pool // tracking's schema
-	seq      int64
+	// gateway routes like the Ingress (deploy/devstack/gateway) in front
+	// of the services: the front door of the public routes.
+	gateway string
+	pool    *pgxpool.Pool // tracking's schema
+	seq     int64
 }
 
 // startStack starts the stack with trackingEnv on top (variables only
@@ -52,7 +57,10 @@ func startStackOn(t *testing.T, clock *platformtest.Clock, trackingEnv map[strin
 		// request wrote (deleting on publish is tested in libs/outbox).
 		"OUTBOX_DELETE_SENT": "false",
 	}, trackingEnv))
-	return &stack{t: t, accounts: st.URL(accounts.Name), tracking: st.URL(tracking.Name), pool: st.Instance(tracking.Name).Platform().Pool}
+	gw := httptest.NewServer(gateway.New(st.Handlers()))
+	t.Cleanup(gw.Close)
+	return &stack{t: t, accounts: st.URL(accounts.Name), tracking: st.URL(tracking.Name), gateway: gw.URL,
+		pool: st.Instance(tracking.Name).Platform().Pool}
 }
 
 // admin calls the accounts admin API and returns data.
@@ -153,7 +161,18 @@ type reply struct {
 // call sends a tracking request; headers are name/value pairs.
 func (s *stack) call(method, path, body string, headers ...string) reply {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.tracking+path, strings.NewReader(body))
+	return s.send(s.tracking, method, path, body, headers...)
+}
+
+// front sends a request through the gateway, as a client would.
+func (s *stack) front(method, path, body string, headers ...string) reply {
+	s.t.Helper()
+	return s.send(s.gateway, method, path, body, headers...)
+}
+
+func (s *stack) send(base, method, path, body string, headers ...string) reply {
+	s.t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
 	}

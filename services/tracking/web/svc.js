@@ -155,6 +155,7 @@
     }
   };
   for (var k in svc) if (svc.hasOwnProperty(k)) svc[k] = guard(svc[k]);
+  function cut(s, n) { s = String(s || ''); return s.length <= n ? s : Array.from(s).slice(0, n).join(''); }
   function guard(fn) { return function () { try { return fn.apply(svc, arguments); } catch (e) { } }; }
 
   try {
@@ -164,8 +165,8 @@
       var canon = d.querySelector('link[rel="canonical"]');
       var tz; try { tz = w.Intl.DateTimeFormat().resolvedOptions().timeZone; } catch (e) { }
       send('/api/v1/track/click', {
-        affiliate_url: loc.href, page_url: (canon && canon.href) || loc.href, page_title: d.title,
-        referrer_url: d.referrer, session_id: session(), user_agent: navigator.userAgent,
+        affiliate_url: loc.href, page_url: cut((canon && canon.href) || loc.href, 2048), page_title: cut(d.title, 255),
+        referrer_url: cut(d.referrer, 2048), session_id: session(), user_agent: cut(navigator.userAgent, 2048),
         screen_resolution: screen.width + 'x' + screen.height,
         viewport_size: (w.innerWidth || 0) + 'x' + (w.innerHeight || 0),
         language: navigator.language, timezone: tz, program_id: pid || undefined,

@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/errkind"
@@ -58,13 +60,44 @@ func (f *fields) text(key string, max int) string {
 	return v
 }
 
+// descriptive reads one of a click's optional descriptive fields: only a
+// wrong JSON type refuses the click (the spec refuses a click only for the
+// rows of its table); a value too long is stored cut to max characters
+// (never inside a character), and bytes that are not UTF-8 (a header's)
+// become U+FFFD, so a long page title in any script never costs the click,
+// its cookie and its attribution.
+func (f *fields) descriptive(key string, max int) string {
+	v, ok, err := f.obj.String(key)
+	f.keep(err)
+	if !ok || err != nil {
+		return ""
+	}
+	return clean(v, max)
+}
+
+// dimension is a descriptive <width>x<height>; any other value is dropped.
 func (f *fields) dimension(key string) string {
-	v := f.text(key, 11)
-	if v != "" && !dimensionRe.MatchString(v) {
-		f.keep(invalid(key + " must have the form <width>x<height>, such as 1920x1080"))
+	v := f.descriptive(key, 11)
+	if !dimensionRe.MatchString(v) {
 		return ""
 	}
 	return v
+}
+
+// clean makes s storable: invalid UTF-8 replaced, at most max characters.
+func clean(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == max {
+			return s[:i]
+		}
+		n++
+	}
+	return s
 }
 
 // programRef reads a program id sent as an integer or a numeric string.
@@ -164,33 +197,27 @@ func decodeClick(now func() time.Time) func(context.Context, *http.Request) (any
 			in.AffiliateURL = v
 		}
 		in.Details = ingest.ClickDetails{
-			PageURL:          f.text("page_url", maxURLLength),
-			PageTitle:        f.text("page_title", maxTextLength),
-			ReferrerURL:      f.text("referrer_url", maxURLLength),
-			SessionID:        f.text("session_id", maxTextLength),
+			PageURL:          f.descriptive("page_url", maxURLLength),
+			PageTitle:        f.descriptive("page_title", maxTextLength),
+			ReferrerURL:      f.descriptive("referrer_url", maxURLLength),
+			SessionID:        f.descriptive("session_id", maxTextLength),
 			ScreenResolution: f.dimension("screen_resolution"),
 			ViewportSize:     f.dimension("viewport_size"),
-			Language:         f.text("language", 35),
-			Timezone:         f.text("timezone", 64),
+			Language:         f.descriptive("language", 35),
+			Timezone:         f.descriptive("timezone", 64),
 		}
-		in.UserAgent = f.text("user_agent", maxURLLength)
+		in.UserAgent = f.descriptive("user_agent", maxURLLength)
 		if in.UserAgent == "" {
-			in.UserAgent = truncate(r.UserAgent(), maxURLLength)
+			// The header is whatever the client sent, UTF-8 or not.
+			in.UserAgent = clean(r.UserAgent(), maxURLLength)
 		}
 		in.ExistingClickID = f.text("existing_click_id", maxTextLength)
-		in.VisitorIP = f.text("visitor_ip", 64)
+		in.VisitorIP = f.descriptive("visitor_ip", 64)
 		in.Program = programRef(obj, "program_id")
 		a := f.additional()
 		in.TestMode, in.TestProgramID = a.testMode, a.programID
 		return in, f.err
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 func decodeLead(now func() time.Time) func(context.Context, *http.Request) (any, error) {
