@@ -408,3 +408,50 @@ func mustQuery(t *testing.T, r oidctest.AuthRequest) string {
 	return url.Values{"client_id": {r.ClientID}, "response_type": {r.ResponseType}, "response_mode": {r.ResponseMode},
 		"scope": {r.Scope}, "state": {r.State}, "nonce": {r.Nonce}, "redirect_uri": {r.RedirectURI}}.Encode()
 }
+
+// Through the gateway, with a session from the real sign-in: a member
+// holding tracking:read only reads the program's settings, and every change
+// (payment tracking mode, browser leads, origins, window) is 403 and
+// changes nothing; the same change by a tracking:write member is applied.
+func TestSettingsChangesNeedTrackingWrite(t *testing.T) {
+	d := startDash(t)
+	adv := d.id(d.admin("POST", "/admin/v1/advertisers", `{"name":"Brand","email":"brand@rw.example"}`))
+	prog := d.id(d.admin("POST", "/admin/v1/programs", `{"advertiser_id":`+strconv.FormatInt(adv, 10)+`,"name":"Shop","domain":"shop.example","commission_type":"fixed","commission_rate":5}`))
+	member := func(email string, permissions string) string {
+		uid := d.id(d.admin("POST", "/admin/v1/users", `{"email":"`+email+`"}`))
+		d.admin("POST", "/admin/v1/programs/"+strconv.FormatInt(prog, 10)+"/members", `{"user_id":`+strconv.FormatInt(uid, 10)+`,"active":true,"permissions":`+permissions+`}`)
+		c := d.newBrowser()
+		req := d.start(c, "")
+		return d.sessionFrom(d.callback(c, req.State, d.token(email, req.Nonce)), "/dashboard/")
+	}
+	reader := member("reader@rw.example", `["tracking:read"]`)
+	writer := member("writer@rw.example", `["tracking:read","tracking:write"]`)
+	path := d.base + "/api/v1/programs/" + strconv.FormatInt(prog, 10) + "/settings"
+	patch := func(tok, body string) answer {
+		req, err := http.NewRequest("PATCH", path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		return d.send(http.DefaultClient, req)
+	}
+	if r := d.get(http.DefaultClient, path, reader); r.status != 200 {
+		t.Fatalf("reader GET: %d %s", r.status, r.raw)
+	}
+	for _, body := range []string{`{"payment_tracking_mode":"s2s"}`, `{"lead_auth_policy":"browser_allowed"}`,
+		`{"allowed_origins":["https://evil.example"]}`, `{"attribution_window_days":1}`} {
+		r := patch(reader, body)
+		e, _ := r.body["error"].(map[string]any)
+		if r.status != 403 || e == nil || e["name"] != "ForbiddenError" || e["message"] != "You do not have permission to change this program's settings" {
+			t.Fatalf("reader PATCH %s: %d %s", body, r.status, r.raw)
+		}
+	}
+	var mode string
+	if err := d.pool.QueryRow(context.Background(), `SELECT payment_tracking_mode FROM programs WHERE id = $1`, prog).Scan(&mode); err != nil || mode != "processor_connect" {
+		t.Fatalf("mode %q %v after the reader's PATCH", mode, err)
+	}
+	if r := patch(writer, `{"payment_tracking_mode":"s2s"}`); r.status != 200 || !strings.Contains(r.raw, `"payment_tracking_mode":"s2s"`) {
+		t.Fatalf("writer PATCH: %d %s", r.status, r.raw)
+	}
+}

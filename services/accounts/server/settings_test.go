@@ -18,7 +18,9 @@ import (
 type settingsFixture struct {
 	program                    int64
 	member, inactive, outsider string
-	memberID                   int64
+	// reader is an active member holding tracking:read only.
+	reader   string
+	memberID int64
 }
 
 func (s *stack) dashboardSession(uid int64) string {
@@ -35,10 +37,13 @@ func (s *stack) settingsFixture() settingsFixture {
 	ids := s.seedCatalog()
 	var f settingsFixture
 	f.program = ids.program
-	user := func(email string, member, active bool) (string, int64) {
+	user := func(email string, member, active bool, permissions ...string) (string, int64) {
 		uid := dataID(s.t, s.admin("POST", "/admin/v1/users", `{"email":"`+email+`"}`))
 		if member {
-			r := s.admin("POST", "/admin/v1/programs/"+itoa(ids.program)+"/members", jsonBody(s.t, map[string]any{"user_id": uid, "active": active, "permissions": []string{"tracking:read"}}))
+			if permissions == nil {
+				permissions = []string{"tracking:read", "tracking:write"}
+			}
+			r := s.admin("POST", "/admin/v1/programs/"+itoa(ids.program)+"/members", jsonBody(s.t, map[string]any{"user_id": uid, "active": active, "permissions": permissions}))
 			if r.status != 201 {
 				s.t.Fatalf("member: %d %s", r.status, r.raw)
 			}
@@ -48,6 +53,7 @@ func (s *stack) settingsFixture() settingsFixture {
 	f.member, f.memberID = user("member@brand.example", true, true)
 	f.inactive, _ = user("inactive@brand.example", true, false)
 	f.outsider, _ = user("outsider@brand.example", false, false)
+	f.reader, _ = user("reader@brand.example", true, true, "tracking:read")
 	return f
 }
 
@@ -190,6 +196,24 @@ func TestProgramSettingsAccess(t *testing.T) {
 	})
 	t.Run("access is checked before the body", func(t *testing.T) {
 		wantError(t, s.settings("PATCH", f.program, f.outsider, `{"lead_auth_policy":"x"}`), 403, "ForbiddenError", noAccess)
+	})
+	t.Run("a reader (tracking:read only) reads the settings but every change is 403", func(t *testing.T) {
+		r := s.settings("GET", f.program, f.reader, "")
+		if r.status != 200 {
+			t.Fatalf("reader GET: %d %s", r.status, r.raw)
+		}
+		for _, body := range []string{`{"attribution_window_days":7}`, `{"payment_tracking_mode":"s2s"}`,
+			`{"lead_auth_policy":"browser_allowed"}`, `{"allowed_origins":["https://evil.example"]}`} {
+			wantError(t, s.settings("PATCH", f.program, f.reader, body), 403, "ForbiddenError",
+				"You do not have permission to change this program's settings")
+		}
+		var mode, policy string
+		var origins []string
+		_ = s.pool.QueryRow(context.Background(), `SELECT payment_tracking_mode, lead_auth_policy, allowed_origins FROM programs WHERE id = $1`, f.program).
+			Scan(&mode, &policy, &origins)
+		if mode != "processor_connect" || policy != "server_required" || len(origins) != 0 {
+			t.Fatalf("a reader's PATCH changed the program: %s %s %v", mode, policy, origins)
+		}
 	})
 	t.Run("a suspended member", func(t *testing.T) {
 		s.exec(`UPDATE users SET blocked = true WHERE id = $1`, f.memberID)

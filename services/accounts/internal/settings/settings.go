@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/svc-dev/svc/libs/errkind"
@@ -33,6 +34,14 @@ var ErrNoAccess = &Error{Kind: errkind.Forbidden, Message: "You do not have acce
 
 // ErrBlocked answers a suspended account whose session is still valid.
 var ErrBlocked = &Error{Kind: errkind.Forbidden, Message: "Your account has been suspended."}
+
+// ErrReadOnly answers a change by a member who may read the program's
+// settings but not change them (no tracking:write).
+var ErrReadOnly = &Error{Kind: errkind.Forbidden, Message: "You do not have permission to change this program's settings"}
+
+// PermissionWrite is the membership permission that changing settings
+// needs; reading needs membership (tracking:read or more).
+const PermissionWrite = "tracking:write"
 
 // Fields are the settings' names, in the order they are shown.
 var Fields = []string{"lead_auth_policy", "attribution_window_days", "payment_tracking_mode", "allowed_origins"}
@@ -66,6 +75,8 @@ func (in Input) Empty() bool {
 type AccessResult struct {
 	ActiveMember bool
 	Blocked      bool
+	// Permissions are the membership's (tracking:read, tracking:write).
+	Permissions []string
 }
 
 // Access answers whether a user may use a program's settings. A program or
@@ -94,7 +105,7 @@ func NewService(access Access, cat catalog.Service) (Service, error) {
 	return &service{access: access, catalog: cat}, nil
 }
 
-func (s *service) authorize(ctx context.Context, userID, programID int64) error {
+func (s *service) authorize(ctx context.Context, userID, programID int64, write bool) error {
 	if programID <= 0 || userID <= 0 {
 		return ErrNoAccess
 	}
@@ -108,11 +119,14 @@ func (s *service) authorize(ctx context.Context, userID, programID int64) error 
 	if !a.ActiveMember {
 		return ErrNoAccess
 	}
+	if write && !slices.Contains(a.Permissions, PermissionWrite) {
+		return ErrReadOnly
+	}
 	return nil
 }
 
 func (s *service) Get(ctx context.Context, userID, programID int64) (Settings, error) {
-	if err := s.authorize(ctx, userID, programID); err != nil {
+	if err := s.authorize(ctx, userID, programID, false); err != nil {
 		return Settings{}, err
 	}
 	p, err := s.catalog.GetProgram(ctx, programID)
@@ -129,7 +143,7 @@ func (s *service) Get(ctx context.Context, userID, programID int64) (Settings, e
 var ErrNothingToChange = &catalog.FieldError{Field: "body", Message: "Send at least one of: " + strings.Join(Fields, ", ")}
 
 func (s *service) Update(ctx context.Context, userID, programID int64, in Input) (Settings, catalog.Seq, error) {
-	if err := s.authorize(ctx, userID, programID); err != nil {
+	if err := s.authorize(ctx, userID, programID, true); err != nil {
 		return Settings{}, 0, err
 	}
 	if in.Empty() {

@@ -182,9 +182,9 @@ func (s *Store) Sweep(ctx context.Context, before time.Time) error {
 // blocked.
 func (s *Store) MemberAccess(ctx context.Context, userID, programID int64) (settings.AccessResult, error) {
 	var r settings.AccessResult
-	err := s.pool.QueryRow(ctx, `SELECT m.active, u.blocked
+	err := s.pool.QueryRow(ctx, `SELECT m.active, u.blocked, m.permissions
 		FROM memberships m JOIN users u ON u.id = m.user_id
-		WHERE m.program_id = $1 AND m.user_id = $2`, programID, userID).Scan(&r.ActiveMember, &r.Blocked)
+		WHERE m.program_id = $1 AND m.user_id = $2`, programID, userID).Scan(&r.ActiveMember, &r.Blocked, &r.Permissions)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return settings.AccessResult{}, nil
 	}
