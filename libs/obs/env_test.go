@@ -200,6 +200,7 @@ func TestMaskConfigValue_ProjectVariables(t *testing.T) {
 		{"ADMIN_TOKEN_PREVIOUS", true},
 		{"SESSION_SIGNING_KEY_PREVIOUS", true},
 		{"PROCESSOR_WEBHOOK_SECRET_PREVIOUS", true},
+		{"PROCESSOR_PLATFORM_ACCOUNT", false},
 		{"CLI_TOKEN_TTL_PREVIOUS", false},
 		{"admin-token", true},
 		{"Session_Public_Key", false},

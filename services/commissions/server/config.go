@@ -46,6 +46,12 @@ type Config struct {
 	// the previous one. Unset: the route is not served.
 	ProcessorWebhookSecret         string `env:"PROCESSOR_WEBHOOK_SECRET"`          // secret
 	ProcessorWebhookSecretPrevious string `env:"PROCESSOR_WEBHOOK_SECRET_PREVIOUS"` // secret
+	// ProcessorPlatformAccount names the platform's own processor account.
+	// Events without `account` are that account's payments; only when it
+	// is set are they routed by their metadata program_id (whoever can
+	// create a payment on the platform's account picks the program with
+	// it). Unset: such events are stored and change nothing.
+	ProcessorPlatformAccount string `env:"PROCESSOR_PLATFORM_ACCOUNT"`
 }
 
 // Defaults.
@@ -79,6 +85,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 
 		ProcessorWebhookSecret:         env.String("PROCESSOR_WEBHOOK_SECRET", ""),
 		ProcessorWebhookSecretPrevious: env.String("PROCESSOR_WEBHOOK_SECRET_PREVIOUS", ""),
+		ProcessorPlatformAccount:       env.String("PROCESSOR_PLATFORM_ACCOUNT", ""),
 	}
 	if c.ProcessorWebhookSecret == "" && c.ProcessorWebhookSecretPrevious != "" {
 		env.Fail(fmt.Errorf("PROCESSOR_WEBHOOK_SECRET_PREVIOUS is set without PROCESSOR_WEBHOOK_SECRET"))

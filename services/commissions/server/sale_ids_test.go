@@ -139,6 +139,19 @@ func TestRefusedSaleConsumesNothing(t *testing.T) {
 		s.wantNoSale(t, txn)
 	})
 
+	t.Run("processor: an event without account is not routed by its metadata unless the operator named the platform account", func(t *testing.T) {
+		t.Parallel()
+		p := s.program(t, nil)
+		cid := s.click(t, p.code)
+		ev := s.hookEvent(t, "checkout_session_completed_payment.json", "", map[string]any{"svc_click_id": cid, "program_id": fmt.Sprint(p.id)}, nil)
+		delete(ev, "account")
+		wantHook(t, s.deliver(t, ev), "unknown_account")
+		s.wantNoSale(t, hookObject(ev)["payment_intent"].(string))
+		if c := db.customer(t, cid); c.status != "click" {
+			t.Fatalf("an unrouted event moved the customer: %+v", c)
+		}
+	})
+
 	t.Run("processor: an event refused for attribution leaves its payment id free", func(t *testing.T) {
 		t.Parallel()
 		a, accountA := s.connectedProgram(t, nil)
@@ -177,7 +190,9 @@ func TestRefusedSaleConsumesNothing(t *testing.T) {
 func TestCommissionsNameTheirCustomer(t *testing.T) {
 	t.Parallel()
 	clock := platformtest.NewClock(t0)
-	s := startTrack(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret})
+	// The operator names the platform's own account: its payments (events
+	// without account) are routed by their metadata program_id.
+	s := startTrack(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret, "PROCESSOR_PLATFORM_ACCOUNT": "acct_platform"})
 	db := s.hookDB()
 	// clickOf is the customer_click_id of the one commission of the sale
 	// recorded under txn.
@@ -265,6 +280,18 @@ func TestCommissionsNameTheirCustomer(t *testing.T) {
 		wantHook(t, s.deliver(t, renewal), "sale_recorded")
 		if got := clickOf(t, hookObject(renewal)["id"].(string)); got != subscriber {
 			t.Fatalf("processor customer: %q, want %q", got, subscriber)
+		}
+	})
+
+	t.Run("processor: the platform account's payment, routed by metadata once the operator named that account", func(t *testing.T) {
+		t.Parallel()
+		p := s.program(t, nil)
+		cid := s.click(t, p.code)
+		ev := s.hookEvent(t, "checkout_session_completed_payment.json", "", map[string]any{"svc_click_id": cid, "program_id": fmt.Sprint(p.id)}, nil)
+		delete(ev, "account")
+		wantHook(t, s.deliver(t, ev), "sale_recorded")
+		if got := clickOf(t, hookObject(ev)["payment_intent"].(string)); got != cid {
+			t.Fatalf("customer %q, want %q", got, cid)
 		}
 	})
 }

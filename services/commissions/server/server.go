@@ -108,7 +108,8 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	hooks, err := processor.New(processor.Config{
 		Store: processorstore.New(p.Pool), Ledger: svc, Attributor: attr, Now: p.Now, Logger: p.Logger,
-		OnOutcome: func(outcome string) { metrics.processorEvents.WithLabelValues(outcome).Inc() },
+		MetadataRouting: cfg.ProcessorPlatformAccount != "",
+		OnOutcome:       func(outcome string) { metrics.processorEvents.WithLabelValues(outcome).Inc() },
 	})
 	if err != nil {
 		return nil, err

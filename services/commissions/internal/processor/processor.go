@@ -186,16 +186,22 @@ type Config struct {
 	Logger     *slog.Logger
 	// OnOutcome counts every handled event by outcome (a metric).
 	OnOutcome func(outcome string)
+	// MetadataRouting routes an event without account (a payment on the
+	// platform's own processor account) by its metadata program_id; off,
+	// such an event is stored as unknown_account and changes nothing
+	// (PROCESSOR_PLATFORM_ACCOUNT turns it on).
+	MetadataRouting bool
 }
 
 // Service handles processor events.
 type Service struct {
-	store   Store
-	ledger  Ledger
-	attr    Attributor
-	now     func() time.Time
-	logger  *slog.Logger
-	outcome func(string)
+	metadataRouting bool
+	store           Store
+	ledger          Ledger
+	attr            Attributor
+	now             func() time.Time
+	logger          *slog.Logger
+	outcome         func(string)
 }
 
 // New builds the Service.
@@ -206,7 +212,7 @@ func New(c Config) (*Service, error) {
 	if c.OnOutcome == nil {
 		c.OnOutcome = func(string) {}
 	}
-	return &Service{store: c.Store, ledger: c.Ledger, attr: c.Attributor, now: c.Now, logger: c.Logger, outcome: c.OnOutcome}, nil
+	return &Service{metadataRouting: c.MetadataRouting, store: c.Store, ledger: c.Ledger, attr: c.Attributor, now: c.Now, logger: c.Logger, outcome: c.OnOutcome}, nil
 }
 
 // Handle acts on one verified event once. A redelivery of a stored event
@@ -285,8 +291,9 @@ func (s *Service) dispatch(ctx context.Context, ev Event, p *payment, rv *revers
 }
 
 // program chooses the event's program: its connected account (metadata
-// program_id may only agree), else metadata program_id for an event
-// without account. A non-empty outcome ends the handling there.
+// program_id may only agree), else, when the operator allowed it
+// (MetadataRouting), metadata program_id for an event without account. A
+// non-empty outcome ends the handling there.
 func (s *Service) program(ctx context.Context, ev Event, p *payment) (int64, string, error) {
 	var mdProgram int64
 	if p != nil {
@@ -306,6 +313,10 @@ func (s *Service) program(ctx context.Context, ev Event, p *payment) (int64, str
 			return found.ID, OutcomeProgramMismatch, nil
 		}
 		prog = found
+	case mdProgram != 0 && !s.metadataRouting:
+		// Anyone who can create a payment on the platform's own account
+		// would choose the program (and the partner paid) with metadata.
+		return 0, OutcomeUnknownAccount, nil
 	case mdProgram != 0:
 		found, ok, err := s.store.Program(ctx, mdProgram)
 		if err != nil {
