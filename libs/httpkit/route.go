@@ -9,4 +9,24 @@ type Route struct {
 	Pattern string // net/http pattern, e.g. "POST /api/v1/track/click"
 	Name    string
 	Handler http.Handler
+	// Refuse writes a refusal the platform makes before the route runs
+	// (ValidURL) in the route's own envelope: the typed one of readiness,
+	// the platform one with the sale route's error.code. Nil: the
+	// platform envelope.
+	Refuse Refusal
+}
+
+// Refusal writes a client error with its status and message.
+type Refusal func(w http.ResponseWriter, status int, message string)
+
+// TypedRefusal answers in the typed envelope with code invalid_request.
+func TypedRefusal(w http.ResponseWriter, status int, message string) {
+	_ = WriteTypedError(w, status, "invalid_request", message, nil)
+}
+
+// CodedRefusal answers in the platform envelope with error.code code.
+func CodedRefusal(code string) Refusal {
+	return func(w http.ResponseWriter, status int, message string) {
+		_ = WritePlatformError(w, status, message, WithCode(code))
+	}
 }

@@ -582,7 +582,9 @@ func (p *Platform) Consume(topic, group string, handler inbox.Handler, opts ...C
 func (p *Platform) handler(routes []Route) http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range routes {
-		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, r.Handler))
+		// Path and query bytes that are not UTF-8 are the client's
+		// mistake, answered before the route (and its queries) runs.
+		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, httpkit.ValidURL(r.Handler, r.Refuse)))
 	}
 	mux.Handle("GET /healthz", p.health.Healthz())
 	mux.Handle("GET /readyz", p.health.Readyz())

@@ -455,3 +455,19 @@ func TestSettingsChangesNeedTrackingWrite(t *testing.T) {
 		t.Fatalf("writer PATCH: %d %s", r.status, r.raw)
 	}
 }
+
+// A query value that is not UTF-8 (here return_to) is a 400 before the
+// route runs, through the gateway: it used to reach Postgres as a 500
+// `Failed to start sign-in`.
+func TestDashboardSignInQueryNotUTF8(t *testing.T) {
+	d := startDash(t)
+	r := d.get(d.newBrowser(), d.base+"/api/v1/dashboard/auth/start?return_to=%2Fdashboard%2F%FF", "")
+	e, _ := r.body["error"].(map[string]any)
+	if r.status != 400 || e == nil || e["message"] != "Request URL must be valid UTF-8" {
+		t.Fatalf("%d %s", r.status, r.raw)
+	}
+	var n int
+	if err := d.pool.QueryRow(context.Background(), `SELECT count(*) FROM dashboard_signin_sessions`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d sign-in sessions written (%v)", n, err)
+	}
+}

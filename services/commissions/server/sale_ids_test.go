@@ -369,3 +369,21 @@ func TestBackfillCustomerClickIDs(t *testing.T) {
 		t.Fatalf("usage: %d, want 2", code)
 	}
 }
+
+// Bytes that are not UTF-8 in a path parameter or a query value are the
+// client's mistake: 400 before the route runs, never the 500 that
+// Postgres' encoding error used to become. Through the gateway.
+func TestURLsThatAreNotUTF8(t *testing.T) {
+	t.Parallel()
+	s := startTrack(t, nil, nil)
+	for _, path := range []string{"/admin/v1/sales/%C0%AF", "/admin/v1/sales/tx%FF?test=true", "/admin/v1/sales/tx?test=%FF"} {
+		r := s.admin(t, "GET", path, nil)
+		e, _ := r.body["error"].(map[string]any)
+		if r.status != 400 || e == nil || e["message"] != "Request URL must be valid UTF-8" {
+			t.Fatalf("%s: %d %s", path, r.status, r.raw)
+		}
+	}
+	p := s.program(t, nil)
+	r := s.do(t, "POST", "/api/v1/track/sale?x=%FF", saleOf(s.txn(), s.click(t, p.code), 100, "USD", nil), bearer(p.key)...)
+	wantError(t, r, 400, "invalid_request", "Request URL must be valid UTF-8")
+}

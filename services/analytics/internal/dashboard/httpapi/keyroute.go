@@ -71,5 +71,5 @@ func KeyRoutes(set endpoints.Set, cfg KeyConfig) []httpkit.Route {
 	if cfg.Limit != nil {
 		h = cfg.Limit(h)
 	}
-	return []httpkit.Route{{Pattern: "GET " + PathKeySources, Name: "sources", Handler: auth(h)}}
+	return []httpkit.Route{{Pattern: "GET " + PathKeySources, Name: "sources", Handler: auth(h), Refuse: httpkit.TypedRefusal}}
 }

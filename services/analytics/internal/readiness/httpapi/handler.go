@@ -48,7 +48,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if cfg.Limit != nil {
 		h = cfg.Limit(h)
 	}
-	return []httpkit.Route{{Pattern: "GET " + Path, Name: "readiness", Handler: auth(h)}}
+	return []httpkit.Route{{Pattern: "GET " + Path, Name: "readiness", Handler: auth(h), Refuse: httpkit.TypedRefusal}}
 }
 
 func decode(ctx context.Context, _ *http.Request) (any, error) {

@@ -1,0 +1,52 @@
+package httpkit
+
+import (
+	"net/http"
+	"net/url"
+	"unicode/utf8"
+)
+
+// MsgInvalidURL answers a request whose path or query is not UTF-8.
+const MsgInvalidURL = "Request URL must be valid UTF-8"
+
+// ValidURL refuses, with 400, a request whose decoded path or any decoded
+// query key or value is not UTF-8: such bytes reach Postgres (a path
+// parameter, a return_to) as an encoding error, a 500 for what is the
+// client's mistake. Nothing behind it runs, so nothing is written. refuse
+// writes the answer in the route's envelope (nil: the platform envelope).
+// A NUL is left to the routes, which name the field it is in.
+func ValidURL(next http.Handler, refuse Refusal) http.Handler {
+	if refuse == nil {
+		refuse = func(w http.ResponseWriter, status int, message string) { _ = WritePlatformError(w, status, message) }
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if storable(r.URL.Path) && storableQuery(r.URL.RawQuery) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		refuse(w, http.StatusBadRequest, MsgInvalidURL)
+	})
+}
+
+func storable(s string) bool { return utf8.ValidString(s) }
+
+// storableQuery checks every key and value of a raw query as a handler
+// would decode them (a malformed escape is left to the handler: it reads
+// the value as missing).
+func storableQuery(raw string) bool {
+	if raw == "" {
+		return true
+	}
+	values, _ := url.ParseQuery(raw)
+	for k, vs := range values {
+		if !storable(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !storable(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
