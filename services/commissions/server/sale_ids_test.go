@@ -22,8 +22,12 @@ import (
 func TestRefusedSaleConsumesNothing(t *testing.T) {
 	t.Parallel()
 	clock := platformtest.NewClock(t0)
-	s := startTrack(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret})
+	// The services these tests use (no analytics: it has no part here).
+	s := startTrackOnly(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret}, "accounts", "tracking", "commissions")
 	db := s.hookDB()
+	// First, alone: the backfill counts the rows it fills.
+	t.Run("backfill: older rows get their customer click ids", func(t *testing.T) { testBackfillCustomerClickIDs(t, s) })
+	t.Run("a path or query that is not UTF-8 is a 400", func(t *testing.T) { testURLsThatAreNotUTF8(t, s) })
 	decisions := func(t *testing.T, txn string) int {
 		return count(t, db.tracking, `SELECT count(*) FROM attributions WHERE transaction_id = $1`, txn)
 	}
@@ -192,7 +196,8 @@ func TestCommissionsNameTheirCustomer(t *testing.T) {
 	clock := platformtest.NewClock(t0)
 	// The operator names the platform's own account: its payments (events
 	// without account) are routed by their metadata program_id.
-	s := startTrack(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret, "PROCESSOR_PLATFORM_ACCOUNT": "acct_platform"})
+	s := startTrackOnly(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret, "PROCESSOR_PLATFORM_ACCOUNT": "acct_platform"},
+		"accounts", "tracking", "commissions")
 	db := s.hookDB()
 	// clickOf is the customer_click_id of the one commission of the sale
 	// recorded under txn.
@@ -300,9 +305,7 @@ func TestCommissionsNameTheirCustomer(t *testing.T) {
 // by `tracking customers export-clicks | commissions backfill
 // customer-click-ids -`: only the empty ones, idempotently; a bad file
 // writes nothing.
-func TestBackfillCustomerClickIDs(t *testing.T) {
-	t.Parallel()
-	s := startTrack(t, nil, nil)
+func testBackfillCustomerClickIDs(t *testing.T, s *trackStack) {
 	db := s.hookDB()
 	p := s.program(t, map[string]any{"lead_commission": 1})
 	cid := s.click(t, p.code)
@@ -373,9 +376,7 @@ func TestBackfillCustomerClickIDs(t *testing.T) {
 // Bytes that are not UTF-8 in a path parameter or a query value are the
 // client's mistake: 400 before the route runs, never the 500 that
 // Postgres' encoding error used to become. Through the gateway.
-func TestURLsThatAreNotUTF8(t *testing.T) {
-	t.Parallel()
-	s := startTrack(t, nil, nil)
+func testURLsThatAreNotUTF8(t *testing.T, s *trackStack) {
 	for _, path := range []string{"/admin/v1/sales/%C0%AF", "/admin/v1/sales/tx%FF?test=true", "/admin/v1/sales/tx?test=%FF"} {
 		r := s.admin(t, "GET", path, nil)
 		e, _ := r.body["error"].(map[string]any)

@@ -58,7 +58,14 @@ func trackEnv(extra map[string]string) map[string]string {
 // front of it.
 func startTrack(t *testing.T, clock *platformtest.Clock, env map[string]string) *trackStack {
 	t.Helper()
-	st := stacktest.StartOn(t, clock, trackEnv(env))
+	return startTrackOnly(t, clock, env)
+}
+
+// startTrackOnly is startTrack with only the services named (all when
+// none): a test starts what it uses.
+func startTrackOnly(t *testing.T, clock *platformtest.Clock, env map[string]string, only ...string) *trackStack {
+	t.Helper()
+	st := stacktest.StartOn(t, clock, trackEnv(env), only...)
 	gw := httptest.NewServer(gateway.New(st.Handlers()))
 	t.Cleanup(gw.Close)
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}
