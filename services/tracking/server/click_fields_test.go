@@ -14,10 +14,7 @@ import (
 // User-Agent header that is not UTF-8, screen sizes of another shape and
 // an oversize visitor_ip are all recorded, cut to their lengths in
 // characters, never inside one; only a wrong JSON type is a 400.
-func TestClickOptionalFieldsNeverRefuse(t *testing.T) {
-	t.Parallel()
-	s := startStack(t, nil)
-	f := s.fixture()
+func testClickOptionalFields(t *testing.T, s *stack, f fixture) {
 	landing := "https://brand.example/landing?via=" + f.codeA
 	stored := func(t *testing.T, cid string) (title, ua, screen, viewport, session string) {
 		t.Helper()

@@ -207,6 +207,9 @@ func TestClickErrors(t *testing.T) {
 			t.Fatalf("a failed click left %d customers", n)
 		}
 	})
+
+	// After the 500 row, which counts the program's customers.
+	t.Run("optional descriptive fields never refuse the click", func(t *testing.T) { testClickOptionalFields(t, s, f) })
 }
 
 func TestClickTestModeAndKeys(t *testing.T) {
