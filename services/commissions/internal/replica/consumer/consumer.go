@@ -36,10 +36,14 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 	if err := a.upsert(ctx, tx, env); err != nil {
 		return err
 	}
-	// Every pod's key cache drops its entries when this commits (a
-	// revoked or rotated key is seen at once).
-	if err := catalogsync.Notify(ctx, tx); err != nil {
-		return err
+	// Every pod's key cache (the only cache over this replica) drops its
+	// entries when a key's change commits: a revoked or rotated key is seen
+	// at once. Only then: a notifying commit holds Postgres' cluster-wide
+	// notification lock through its WAL flush.
+	if env.GetType() == eventsv1.TypeAPIKeyUpserted {
+		if err := catalogsync.Notify(ctx, tx); err != nil {
+			return err
+		}
 	}
 	return catalogsync.Applied(ctx, tx, a.Service, env.GetEpoch(), env.GetSeq(), a.Now())
 }
