@@ -1,4 +1,3 @@
--- +goose NO TRANSACTION
 -- +goose Up
 -- Flat cost at any size (issue 20): every statement of the sale, refund,
 -- processor and admin-read paths is served by an index whose leading
@@ -34,23 +33,21 @@
 -- entries written) when the row's page has room; leave room on new pages.
 -- Setting it rewrites nothing and does not block reads or writes.
 --
--- CONCURRENTLY: these tables are large; a plain CREATE INDEX would block
--- the sale and refund routes for the whole build. A build that failed
--- halfway leaves an invalid index, so each is dropped first (the old
--- constraints and indexes go only after every new one is built, so a
--- retry never runs without them).
-DROP INDEX CONCURRENTLY IF EXISTS sales_transaction;
-CREATE UNIQUE INDEX CONCURRENTLY sales_transaction ON sales (transaction_id, is_test);
-
-DROP INDEX CONCURRENTLY IF EXISTS commissions_sale;
-CREATE UNIQUE INDEX CONCURRENTLY commissions_sale ON commissions (sale_id);
-
-DROP INDEX CONCURRENTLY IF EXISTS processor_events_awaiting;
-CREATE INDEX CONCURRENTLY processor_events_awaiting ON processor_events (received_at) WHERE outcome = 'awaiting_payment';
+-- Not CONCURRENTLY: a concurrent build waits for every transaction open in
+-- the database, and the other services sharing a database (the local stack,
+-- every test stack of make test) keep consumer transactions open, so each
+-- commissions start waited on them for tens of seconds. In one transaction
+-- the swap is atomic; on a large production ledger the build blocks sale
+-- writes for its duration (seconds per million sales): run it in a quiet
+-- window, or build the same indexes by hand with CREATE INDEX CONCURRENTLY
+-- first (IF NOT EXISTS makes this migration keep them).
+CREATE UNIQUE INDEX IF NOT EXISTS sales_transaction ON sales (transaction_id, is_test);
+CREATE UNIQUE INDEX IF NOT EXISTS commissions_sale ON commissions (sale_id);
+CREATE INDEX IF NOT EXISTS processor_events_awaiting ON processor_events (received_at) WHERE outcome = 'awaiting_payment';
 
 ALTER TABLE sales DROP CONSTRAINT IF EXISTS sales_is_test_transaction_id_key;
-DROP INDEX CONCURRENTLY IF EXISTS commissions_one_per_sale;
-DROP INDEX CONCURRENTLY IF EXISTS sales_customer;
+DROP INDEX IF EXISTS commissions_one_per_sale;
+DROP INDEX IF EXISTS sales_customer;
 
 ALTER TABLE sales SET (fillfactor = 90);
 ALTER TABLE commissions SET (fillfactor = 90);
