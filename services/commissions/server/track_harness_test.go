@@ -174,7 +174,7 @@ func (s *trackStack) sync(t *testing.T) {
 	s.mu.Lock()
 	seq := s.seq
 	s.mu.Unlock()
-	s.adminData(t, "GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=30s", seq), nil, nil)
+	s.adminData(t, "GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=25s", seq), nil, nil)
 }
 
 // prog is a program made for one test: its own advertiser, one approved

@@ -99,7 +99,7 @@ func (s *stack) id(method, path string, body any) int64 {
 // sync waits on the catalog barrier for everything written so far.
 func (s *stack) sync() {
 	s.t.Helper()
-	s.admin("GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=30s", s.seq), nil)
+	s.admin("GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=25s", s.seq), nil)
 }
 
 // fixture is a catalog made through the admin API.
