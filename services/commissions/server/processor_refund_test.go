@@ -47,7 +47,7 @@ func (s *trackStack) paidCheckout(t *testing.T, p prog, account string, cents in
 // refunds and disputes that come before their payment kept and applied
 // when it is recorded, and disputes holding the commission.
 func TestProcessorRefundsAndDisputes(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its subtests are, on its stack (see startTrack).
 	clock := platformtest.NewClock(t0)
 	s := startTrack(t, clock, map[string]string{
 		"PROCESSOR_WEBHOOK_SECRET": hookSecret,

@@ -189,7 +189,7 @@ func (s *trackStack) provisional(t *testing.T, clickID, customerKey string) {
 // The Events section, the customer status rows driven by the processor and
 // Versioning item 4, through the gateway against the real stack.
 func TestProcessorWebhook(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its subtests are, on its stack (see startTrack).
 	clock := platformtest.NewClock(t0)
 	s := startTrack(t, clock, map[string]string{
 		"PROCESSOR_WEBHOOK_SECRET": hookSecret, "PROCESSOR_WEBHOOK_SECRET_PREVIOUS": hookSecretPrevious,

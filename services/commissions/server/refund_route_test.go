@@ -87,7 +87,7 @@ func refundOf(txn string, cents int64, extra map[string]any) map[string]any {
 // Commission status, Errors "Track refund", "Authentication messages
 // (sale, refund)"; the issue's refund arithmetic and balances).
 func TestRefundRoute(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its subtests are, on its stack (see startTrack).
 	clock := platformtest.NewClock(t0)
 	s := startTrack(t, clock, nil)
 	p := s.programNoSync(t, nil)

@@ -20,7 +20,7 @@ import (
 // unchanged"), on the sale route and on the processor's webhook alike.
 // Everything through the gateway, as two brands would.
 func TestRefusedSaleConsumesNothing(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its subtests are, on its stack (see startTrack).
 	clock := platformtest.NewClock(t0)
 	// The services these tests use (no analytics: it has no part here).
 	s := startTrackOnly(t, clock, map[string]string{"PROCESSOR_WEBHOOK_SECRET": hookSecret}, "accounts", "tracking", "commissions")
@@ -192,7 +192,7 @@ func TestRefusedSaleConsumesNothing(t *testing.T) {
 // client_reference_id, svc_customer_key, then the processor customer of a
 // renewal), and lead commissions from the lead event.
 func TestCommissionsNameTheirCustomer(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its subtests are, on its stack (see startTrack).
 	clock := platformtest.NewClock(t0)
 	// The operator names the platform's own account: its payments (events
 	// without account) are routed by their metadata program_id.

@@ -16,7 +16,7 @@ import (
 // Errors "Track sale", "Authentication messages (sale, refund)", Retired
 // key, Versioning item 3; the money rules).
 func TestSaleRoute(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its subtests are, on its stack (see startTrack).
 	clock := platformtest.NewClock(t0)
 	s := startTrack(t, clock, nil)
 

@@ -56,6 +56,14 @@ func trackEnv(extra map[string]string) map[string]string {
 // startTrack starts the stack on clock (a platformtest clock: time moves
 // only when the test moves it) with trackEnv(env), and the gateway in
 // front of it.
+//
+// A test whose subtests run in parallel on its stack must not itself be
+// parallel. go test releases a parallel parent's slot while its subtests
+// wait for theirs, so every such parent's stack stayed up at once: eight
+// stacks in this package beside tracking's suite passed Postgres's 100
+// connections, refused connections stalled the services, and catalog
+// barriers and event waits timed out across make test. Run one at a time,
+// they keep this package to two stacks at a time.
 func startTrack(t *testing.T, clock *platformtest.Clock, env map[string]string) *trackStack {
 	t.Helper()
 	return startTrackOnly(t, clock, env)
