@@ -179,7 +179,7 @@ func (d *drillStack) program(t *testing.T) drillProg {
 	var k struct{ Key string }
 	d.admin(t, "POST", fmt.Sprintf("/admin/v1/programs/%d/keys", p.id), map[string]any{"test": false}, &k)
 	p.key = k.Key
-	d.admin(t, "GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=25s", d.seq.Load()), nil, nil)
+	d.admin(t, "GET", syncPath(d.seq.Load()), nil, nil)
 	return p
 }
 

@@ -59,7 +59,7 @@ func trackEnv(extra map[string]string) map[string]string {
 //
 // A test whose subtests run in parallel on its stack must not itself be
 // parallel. go test releases a parallel parent's slot while its subtests
-// wait for theirs, so every such parent's stack stayed up at once: eight
+// wait for theirs, so every such parent's stack stayed up at once: seven
 // stacks in this package beside tracking's suite passed Postgres's 100
 // connections, refused connections stalled the services, and catalog
 // barriers and event waits timed out across make test. Run one at a time,
@@ -176,13 +176,20 @@ func (s *trackStack) adminData(t *testing.T, method, path string, body, out any)
 	}
 }
 
+// syncPath is the catalog barrier's request for everything up to seq. It
+// waits 25 s, under the harness client's 30 s timeout (at 30 s the client
+// gave up before the barrier could answer).
+func syncPath(seq int64) string {
+	return fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=25s", seq)
+}
+
 // sync waits on the catalog barrier for everything written so far.
 func (s *trackStack) sync(t *testing.T) {
 	t.Helper()
 	s.mu.Lock()
 	seq := s.seq
 	s.mu.Unlock()
-	s.adminData(t, "GET", fmt.Sprintf("/admin/v1/catalog/sync?seq=%d&timeout=25s", seq), nil, nil)
+	s.adminData(t, "GET", syncPath(seq), nil, nil)
 }
 
 // prog is a program made for one test: its own advertiser, one approved
