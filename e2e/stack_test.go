@@ -20,7 +20,7 @@ import (
 	"github.com/svc-dev/svc/libs/pg/pgtest"
 )
 
-const adminToken = "e2e-admin-token"
+const adminToken = "e2e-admin-token-0123456789abcdef0123456"
 
 // repoRoot is where `make run` runs: the seed file and the devstack
 // package are found from there.

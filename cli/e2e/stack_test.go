@@ -26,7 +26,7 @@ import (
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
-const adminToken = "cli-e2e-admin"
+const adminToken = "cli-e2e-admin-token-0123456789abcdef"
 
 // stack is the real accounts and tracking services in-process on a fresh
 // database and an embedded Kafka broker, with a test OpenID provider.

@@ -56,7 +56,7 @@ var targetLabels = map[string]bool{"namespace": true, "job": true, "instance": t
 // /metrics are parsed.
 func TestAlertsSelectExportedMetrics(t *testing.T) {
 	t.Parallel()
-	st := stacktest.Start(t, map[string]string{"ADMIN_TOKEN": "stack-admin", "SETTINGS_RATE_LIMIT": "2", "FAILED_AUTH_RATE_LIMIT": "2"})
+	st := stacktest.Start(t, map[string]string{"ADMIN_TOKEN": "stack-admin-token-0123456789abcdef", "SETTINGS_RATE_LIMIT": "2", "FAILED_AUTH_RATE_LIMIT": "2"})
 	gw := httptest.NewServer(gateway.New(st.Handlers()))
 	t.Cleanup(gw.Close)
 	ctx := context.Background()

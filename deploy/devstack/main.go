@@ -73,13 +73,13 @@ func envOr(k, def string) string {
 	return def
 }
 
-func adminToken() string { return envOr("ADMIN_TOKEN", "dev-admin-token") }
+func adminToken() string { return envOr("ADMIN_TOKEN", "dev-admin-token-for-this-machine-only") }
 
 // internalToken is the service-to-service token of the local stack:
 // tracking accepts it on /internal/v1/ and commissions sends it (its
 // attribution client). One value for both, fixed so a developer can call
 // tracking's internal route by hand; the shell's INTERNAL_TOKEN wins.
-func internalToken() string { return envOr("INTERNAL_TOKEN", "dev-internal-token") }
+func internalToken() string { return envOr("INTERNAL_TOKEN", "dev-internal-token-for-this-machine-only") }
 
 // processorWebhookSecret is fixed by default so payment-processor events can
 // be signed by hand (or by a processor CLI forwarding to the stack) without

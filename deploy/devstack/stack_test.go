@@ -42,7 +42,7 @@ type testStack struct {
 func startStack(t *testing.T) *testStack {
 	t.Helper()
 	st := stacktest.Start(t, map[string]string{
-		"ADMIN_TOKEN":              "stack-admin",
+		"ADMIN_TOKEN":              "stack-admin-token-0123456789abcdef",
 		"SESSION_SIGNING_KEY":      base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{3}, ed25519.SeedSize)),
 		"PROCESSOR_WEBHOOK_SECRET": stackWebhookSecret,
 	})
@@ -52,7 +52,7 @@ func startStack(t *testing.T) *testStack {
 }
 
 func client(base string) *seed.Client {
-	return &seed.Client{BaseURL: base, AdminToken: "stack-admin", HTTP: &http.Client{Timeout: 30 * time.Second}}
+	return &seed.Client{BaseURL: base, AdminToken: "stack-admin-token-0123456789abcdef", HTTP: &http.Client{Timeout: 30 * time.Second}}
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int {

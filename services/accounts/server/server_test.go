@@ -22,7 +22,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/server"
 )
 
-const adminToken = "test-admin-token"
+const adminToken = "test-admin-token-0123456789abcdef0123"
 
 var testSeed = bytes.Repeat([]byte{7}, ed25519.SeedSize)
 

@@ -33,7 +33,7 @@ import (
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
-const adminToken = "browsertest-admin"
+const adminToken = "browsertest-admin-token-0123456789abcdef"
 
 // windowDays differs from the default attribution window (60) so the cookie
 // expiry proves the tracker uses the program's value.

@@ -22,7 +22,7 @@ import (
 // through tracking's own port, rules written from the README's decision
 // table.
 
-const internalToken = "tracking-test-internal-token"
+const internalToken = "tracking-test-internal-token-0123456789abcdef"
 
 var attrSeq atomic.Int64
 

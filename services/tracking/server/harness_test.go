@@ -24,7 +24,7 @@ import (
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
-const adminToken = "tracking-test-admin"
+const adminToken = "tracking-test-admin-token-0123456789abcdef"
 
 // stack is the stack's services (accounts + tracking) in-process on a fresh
 // database and an embedded broker: the real services, routes and event flow.

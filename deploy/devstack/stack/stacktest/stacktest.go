@@ -16,12 +16,12 @@ import (
 )
 
 // AdminToken is the admin API's token unless the test sets ADMIN_TOKEN.
-const AdminToken = "stacktest-admin"
+const AdminToken = "stacktest-admin-token-0123456789abcdef"
 
 // InternalToken is the service-to-service token (tracking's
 // /internal/v1/ routes, commissions' attribution client) unless the test
 // sets INTERNAL_TOKEN.
-const InternalToken = "stacktest-internal"
+const InternalToken = "stacktest-internal-token-0123456789abcdef"
 
 // Defaults are the variables the services require that platformtest.Env
 // does not set: the admin token, the internal token shared by tracking and

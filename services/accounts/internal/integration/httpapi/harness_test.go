@@ -23,7 +23,7 @@ import (
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
 
-const adminToken = "integration-test-admin"
+const adminToken = "integration-test-admin-token-0123456789abcdef"
 
 // commissionsName is the commissions service's name in the stack
 // (commissions' server.Name; not imported: accounts does not build on

@@ -280,7 +280,7 @@ func pgHandler(t testing.TB) http.Handler {
 
 const (
 	attributionPath   = httpapi.AttributionsPath
-	fuzzInternalToken = "fuzz-internal-token"
+	fuzzInternalToken = "fuzz-internal-token-0123456789abcdef"
 )
 
 func post(h http.Handler, path, body string, header http.Header) *httptest.ResponseRecorder {
