@@ -882,6 +882,80 @@ func (x *Link) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// Event type "catalog.session.revoked". A dashboard session signed out
+// before its expiry: every service that accepts dashboard sessions refuses
+// the token's id (its jti) from then on. Kept until expires_at, after which
+// the token is refused as expired anyway.
+type SessionRevoked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session token's id (jti).
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	UserId    int64  `protobuf:"varint,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The token's expiry: after it the revocation can be forgotten.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	RevokedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRevoked) Reset() {
+	*x = SessionRevoked{}
+	mi := &file_svc_events_v1_catalog_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRevoked) ProtoMessage() {}
+
+func (x *SessionRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_events_v1_catalog_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRevoked.ProtoReflect.Descriptor instead.
+func (*SessionRevoked) Descriptor() ([]byte, []int) {
+	return file_svc_events_v1_catalog_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SessionRevoked) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SessionRevoked) GetUserId() int64 {
+	if x != nil {
+		return x.UserId
+	}
+	return 0
+}
+
+func (x *SessionRevoked) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *SessionRevoked) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
 // Event type "catalog.applied", published on topic "catalog.applied.v1".
 // A consuming service acknowledges that it has applied every catalog event up
 // to and including seq; accounts uses it as a sync barrier.
@@ -898,7 +972,7 @@ type CatalogApplied struct {
 
 func (x *CatalogApplied) Reset() {
 	*x = CatalogApplied{}
-	mi := &file_svc_events_v1_catalog_proto_msgTypes[9]
+	mi := &file_svc_events_v1_catalog_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +984,7 @@ func (x *CatalogApplied) String() string {
 func (*CatalogApplied) ProtoMessage() {}
 
 func (x *CatalogApplied) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_events_v1_catalog_proto_msgTypes[9]
+	mi := &file_svc_events_v1_catalog_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +997,7 @@ func (x *CatalogApplied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogApplied.ProtoReflect.Descriptor instead.
 func (*CatalogApplied) Descriptor() ([]byte, []int) {
-	return file_svc_events_v1_catalog_proto_rawDescGZIP(), []int{9}
+	return file_svc_events_v1_catalog_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CatalogApplied) GetService() string {
@@ -1040,7 +1114,15 @@ const file_svc_events_v1_catalog_proto_rawDesc = "" +
 	"\x04code\x18\x04 \x01(\tR\x04code\x12\x16\n" +
 	"\x06active\x18\x05 \x01(\bR\x06active\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"R\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xbe\x01\n" +
+	"\x0eSessionRevoked\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\x03R\x06userId\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\"R\n" +
 	"\x0eCatalogApplied\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x14\n" +
@@ -1058,7 +1140,7 @@ func file_svc_events_v1_catalog_proto_rawDescGZIP() []byte {
 	return file_svc_events_v1_catalog_proto_rawDescData
 }
 
-var file_svc_events_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_svc_events_v1_catalog_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_svc_events_v1_catalog_proto_goTypes = []any{
 	(*Advertiser)(nil),            // 0: svc.events.v1.Advertiser
 	(*User)(nil),                  // 1: svc.events.v1.User
@@ -1069,27 +1151,30 @@ var file_svc_events_v1_catalog_proto_goTypes = []any{
 	(*Partner)(nil),               // 6: svc.events.v1.Partner
 	(*PartnerProgram)(nil),        // 7: svc.events.v1.PartnerProgram
 	(*Link)(nil),                  // 8: svc.events.v1.Link
-	(*CatalogApplied)(nil),        // 9: svc.events.v1.CatalogApplied
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*SessionRevoked)(nil),        // 9: svc.events.v1.SessionRevoked
+	(*CatalogApplied)(nil),        // 10: svc.events.v1.CatalogApplied
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_svc_events_v1_catalog_proto_depIdxs = []int32{
-	10, // 0: svc.events.v1.Advertiser.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: svc.events.v1.User.created_at:type_name -> google.protobuf.Timestamp
-	10, // 2: svc.events.v1.ProcessorConnection.connected_at:type_name -> google.protobuf.Timestamp
+	11, // 0: svc.events.v1.Advertiser.created_at:type_name -> google.protobuf.Timestamp
+	11, // 1: svc.events.v1.User.created_at:type_name -> google.protobuf.Timestamp
+	11, // 2: svc.events.v1.ProcessorConnection.connected_at:type_name -> google.protobuf.Timestamp
 	3,  // 3: svc.events.v1.Program.processor_connection:type_name -> svc.events.v1.ProcessorConnection
-	10, // 4: svc.events.v1.Program.created_at:type_name -> google.protobuf.Timestamp
-	10, // 5: svc.events.v1.Program.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 6: svc.events.v1.ApiKey.rotation_marked_at:type_name -> google.protobuf.Timestamp
-	10, // 7: svc.events.v1.ApiKey.rotation_deadline:type_name -> google.protobuf.Timestamp
-	10, // 8: svc.events.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
-	10, // 9: svc.events.v1.Partner.created_at:type_name -> google.protobuf.Timestamp
-	10, // 10: svc.events.v1.PartnerProgram.created_at:type_name -> google.protobuf.Timestamp
-	10, // 11: svc.events.v1.Link.created_at:type_name -> google.protobuf.Timestamp
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 4: svc.events.v1.Program.created_at:type_name -> google.protobuf.Timestamp
+	11, // 5: svc.events.v1.Program.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 6: svc.events.v1.ApiKey.rotation_marked_at:type_name -> google.protobuf.Timestamp
+	11, // 7: svc.events.v1.ApiKey.rotation_deadline:type_name -> google.protobuf.Timestamp
+	11, // 8: svc.events.v1.ApiKey.created_at:type_name -> google.protobuf.Timestamp
+	11, // 9: svc.events.v1.Partner.created_at:type_name -> google.protobuf.Timestamp
+	11, // 10: svc.events.v1.PartnerProgram.created_at:type_name -> google.protobuf.Timestamp
+	11, // 11: svc.events.v1.Link.created_at:type_name -> google.protobuf.Timestamp
+	11, // 12: svc.events.v1.SessionRevoked.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 13: svc.events.v1.SessionRevoked.revoked_at:type_name -> google.protobuf.Timestamp
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_svc_events_v1_catalog_proto_init() }
@@ -1103,7 +1188,7 @@ func file_svc_events_v1_catalog_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_events_v1_catalog_proto_rawDesc), len(file_svc_events_v1_catalog_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,7 +4,8 @@ package eventsv1
 // payload gets a new topic rather than a new meaning for an old one.
 const (
 	// TopicCatalog carries accounts' catalog upserts (Advertiser, User,
-	// Membership, Program, ApiKey, Partner, PartnerProgram, Link).
+	// Membership, Program, ApiKey, Partner, PartnerProgram, Link) and
+	// dashboard sign-outs (SessionRevoked).
 	TopicCatalog = "accounts.catalog.v1"
 	// TopicCatalogApplied carries CatalogApplied acknowledgements.
 	TopicCatalogApplied = "catalog.applied.v1"
@@ -29,6 +30,7 @@ const (
 	TypePartnerUpserted        = "catalog.partner.upserted"
 	TypePartnerProgramUpserted = "catalog.partner_program.upserted"
 	TypeLinkUpserted           = "catalog.link.upserted"
+	TypeSessionRevoked         = "catalog.session.revoked"
 	TypeCatalogApplied         = "catalog.applied"
 	TypeClickRecorded          = "tracking.click.recorded"
 	TypeLeadRecorded           = "tracking.lead.recorded"
