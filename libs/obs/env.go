@@ -61,6 +61,34 @@ func (e *Env) Required(key string) string {
 	return v
 }
 
+// MinTokenBytes is the shortest shared token a service accepts
+// (ADMIN_TOKEN, INTERNAL_TOKEN): 32 bytes, what `openssl rand -base64 32`
+// prints at the least. A short token can be guessed, and the routes it
+// guards are the whole catalog and ledger; the failed-authentication limit
+// slows guessing per address, not across many.
+const MinTokenBytes = 32
+
+// Token returns a shared token that callers present as a Bearer token, or ""
+// when unset (the routes it guards are then refused). A set token shorter
+// than MinTokenBytes is an error naming the variable and its length, never
+// its value: the service refuses to start rather than guard routes with it.
+func (e *Env) Token(key string) string {
+	v, ok := e.lookup(key, "")
+	if ok && len(v) < MinTokenBytes {
+		e.errs = append(e.errs, fmt.Errorf("%s is %d bytes: a token must be at least %d bytes (e.g. openssl rand -base64 32)", key, len(v), MinTokenBytes))
+	}
+	return v
+}
+
+// RequiredToken is Token for a token the service cannot run without.
+func (e *Env) RequiredToken(key string) string {
+	v := e.Token(key)
+	if v == "" {
+		e.errs = append(e.errs, fmt.Errorf("%s is required", key))
+	}
+	return v
+}
+
 // Int returns the variable parsed as a base-10 integer, or def.
 func (e *Env) Int(key string, def int) int {
 	v, ok := e.lookup(key, strconv.Itoa(def))

@@ -242,3 +242,51 @@ func TestMaskConfigValue_RedactsPasswordsOfNonSecrets(t *testing.T) {
 		})
 	}
 }
+
+// A shared token (ADMIN_TOKEN, INTERNAL_TOKEN) shorter than MinTokenBytes is
+// a configuration error naming the variable, never the value; unset is fine
+// for Token and an error for RequiredToken.
+func TestEnv_Token(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", obs.MinTokenBytes)
+	for _, tc := range []struct {
+		name     string
+		value    string
+		required bool
+		want     string // "" means no error
+	}{
+		{"unset, optional", "", false, ""},
+		{"unset, required", "", true, "ADMIN_TOKEN is required"},
+		{"32 bytes", long, false, ""},
+		{"32 bytes, required", long, true, ""},
+		{"31 bytes", long[1:], false, "ADMIN_TOKEN is 31 bytes: a token must be at least 32 bytes"},
+		{"short, required", "s3cret-value", true, "ADMIN_TOKEN is 12 bytes: a token must be at least 32 bytes"},
+		// Bytes, not characters: 11 three-byte runes are 33 bytes.
+		{"multi-byte", strings.Repeat("€", 11), false, ""},
+		// Surrounding blanks are trimmed like every variable's.
+		{"padded", "  " + long[2:] + "  ", false, "ADMIN_TOKEN is 30 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := obs.NewEnv(mapEnv(map[string]string{"ADMIN_TOKEN": tc.value}))
+			var got string
+			if tc.required {
+				got = env.RequiredToken("ADMIN_TOKEN")
+			} else {
+				got = env.Token("ADMIN_TOKEN")
+			}
+			if got != strings.TrimSpace(tc.value) {
+				t.Errorf("value %q, want %q", got, strings.TrimSpace(tc.value))
+			}
+			err := env.Err()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Err = %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Err = %v, want %q", err, tc.want)
+			case tc.value != "" && err != nil && strings.Contains(err.Error(), strings.TrimSpace(tc.value)):
+				t.Fatalf("error %q shows the token", err)
+			}
+		})
+	}
+}
