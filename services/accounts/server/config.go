@@ -91,7 +91,7 @@ const (
 // place. Every problem is reported at once (obs.Env collects them).
 func LoadConfig(env *obs.Env) (Config, error) {
 	c := Config{
-		AdminToken:        env.Required("ADMIN_TOKEN"),
+		AdminToken:        env.RequiredToken("ADMIN_TOKEN"),
 		SessionSigningKey: env.Required("SESSION_SIGNING_KEY"),
 		SessionTTL:        env.Duration("SESSION_TTL", DefaultSessionTTL),
 		CatalogConsumers:  env.List("CATALOG_CONSUMERS", nil),

@@ -15,7 +15,7 @@ func TestREADMEConfigurationTableMatchesConfig(t *testing.T) {
 }
 
 func TestLoadConfig(t *testing.T) {
-	base := map[string]string{"ADMIN_TOKEN": "t", "SESSION_SIGNING_KEY": "k"}
+	base := map[string]string{"ADMIN_TOKEN": "admin-token-of-the-config-test-0", "SESSION_SIGNING_KEY": "k"}
 	load := func(extra map[string]string) (Config, error) {
 		return LoadConfig(obs.NewEnv(func(k string) string {
 			if v, ok := extra[k]; ok {
@@ -52,6 +52,12 @@ func TestLoadConfig(t *testing.T) {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %q", err, want)
 			}
+		}
+	})
+	t.Run("a short ADMIN_TOKEN refuses to start", func(t *testing.T) {
+		_, err := load(map[string]string{"ADMIN_TOKEN": "t"})
+		if err == nil || !strings.Contains(err.Error(), "ADMIN_TOKEN is 1 bytes: a token must be at least 32 bytes") {
+			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("dashboard sign-in", func(t *testing.T) {

@@ -71,7 +71,7 @@ const (
 // one place; every problem is reported at once.
 func LoadConfig(env *obs.Env) (Config, error) {
 	c := Config{
-		AdminToken:          env.String("ADMIN_TOKEN", ""),
+		AdminToken:          env.Token("ADMIN_TOKEN"),
 		AdminRateLimit:      env.Int("ADMIN_RATE_LIMIT", DefaultAdminRateLimit),
 		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
 		SaleRateLimit:       env.Int("TRACK_SALE_RATE_LIMIT", DefaultSaleRateLimit),
@@ -80,7 +80,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		BackstopInterval:    env.Duration("BACKSTOP_INTERVAL", DefaultBackstopInterval),
 		BackstopGrace:       env.Duration("BACKSTOP_GRACE", DefaultBackstopGrace),
 		TrackingURL:         env.String("TRACKING_URL", ""),
-		InternalToken:       env.String("INTERNAL_TOKEN", ""),
+		InternalToken:       env.Token("INTERNAL_TOKEN"),
 		AttributionTimeout:  env.Duration("ATTRIBUTION_TIMEOUT", DefaultAttributionTimeout),
 
 		ProcessorWebhookSecret:         env.String("PROCESSOR_WEBHOOK_SECRET", ""),

@@ -17,6 +17,12 @@ func TestREADMEConfigurationTableMatchesConfig(t *testing.T) {
 	platformtest.WantREADMEConfigTable(t, "../README.md", Config{})
 }
 
+// Valid shared tokens (obs.MinTokenBytes or more).
+const (
+	adminTok    = "admin-token-of-the-config-test-0"
+	internalTok = "internal-token-of-the-config-test"
+)
+
 func TestLoadConfig(t *testing.T) {
 	load := func(env map[string]string) (Config, error) {
 		return LoadConfig(obs.NewEnv(func(k string) string { return env[k] }))
@@ -33,16 +39,30 @@ func TestLoadConfig(t *testing.T) {
 		}
 	})
 	t.Run("set", func(t *testing.T) {
-		c, err := load(map[string]string{"ADMIN_TOKEN": "t", "APPROVE_INTERVAL": "5s", "BACKSTOP_INTERVAL": "2m", "BACKSTOP_GRACE": "0s",
-			"TRACKING_URL": "http://tracking:8080", "INTERNAL_TOKEN": "itok", "ATTRIBUTION_TIMEOUT": "2s", "TRACK_SALE_RATE_LIMIT": "7",
+		c, err := load(map[string]string{"ADMIN_TOKEN": adminTok, "APPROVE_INTERVAL": "5s", "BACKSTOP_INTERVAL": "2m", "BACKSTOP_GRACE": "0s",
+			"TRACKING_URL": "http://tracking:8080", "INTERNAL_TOKEN": internalTok, "ATTRIBUTION_TIMEOUT": "2s", "TRACK_SALE_RATE_LIMIT": "7",
 			"API_KEY_DOCS_URL": "https://docs.brand.example/keys"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.AdminToken != "t" || c.ApproveInterval != 5*time.Second || c.BackstopInterval != 2*time.Minute || c.BackstopGrace != 0 ||
-			c.TrackingURL != "http://tracking:8080" || c.InternalToken != "itok" || c.AttributionTimeout != 2*time.Second ||
+		if c.AdminToken != adminTok || c.ApproveInterval != 5*time.Second || c.BackstopInterval != 2*time.Minute || c.BackstopGrace != 0 ||
+			c.TrackingURL != "http://tracking:8080" || c.InternalToken != internalTok || c.AttributionTimeout != 2*time.Second ||
 			c.SaleRateLimit != 7 || c.APIKeyDocsURL != "https://docs.brand.example/keys" {
 			t.Errorf("%+v", c)
+		}
+	})
+	t.Run("a short ADMIN_TOKEN or INTERNAL_TOKEN refuses to start", func(t *testing.T) {
+		_, err := load(map[string]string{"ADMIN_TOKEN": "t", "INTERNAL_TOKEN": "itok"})
+		if err == nil {
+			t.Fatal("no error")
+		}
+		for _, want := range []string{"ADMIN_TOKEN is 1 bytes: a token must be at least 32 bytes", "INTERNAL_TOKEN is 4 bytes"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "itok") {
+			t.Errorf("error %q shows the token", err)
 		}
 	})
 	t.Run("every problem at once", func(t *testing.T) {

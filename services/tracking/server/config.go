@@ -51,7 +51,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		ConfigRateLimit: env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
 		ClickWriters:    env.Int("CLICK_WRITERS", 2),
 		ClickGroupMax:   env.Int("CLICK_GROUP_MAX", 64),
-		InternalToken:   env.String("INTERNAL_TOKEN", ""),
+		InternalToken:   env.Token("INTERNAL_TOKEN"),
 	}
 	if err := env.Err(); err != nil {
 		return Config{}, err

@@ -62,6 +62,9 @@ func TestREADMEConfigTableIsConfig(t *testing.T) {
 	}
 }
 
+// internalToken is a valid INTERNAL_TOKEN (obs.MinTokenBytes or more).
+const internalToken = "internal-token-of-the-config-test"
+
 func TestLoadConfig(t *testing.T) {
 	env := func(m map[string]string) *obs.Env { return obs.NewEnv(func(k string) string { return m[k] }) }
 	t.Run("defaults", func(t *testing.T) {
@@ -81,7 +84,7 @@ func TestLoadConfig(t *testing.T) {
 		cfg, err := LoadConfig(env(map[string]string{
 			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
 			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4",
-			"CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": "itok",
+			"CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": internalToken,
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +92,7 @@ func TestLoadConfig(t *testing.T) {
 		want := Config{
 			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
 			VisitRateLimit: 3, ConfigRateLimit: 4, ClickWriters: 6, ClickGroupMax: 7,
-			InternalToken: "itok",
+			InternalToken: internalToken,
 		}
 		if cfg != want {
 			t.Fatalf("got %+v, want %+v", cfg, want)
@@ -104,6 +107,12 @@ func TestLoadConfig(t *testing.T) {
 			if !strings.Contains(err.Error(), name) {
 				t.Errorf("error %q does not name %s", err, name)
 			}
+		}
+	})
+	t.Run("a short INTERNAL_TOKEN refuses to start", func(t *testing.T) {
+		_, err := LoadConfig(env(map[string]string{"INTERNAL_TOKEN": "itok"}))
+		if err == nil || !strings.Contains(err.Error(), "INTERNAL_TOKEN is 4 bytes: a token must be at least 32 bytes") || strings.Contains(err.Error(), "itok") {
+			t.Fatalf("err %v", err)
 		}
 	})
 	t.Run("unparsable number", func(t *testing.T) {
