@@ -22,12 +22,18 @@ type Config struct {
 	// GET /api/v1/programs/me/analytics/sources requests per minute per
 	// API key (a bucket of its own).
 	SourcesRateLimit int `env:"SOURCES_RATE_LIMIT"`
+	// Failed authentications (401s of readiness and sources together) per
+	// minute per client IP; past it both routes answer 429 before any key
+	// lookup, as sale and refund do.
+	FailedAuthRateLimit int `env:"FAILED_AUTH_RATE_LIMIT"`
 }
 
 // The spec's 30 per minute per key, for each route.
 const (
 	DefaultReadinessRateLimit = 30
 	DefaultSourcesRateLimit   = 30
+	// DefaultFailedAuthLimit is the other services' default.
+	DefaultFailedAuthLimit = 30
 )
 
 // SessionIssuer is accounts' issuer of session tokens (accounts'
@@ -37,15 +43,19 @@ const SessionIssuer = "svc-accounts"
 // LoadConfig reads and validates analytics' configuration.
 func LoadConfig(env *obs.Env) (Config, error) {
 	c := Config{
-		SessionPublicKey:   env.String("SESSION_PUBLIC_KEY", ""),
-		ReadinessRateLimit: env.Int("READINESS_RATE_LIMIT", DefaultReadinessRateLimit),
-		SourcesRateLimit:   env.Int("SOURCES_RATE_LIMIT", DefaultSourcesRateLimit),
+		SessionPublicKey:    env.String("SESSION_PUBLIC_KEY", ""),
+		ReadinessRateLimit:  env.Int("READINESS_RATE_LIMIT", DefaultReadinessRateLimit),
+		SourcesRateLimit:    env.Int("SOURCES_RATE_LIMIT", DefaultSourcesRateLimit),
+		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
 	}
 	if c.ReadinessRateLimit <= 0 {
 		env.Fail(fmt.Errorf("READINESS_RATE_LIMIT must be positive, got %d", c.ReadinessRateLimit))
 	}
 	if c.SourcesRateLimit <= 0 {
 		env.Fail(fmt.Errorf("SOURCES_RATE_LIMIT must be positive, got %d", c.SourcesRateLimit))
+	}
+	if c.FailedAuthRateLimit <= 0 {
+		env.Fail(fmt.Errorf("FAILED_AUTH_RATE_LIMIT must be positive, got %d", c.FailedAuthRateLimit))
 	}
 	if c.SessionPublicKey != "" {
 		if _, err := session.ParsePublicKey(c.SessionPublicKey); err != nil {

@@ -15,7 +15,7 @@ func TestLoadConfig(t *testing.T) {
 	load := func(env map[string]string) (Config, error) {
 		return LoadConfig(obs.NewEnv(func(k string) string { return env[k] }))
 	}
-	if c, err := load(nil); err != nil || c != (Config{ReadinessRateLimit: 30, SourcesRateLimit: 30}) {
+	if c, err := load(nil); err != nil || c != (Config{ReadinessRateLimit: 30, SourcesRateLimit: 30, FailedAuthRateLimit: 30}) {
 		t.Fatalf("defaults: %+v %v", c, err)
 	}
 	if _, err := load(map[string]string{"SESSION_PUBLIC_KEY": "not base64!"}); err == nil {

@@ -7,6 +7,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
@@ -109,10 +110,18 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Readiness and sources share one failed-authentication allowance per
+	// client IP, checked before the key lookup (as sale and refund).
+	failedLimiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.FailedAuthRateLimit, Now: p.Now})
+	if err != nil {
+		return nil, fmt.Errorf("FAILED_AUTH_RATE_LIMIT: %w", err)
+	}
+	failedAuth := ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc))
 	routes = append(routes, readinesshttp.Routes(readinessendpoints.New(ready, tracing), readinesshttp.Config{
-		Keys:   &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
-		Logger: p.Logger,
-		Limit:  ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("readiness"), ratelimit.WithOnRefuse(refusals.Inc)),
+		Keys:       &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
+		Logger:     p.Logger,
+		Limit:      ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("readiness"), ratelimit.WithOnRefuse(refusals.Inc)),
+		FailedAuth: failedAuth,
 	})...)
 	// GET /api/v1/programs/me/analytics/sources: a program API key, its
 	// own 30/min per key.
@@ -121,9 +130,10 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	routes = append(routes, httpapi.KeyRoutes(set, httpapi.KeyConfig{
-		Keys:   &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
-		Logger: p.Logger,
-		Limit:  ratelimit.Middleware(sourcesLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sources"), ratelimit.WithOnRefuse(refusals.Inc)),
+		Keys:       &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
+		Logger:     p.Logger,
+		Limit:      ratelimit.Middleware(sourcesLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sources"), ratelimit.WithOnRefuse(refusals.Inc)),
+		FailedAuth: failedAuth,
 	})...)
 	pageHandler, err := page.Handler(page.Config{SignInURL: SignInPath, SignOutURL: SignOutPath, ProgramsURL: ProgramsPath})
 	if err != nil {

@@ -33,6 +33,9 @@ type KeyConfig struct {
 	Logger *slog.Logger
 	// Limit is the per-key rate limit (30/min), run after the key check.
 	Limit func(http.Handler) http.Handler
+	// FailedAuth wraps the key check (readiness shares it): a client IP
+	// whose 401s used up its allowance is refused before any key lookup.
+	FailedAuth func(http.Handler) http.Handler
 }
 
 // KeyRoutes lists GET /api/v1/programs/me/analytics/sources: the key's
@@ -71,5 +74,9 @@ func KeyRoutes(set endpoints.Set, cfg KeyConfig) []httpkit.Route {
 	if cfg.Limit != nil {
 		h = cfg.Limit(h)
 	}
-	return []httpkit.Route{{Pattern: "GET " + PathKeySources, Name: "sources", Handler: auth(h), Refuse: httpkit.TypedRefusal}}
+	h = auth(h)
+	if cfg.FailedAuth != nil {
+		h = cfg.FailedAuth(h)
+	}
+	return []httpkit.Route{{Pattern: "GET " + PathKeySources, Name: "sources", Handler: h, Refuse: httpkit.TypedRefusal}}
 }

@@ -32,6 +32,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Limit is the per-key rate limit (30/min), run after the key check.
 	Limit func(http.Handler) http.Handler
+	// FailedAuth wraps the key check, as on sale and refund: a client IP
+	// whose 401s used up its allowance is refused before any key lookup,
+	// and every answer carries X-RateLimit-* (the failed-auth bucket's
+	// until the key authenticates, then Limit's).
+	FailedAuth func(http.Handler) http.Handler
 }
 
 // Routes lists the readiness route.
@@ -48,7 +53,11 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if cfg.Limit != nil {
 		h = cfg.Limit(h)
 	}
-	return []httpkit.Route{{Pattern: "GET " + Path, Name: "readiness", Handler: auth(h), Refuse: httpkit.TypedRefusal}}
+	h = auth(h)
+	if cfg.FailedAuth != nil {
+		h = cfg.FailedAuth(h)
+	}
+	return []httpkit.Route{{Pattern: "GET " + Path, Name: "readiness", Handler: h, Refuse: httpkit.TypedRefusal}}
 }
 
 func decode(ctx context.Context, _ *http.Request) (any, error) {
