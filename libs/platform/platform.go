@@ -126,7 +126,12 @@ func WithClock(now func() time.Time) Option {
 
 // Config is the environment every service reads, with the same names.
 type Config struct {
-	HTTPAddr    string
+	HTTPAddr string
+	// OpsAddr (OPS_HTTP_ADDR), when set, is a second listener serving the
+	// operations routes: /admin/ and /internal/ routes and /metrics, which
+	// the HTTPAddr listener then answers 404 like any unknown path (ops.go).
+	// Empty: one listener serves everything (local runs and tests).
+	OpsAddr     string
 	DatabaseURL string
 	Schema      string
 	DBMaxConns  int
@@ -158,6 +163,7 @@ const minInboxRetention = time.Hour
 func LoadConfig(service string, env *obs.Env) Config {
 	cfg := Config{
 		HTTPAddr:       env.String("HTTP_ADDR", ":8080"),
+		OpsAddr:        env.String("OPS_HTTP_ADDR", ""),
 		DatabaseURL:    env.String("DATABASE_URL", "postgres://postgres@localhost:5432/postgres?sslmode=disable"),
 		Schema:         env.String("DB_SCHEMA", service),
 		DBMaxConns:     env.Int("DB_MAX_CONNS", 32),
@@ -174,6 +180,10 @@ func LoadConfig(service string, env *obs.Env) Config {
 		KafkaReplicationFactor: env.Int("KAFKA_REPLICATION_FACTOR", 3),
 		KafkaMinInsyncReplicas: env.Int("KAFKA_MIN_INSYNC_REPLICAS", 2),
 		KafkaProbeInterval:     env.Duration("KAFKA_PROBE_INTERVAL", 10*time.Second),
+	}
+	// Port 0 asks for any free port, so two ":0" addresses are two ports.
+	if cfg.OpsAddr != "" && cfg.OpsAddr == cfg.HTTPAddr && !strings.HasSuffix(cfg.OpsAddr, ":0") {
+		env.Fail(fmt.Errorf("OPS_HTTP_ADDR: %s is HTTP_ADDR too: the operations routes need a port of their own", cfg.OpsAddr))
 	}
 	if cfg.InboxRetention < minInboxRetention {
 		env.Fail(fmt.Errorf("INBOX_RETENTION: %s is shorter than %s", cfg.InboxRetention, minInboxRetention))
@@ -253,6 +263,9 @@ type Platform struct {
 	runners      []func(context.Context) error
 	closers      []func(context.Context) error
 	listener     net.Listener
+	// opsListener serves the operations routes when Config.OpsAddr is set;
+	// nil otherwise.
+	opsListener net.Listener
 	// consumers are the inbox consumers Wire added, by name, for
 	// `dead-letters replay`.
 	consumers map[string]*inbox.Consumer
@@ -325,6 +338,7 @@ func migrate(ctx context.Context, spec Spec, cfg Config, logger *slog.Logger) er
 type Instance struct {
 	p       *Platform
 	handler http.Handler
+	ops     http.Handler
 	done    chan struct{} // closed once the service has stopped
 	err     error         // why it stopped; set before done closes
 	stop    context.CancelFunc
@@ -333,11 +347,26 @@ type Instance struct {
 // Addr is the address the HTTP server listens on (useful with port 0).
 func (i *Instance) Addr() string { return i.p.listener.Addr().String() }
 
+// OpsAddr is the address of the operations listener (OPS_HTTP_ADDR: admin,
+// internal and metrics routes), or Addr when the service has none and one
+// port serves everything.
+func (i *Instance) OpsAddr() string {
+	if i.p.opsListener == nil {
+		return i.Addr()
+	}
+	return i.p.opsListener.Addr().String()
+}
+
 // Handler is the service's whole HTTP handler, exactly what its listener
 // serves (client IP, request id, tracing, metrics and every route). A local
 // gateway that runs services in its own process hands requests to it
 // directly instead of proxying them over loopback.
 func (i *Instance) Handler() http.Handler { return i.handler }
+
+// OpsHandler is what the operations listener serves (its admin, internal
+// and metrics routes, and the probes), or Handler when the service has no
+// such listener. A local gateway sends its in-cluster (admin) rules here.
+func (i *Instance) OpsHandler() http.Handler { return i.ops }
 
 // Platform exposes the opened platform (pool, logger) to tests.
 func (i *Instance) Platform() *Platform { return i.p }
@@ -376,17 +405,25 @@ func Start(ctx context.Context, spec Spec, getenv func(string) string, stdout io
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	p.listener = ln
+	if cfg.OpsAddr != "" {
+		ops, err := net.Listen("tcp", cfg.OpsAddr)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("listen %s (OPS_HTTP_ADDR): %w", cfg.OpsAddr, err)
+		}
+		p.opsListener = ops
+	}
 	runCtx, cancel := context.WithCancel(ctx)
-	handler := p.handler(routes)
-	inst := &Instance{p: p, handler: handler, done: make(chan struct{}), stop: cancel}
+	handler, opsHandler := p.handlers(routes)
+	inst := &Instance{p: p, handler: handler, ops: opsHandler, done: make(chan struct{}), stop: cancel}
 	ok = true
 	go func() {
-		err := p.serve(runCtx, handler)
+		err := p.serve(runCtx, handler, opsHandler)
 		p.close(context.Background())
 		inst.err = err
 		close(inst.done)
 	}()
-	p.Logger.Info("serving", "addr", ln.Addr().String())
+	p.Logger.Info("serving", "addr", ln.Addr().String(), "ops_addr", inst.OpsAddr())
 	return inst, nil
 }
 
@@ -579,50 +616,93 @@ func (p *Platform) Consume(topic, group string, handler inbox.Handler, opts ...C
 	return nil
 }
 
-func (p *Platform) handler(routes []Route) http.Handler {
-	mux := http.NewServeMux()
-	for _, r := range routes {
-		// Path and query bytes that are not UTF-8 are the client's
-		// mistake, answered before the route (and its queries) runs.
-		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, httpkit.ValidURL(r.Handler, r.Refuse)))
+// handlers builds what the listeners serve: with an operations listener,
+// the public handler has the public routes and the ops handler the admin
+// and internal routes and /metrics (isOpsRoute); without one, both are one
+// handler with every route. Both answer the probes, so the kubelet may
+// check either port.
+func (p *Platform) handlers(routes []Route) (public, ops http.Handler) {
+	split := p.opsListener != nil
+	pub, op := http.NewServeMux(), http.NewServeMux()
+	if !split {
+		op = pub
 	}
-	mux.Handle("GET /healthz", p.health.Healthz())
-	mux.Handle("GET /readyz", p.health.Readyz())
-	mux.Handle("GET /metrics", obs.Handler(p.Registry))
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.Method+" "+r.URL.Path)
-	}))
-	var h http.Handler = mux
-	h = p.IPs.Middleware(h)
-	h = httpkit.RequestID(h)
-	return obs.HTTPTracing(h, p.Tracer, p.Propagator, p.Name)
+	for _, r := range routes {
+		mux := pub
+		if isOpsRoute(r.Pattern) {
+			mux = op
+		}
+		// Path and query bytes that are not UTF-8 are the client's
+		// mistake, answered before the route (and its queries) runs; a
+		// client closing its side does not cancel the route's work.
+		h := httpkit.OutliveHangup(r.Handler, p.writeTimeout)
+		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, httpkit.ValidURL(h, r.Refuse)))
+	}
+	op.Handle("GET /metrics", obs.Handler(p.Registry))
+	muxes := []*http.ServeMux{pub}
+	if split {
+		muxes = append(muxes, op)
+	}
+	for _, mux := range muxes {
+		mux.Handle("GET /healthz", p.health.Healthz())
+		mux.Handle("GET /readyz", p.health.Readyz())
+		// An operations path on the public port gets this same answer as
+		// any unknown path: it says nothing about what the other port has.
+		mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.Method+" "+r.URL.Path)
+		}))
+	}
+	wrap := func(mux *http.ServeMux) http.Handler {
+		var h http.Handler = mux
+		h = p.IPs.Middleware(h)
+		h = httpkit.RequestID(h)
+		return obs.HTTPTracing(h, p.Tracer, p.Propagator, p.Name)
+	}
+	public = wrap(pub)
+	if !split {
+		return public, public
+	}
+	return public, wrap(op)
 }
 
 // serve runs the HTTP server and every background runner until ctx ends or
 // one of them fails, then shuts the server down within the grace period.
-func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
+func (p *Platform) serve(ctx context.Context, handler, opsHandler http.Handler) error {
 	// Runners (the click writer, relay, consumers) outlive the HTTP server
 	// during shutdown, so requests still in flight can finish their writes.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      p.writeTimeout,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(p.Logger.Handler(), slog.LevelWarn),
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       15 * time.Second,
+			WriteTimeout:      p.writeTimeout,
+			IdleTimeout:       120 * time.Second,
+			ErrorLog:          slog.NewLogLogger(p.Logger.Handler(), slog.LevelWarn),
+		}
 	}
-	errs := make(chan error, len(p.runners)+1)
+	type listening struct {
+		name string
+		srv  *http.Server
+		ln   net.Listener
+	}
+	servers := []listening{{"http server", newServer(handler), p.listener}}
+	if p.opsListener != nil {
+		servers = append(servers, listening{"ops http server", newServer(opsHandler), p.opsListener})
+	}
+	errs := make(chan error, len(p.runners)+len(servers))
 	var wg sync.WaitGroup
 	wg.Add(len(p.runners))
-	go func() {
-		if err := srv.Serve(p.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs <- fmt.Errorf("http server: %w", err)
-			return
-		}
-		errs <- nil
-	}()
+	for _, s := range servers {
+		go func() {
+			if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("%s: %w", s.name, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
 	for _, run := range p.runners {
 		go func() {
 			defer wg.Done()
@@ -643,8 +723,21 @@ func (p *Platform) serve(ctx context.Context, handler http.Handler) error {
 	close(p.stopping)
 	shutdownCtx, stop := context.WithTimeout(context.Background(), p.Config.ShutdownGrace)
 	defer stop()
-	if err := srv.Shutdown(shutdownCtx); err != nil && first == nil {
-		first = fmt.Errorf("http shutdown: %w", err)
+	// Both servers drain at once, within the one grace period.
+	shutdownErrs := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			if err := s.srv.Shutdown(shutdownCtx); err != nil {
+				shutdownErrs <- fmt.Errorf("%s shutdown: %w", s.name, err)
+				return
+			}
+			shutdownErrs <- nil
+		}()
+	}
+	for range servers {
+		if err := <-shutdownErrs; err != nil && first == nil {
+			first = err
+		}
 	}
 	cancel()
 	// Runners hold pool connections and Kafka readers: let them finish
