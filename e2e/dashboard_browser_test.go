@@ -23,7 +23,9 @@ import (
 // playwright-core): `make run`, a few clicks on the demo link, a lead and a
 // sale, then the printed dashboard link. The page signs the demo owner in
 // through the dev provider, and the figures it shows for the demo program
-// are the ones the performance and status routes answer. Screenshots at
+// are the ones the performance and status routes answer. Before that, a
+// link carrying a session the tab did not ask for (login CSRF) is refused
+// and the sign-in still works. Screenshots at
 // 1440 and 390 px are kept as test artifacts (TEST_ARTIFACTS_DIR, default
 // .artifacts/ at the repository root, ignored by git).
 func TestDashboardInRealBrowser(t *testing.T) {
@@ -111,8 +113,10 @@ func TestDashboardInRealBrowser(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
+	// The foreign session: a real one (the owner's, signed in outside this
+	// tab), which the page must refuse to take from a link.
 	cmd := exec.CommandContext(ctx, node, "dashboard.spec.mjs", "--base="+s.Gateway, "--program-id="+s.ProgramID,
-		"--expect="+string(expectJSON), "--shots="+shots, "--chromium="+chromium)
+		"--expect="+string(expectJSON), "--shots="+shots, "--chromium="+chromium, "--foreign-session="+token)
 	cmd.Dir = driverDir
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

@@ -123,7 +123,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 	}
 	c.OIDC.Enabled = c.OIDC.validate(env)
 	if _, err := dashauth.SafeReturnTo(c.DashboardURL); err != nil {
-		env.Fail(fmt.Errorf("DASHBOARD_URL must be a path on this site like /dashboard/, got %q", c.DashboardURL))
+		env.Fail(fmt.Errorf("DASHBOARD_URL must be a path on this site under /dashboard/, got %q", c.DashboardURL))
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" {

@@ -321,7 +321,7 @@ func TestDashboardSignIn(t *testing.T) {
 	t.Run("open redirects refused", func(t *testing.T) {
 		for _, rt := range []string{"https://evil.example/", "//evil.example/", "/\\evil.example", "/%2F%2Fevil.example", "/%5cevil.example", "javascript:alert(1)", "dashboard/", "/dashboard/#x", "/dash\nboard"} {
 			a := d.get(d.newBrowser(), d.base+"/api/v1/dashboard/auth/start?return_to="+url.QueryEscape(rt), "")
-			wantRefusal(t, a, 400, "return_to must be a path on this site, like /dashboard/", "")
+			wantRefusal(t, a, 400, "return_to must be a path under /dashboard/, like /dashboard/", "")
 			if a.header.Get("Location") != "" || len(a.header.Values("Set-Cookie")) != 0 {
 				t.Fatalf("%q: refused but redirected or bound: %v", rt, a.header)
 			}

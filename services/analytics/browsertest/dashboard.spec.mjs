@@ -4,11 +4,14 @@
 // that the figures shown are the ones the Go test read from the API; then
 // saves screenshots at a desktop (1440 px) and a phone (390 px) width and
 // checks the phone layout does not scroll sideways.
+// Before that, a link carrying someone else's session in its fragment
+// (login CSRF: /dashboard/#session=<theirs>) must not sign the tab in,
+// with no nonce and with a guessed one.
 // Plain node, no test runner: exit 0 and one JSON line on stdout on
 // success, exit 1 and the reason on stderr otherwise.
 //
 //   node dashboard.spec.mjs --base=URL --program-id=N --expect=JSON --shots=DIR \
-//     [--chromium=/usr/bin/chromium] [--timeout-ms=20000]
+//     --foreign-session=TOKEN [--chromium=/usr/bin/chromium] [--timeout-ms=20000]
 //
 // --expect is {"period": "7d", "text": {"<data-testid>": "<text>"}, "days": N,
 //   "steps": {"pageview": "complete", …}}: every element named in text must
@@ -25,11 +28,12 @@ const { values: flags } = parseArgs({
     'program-id': { type: 'string', default: process.env.SVC_PROGRAM_ID },
     expect: { type: 'string', default: process.env.SVC_EXPECT },
     shots: { type: 'string', default: process.env.SVC_SHOTS },
+    'foreign-session': { type: 'string', default: process.env.SVC_FOREIGN_SESSION },
     chromium: { type: 'string', default: process.env.CHROMIUM_PATH || '/usr/bin/chromium' },
     'timeout-ms': { type: 'string', default: process.env.SVC_TIMEOUT_MS || '20000' },
   },
 });
-for (const k of ['base', 'program-id', 'expect', 'shots']) {
+for (const k of ['base', 'program-id', 'expect', 'shots', 'foreign-session']) {
   if (!flags[k]) fail(new Error(`missing --${k}`));
 }
 const base = flags.base.replace(/\/+$/, '');
@@ -72,8 +76,32 @@ try {
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('response', (r) => { if (r.status() >= 400) failedRequests.push(`${r.status()} ${r.url()}`); });
+  const bearers = [];
+  page.on('request', (r) => { const a = r.headers()['authorization']; if (a) bearers.push(a); });
 
-  // Signed out: the page offers the sign-in, and it leads back here.
+  // Someone else's session in the fragment: first in a tab that never
+  // started a sign-in, then with a guessed nonce in a tab that did (the
+  // sign-in offer stored one). Neither is kept or sent anywhere, the
+  // fragment leaves the address bar, and the page says why.
+  const foreign = flags['foreign-session'];
+  const expires = new Date(Date.now() + 3600e3).toISOString().replace(/\.\d+Z$/, 'Z');
+  for (const frag of [`session=${foreign}&expires_at=${expires}`,
+    `session=${foreign}&expires_at=${expires}&tab_nonce=guessed-nonce-0123456789`]) {
+    await page.goto('about:blank');
+    await page.goto(`${base}/dashboard/#${frag}`);
+    await page.locator('#signin').waitFor({ state: 'visible' });
+    await page.locator('#error').waitFor({ state: 'visible' });
+    const said = (await page.locator('#error').textContent()) || '';
+    check(said.includes('not started from this tab'), `a foreign fragment (${frag.slice(-40)}) was not refused in words: ${JSON.stringify(said)}`);
+    check(await page.locator('#app').isHidden(), 'a foreign session opened the dashboard');
+    check(!page.url().includes('session='), `the foreign session stayed in the address bar: ${page.url()}`);
+    const kept = await page.evaluate(() => sessionStorage.getItem('svc_dashboard_session'));
+    check(kept === null, 'a foreign session was kept in sessionStorage');
+    check(!bearers.some((a) => a.includes(foreign)), 'a foreign session was sent to the API');
+  }
+
+  // Signed out: the page offers the sign-in, and it leads back here (the
+  // tab's own sign-in, its nonce, is kept).
   await page.goto(`${base}/dashboard/`);
   await page.locator('#signin').waitFor({ state: 'visible' });
   await page.getByRole('link', { name: 'Sign in' }).click();

@@ -22,7 +22,8 @@ import (
 // optional code) so the service's one error encoder words them the same
 // way; the id_token refusals are cliauth's own.
 var (
-	ErrBadReturnTo      = &cliauth.Error{Kind: errkind.Invalid, Message: "return_to must be a path on this site, like /dashboard/"}
+	ErrBadReturnTo      = &cliauth.Error{Kind: errkind.Invalid, Message: "return_to must be a path under " + DashboardPrefix + ", like " + DashboardPrefix}
+	ErrBadTabNonce      = &cliauth.Error{Kind: errkind.Invalid, Message: "tab_nonce must be 16 to 128 letters, digits, '-' or '_'"}
 	ErrMissingFields    = &cliauth.Error{Kind: errkind.Invalid, Message: "Missing required fields: state, id_token"}
 	ErrSessionNotFound  = &cliauth.Error{Kind: errkind.NotFound, Message: "Sign-in not found or already used. Sign in again."}
 	ErrSessionExpired   = &cliauth.Error{Kind: errkind.Invalid, Message: "Sign-in expired. Sign in again."}
@@ -34,6 +35,11 @@ var (
 	ErrEmailNotVerified = cliauth.ErrEmailNotVerified
 )
 
+// DashboardPrefix is the dashboard page's path: a sign-in returns only
+// under it. The page there is the one that checks the tab nonce; any other
+// page of the site would take the session fragment without checking it.
+const DashboardPrefix = "/dashboard/"
+
 // DefaultSessionTTL is how long a started sign-in may take (the command-line
 // link's lifetime).
 const DefaultSessionTTL = 5 * time.Minute
@@ -44,6 +50,11 @@ type Session struct {
 	StateHash  []byte
 	Nonce      string
 	ReturnTo   string
+	// TabNonce is the value the dashboard page stored in its tab before
+	// starting the sign-in ("" when it sent none); it goes back in the
+	// fragment beside the session so the page can tell its own sign-in
+	// from a link someone else made (login CSRF).
+	TabNonce   string
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
 	ConsumedAt *time.Time
@@ -99,6 +110,7 @@ type SignedIn struct {
 	Token     string
 	ExpiresAt time.Time
 	ReturnTo  string
+	TabNonce  string
 	User      catalog.User
 }
 
@@ -111,8 +123,8 @@ type Me struct {
 // Service is the dashboard sign-in's use cases.
 type Service interface {
 	// Start begins a sign-in that will return to returnTo ("" for the
-	// dashboard's own path).
-	Start(ctx context.Context, returnTo string) (Started, error)
+	// dashboard's own path) with tabNonce ("" for none) in its fragment.
+	Start(ctx context.Context, returnTo, tabNonce string) (Started, error)
 	// Callback finishes it. browserState is the state the browser that
 	// started it holds (its cookie); it must equal state.
 	Callback(ctx context.Context, state, idToken, browserState string) (SignedIn, error)

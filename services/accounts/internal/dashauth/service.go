@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
@@ -43,7 +44,7 @@ func NewService(cfg Config) (Service, error) {
 		return nil, errors.New("dashauth: sign-in needs the authorization URL, client id and callback URL")
 	}
 	if _, err := SafeReturnTo(cfg.DashboardPath); err != nil {
-		return nil, fmt.Errorf("dashauth: dashboard path %q must be a path on this site", cfg.DashboardPath)
+		return nil, fmt.Errorf("dashauth: dashboard path %q must be a path under %s", cfg.DashboardPath, DashboardPrefix)
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
@@ -54,13 +55,14 @@ func NewService(cfg Config) (Service, error) {
 	return &service{cfg: cfg}, nil
 }
 
-// SafeReturnTo accepts a path on this site only: it starts with one "/"
-// (not "//" or "/\", which browsers read as another host), has no scheme,
-// host, backslash, fragment or control character, and is at most 512
-// bytes. Anything else could send the browser, and the session in its
-// fragment, to another site.
+// SafeReturnTo accepts a path under DashboardPrefix only: it starts with
+// the prefix as written, has no scheme, host, backslash, fragment, control
+// character, "." or ".." segment or percent-encoded slash or backslash
+// (each could lead the browser, and the session in its fragment, to
+// another page or site), and is at most 512 bytes. Only the dashboard page
+// checks that a session fragment is the one its tab asked for.
 func SafeReturnTo(raw string) (string, error) {
-	if raw == "" || len(raw) > 512 || raw[0] != '/' || strings.HasPrefix(raw, "//") {
+	if len(raw) > 512 || !strings.HasPrefix(raw, DashboardPrefix) || !utf8.ValidString(raw) {
 		return "", ErrBadReturnTo
 	}
 	for _, r := range raw {
@@ -68,25 +70,46 @@ func SafeReturnTo(raw string) (string, error) {
 			return "", ErrBadReturnTo
 		}
 	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") {
+	if low := strings.ToLower(raw); strings.Contains(low, "%2f") || strings.Contains(low, "%5c") {
 		return "", ErrBadReturnTo
 	}
-	// A percent-encoded slash or backslash at the start decodes to "//"
-	// or "/\" on some servers: refuse it too.
-	if low := strings.ToLower(raw); strings.HasPrefix(low, "/%2f") || strings.HasPrefix(low, "/%5c") {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, DashboardPrefix) {
 		return "", ErrBadReturnTo
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if seg == "." || seg == ".." {
+			return "", ErrBadReturnTo
+		}
 	}
 	return raw, nil
 }
 
-func (s *service) Start(ctx context.Context, returnTo string) (Started, error) {
+// validTabNonce is 16 to 128 characters of the URL-safe base64 alphabet, so
+// it goes into the fragment as it is.
+func validTabNonce(n string) bool {
+	if len(n) < 16 || len(n) > 128 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *service) Start(ctx context.Context, returnTo, tabNonce string) (Started, error) {
 	if returnTo == "" {
 		returnTo = s.cfg.DashboardPath
 	}
 	returnTo, err := SafeReturnTo(returnTo)
 	if err != nil {
 		return Started{}, err
+	}
+	if tabNonce != "" && !validTabNonce(tabNonce) {
+		return Started{}, ErrBadTabNonce
 	}
 	if s.cfg.Identifier == nil {
 		return Started{}, ErrNotConfigured
@@ -121,7 +144,7 @@ func (s *service) Start(ctx context.Context, returnTo string) (Started, error) {
 	}
 	exp := now.Add(s.cfg.SessionTTL)
 	if err := s.cfg.Store.CreateSession(ctx, Session{
-		StateHash: cliauth.HashSecret(state), Nonce: nonce, ReturnTo: returnTo, CreatedAt: now, ExpiresAt: exp,
+		StateHash: cliauth.HashSecret(state), Nonce: nonce, ReturnTo: returnTo, TabNonce: tabNonce, CreatedAt: now, ExpiresAt: exp,
 	}); err != nil {
 		return Started{}, fmt.Errorf("create dashboard sign-in: %w", err)
 	}
@@ -169,7 +192,7 @@ func (s *service) Callback(ctx context.Context, state, idToken, browserState str
 	if err != nil {
 		return SignedIn{}, fmt.Errorf("issue dashboard session: %w", err)
 	}
-	return SignedIn{Token: tok, ExpiresAt: exp, ReturnTo: sess.ReturnTo, User: user}, nil
+	return SignedIn{Token: tok, ExpiresAt: exp, ReturnTo: sess.ReturnTo, TabNonce: sess.TabNonce, User: user}, nil
 }
 
 func (s *service) Me(ctx context.Context, userID int64) (Me, error) {

@@ -13,13 +13,15 @@ import (
 )
 
 func TestSafeReturnTo(t *testing.T) {
-	for _, ok := range []string{"/", "/dashboard/", "/dashboard/?program=3&period=7d", "/a/b%20c"} {
+	for _, ok := range []string{"/dashboard/", "/dashboard/?program=3&period=7d", "/dashboard/a/b%20c", "/dashboard/a..b/"} {
 		if got, err := dashauth.SafeReturnTo(ok); err != nil || got != ok {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "dashboard/", "//evil.example", "///evil.example", "/\\evil.example", "/%2f/evil.example",
-		"/%5Cevil.example", "https://evil.example/", "javascript:alert(1)", "/a#b", "/a\tb", "/a\x7f", "/" + string(make([]byte, 512))} {
+		"/%5Cevil.example", "https://evil.example/", "javascript:alert(1)", "/dashboard/a#b", "/dashboard/a\tb", "/dashboard/a\x7f",
+		"/dashboard/" + string(make([]byte, 512)), "/", "/a/b", "/dashboard", "/dashboardx/", "/dashboard/../admin/", "/dashboard/%2e%2E/admin",
+		"/dashboard/..%2fadmin", "/dashboard/%5c", "/dashboard/./x", "/%64ashboard/", "/dashboard/\xff"} {
 		if _, err := dashauth.SafeReturnTo(bad); !errors.Is(err, dashauth.ErrBadReturnTo) {
 			t.Errorf("%q accepted (%v)", bad, err)
 		}
@@ -96,7 +98,7 @@ func TestCallbackExpiryBoundary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, err := svc.Start(context.Background(), "")
+			st, err := svc.Start(context.Background(), "", "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +122,7 @@ func TestMeOfAGoneUserIsUnauthenticated(t *testing.T) {
 	if _, err := svc.Me(context.Background(), 8); !errors.Is(err, errkind.Unauthenticated) {
 		t.Fatalf("err %v", err)
 	}
-	if _, err := svc.Start(context.Background(), "/dashboard/"); !errors.Is(err, dashauth.ErrNotConfigured) {
+	if _, err := svc.Start(context.Background(), "/dashboard/", ""); !errors.Is(err, dashauth.ErrNotConfigured) {
 		t.Fatalf("start without a provider: %v", err)
 	}
 	var ce *cliauth.Error

@@ -32,8 +32,8 @@ func New(svc dashauth.Service, mw ...obs.EndpointMiddleware) Set {
 	}
 }
 
-// StartRequest is GET auth/start's return_to.
-type StartRequest struct{ ReturnTo string }
+// StartRequest is GET auth/start's return_to and tab_nonce.
+type StartRequest struct{ ReturnTo, TabNonce string }
 
 // StartResponse carries the provider's URL (a redirect) and the state the
 // transport binds to the browser.
@@ -101,7 +101,8 @@ func public(err error) bool {
 
 func makeStart(svc dashauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, req any) (any, error) {
-		s, err := svc.Start(ctx, req.(StartRequest).ReturnTo)
+		r := req.(StartRequest)
+		s, err := svc.Start(ctx, r.ReturnTo, r.TabNonce)
 		if err != nil && !public(err) {
 			return nil, err
 		}

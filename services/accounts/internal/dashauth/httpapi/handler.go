@@ -83,7 +83,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 }
 
 func decodeStart(_ context.Context, r *http.Request) (any, error) {
-	return endpoints.StartRequest{ReturnTo: r.URL.Query().Get("return_to")}, nil
+	q := r.URL.Query()
+	return endpoints.StartRequest{ReturnTo: q.Get("return_to"), TabNonce: q.Get("tab_nonce")}, nil
 }
 
 // secure reports whether the browser reached us over HTTPS (directly, or
@@ -151,7 +152,10 @@ func decodeCallback(_ context.Context, r *http.Request) (any, error) {
 // encodeCallback sends the browser to its page with the session token in
 // the URL fragment: a fragment is never sent to a server, so it is in no
 // access log and no Referer; the page takes it out of the address bar at
-// once. The binding cookie goes in every case (the sign-in is over).
+// once. The tab nonce the page sent to start goes beside it: the page keeps
+// a session only when that nonce is the one its tab stored, so a link
+// carrying someone else's session (login CSRF) is refused. The binding
+// cookie goes in every case (the sign-in is over).
 func encodeCallback(enc httperr.Route) kithttp.EncodeResponseFunc {
 	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
 		r := resp.(endpoints.CallbackResponse)
@@ -164,6 +168,9 @@ func encodeCallback(enc httperr.Route) kithttp.EncodeResponseFunc {
 			return nil
 		}
 		frag := "session=" + url.QueryEscape(r.SignedIn.Token) + "&expires_at=" + url.QueryEscape(endpoints.RFC3339(r.SignedIn.ExpiresAt))
+		if r.SignedIn.TabNonce != "" {
+			frag += "&tab_nonce=" + url.QueryEscape(r.SignedIn.TabNonce)
+		}
 		w.Header().Set("Location", r.SignedIn.ReturnTo+"#"+frag)
 		w.WriteHeader(http.StatusSeeOther)
 		return nil

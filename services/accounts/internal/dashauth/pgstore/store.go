@@ -33,8 +33,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, users: clistore.
 var _ dashauth.Store = (*Store)(nil)
 
 func (s *Store) CreateSession(ctx context.Context, sess dashauth.Session) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_signin_sessions (state_hash, nonce, return_to, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5)`, sess.StateHash, sess.Nonce, sess.ReturnTo, sess.CreatedAt, sess.ExpiresAt)
+	_, err := s.pool.Exec(ctx, `INSERT INTO dashboard_signin_sessions (state_hash, nonce, return_to, tab_nonce, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, sess.StateHash, sess.Nonce, sess.ReturnTo, sess.TabNonce, sess.CreatedAt, sess.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("insert dashboard sign-in: %w", err)
 	}
@@ -43,9 +43,9 @@ func (s *Store) CreateSession(ctx context.Context, sess dashauth.Session) error 
 
 func (s *Store) SessionByState(ctx context.Context, stateHash []byte) (dashauth.Session, error) {
 	var sess dashauth.Session
-	err := s.pool.QueryRow(ctx, `SELECT id, state_hash, nonce, return_to, created_at, expires_at, consumed_at
+	err := s.pool.QueryRow(ctx, `SELECT id, state_hash, nonce, return_to, tab_nonce, created_at, expires_at, consumed_at
 		FROM dashboard_signin_sessions WHERE state_hash = $1`, stateHash).
-		Scan(&sess.ID, &sess.StateHash, &sess.Nonce, &sess.ReturnTo, &sess.CreatedAt, &sess.ExpiresAt, &sess.ConsumedAt)
+		Scan(&sess.ID, &sess.StateHash, &sess.Nonce, &sess.ReturnTo, &sess.TabNonce, &sess.CreatedAt, &sess.ExpiresAt, &sess.ConsumedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return dashauth.Session{}, dashauth.ErrSessionNotFound
 	}

@@ -2,10 +2,14 @@
 // client of it. The session token arrives once in the URL fragment
 // (#session=…, never sent to a server or a Referer) or from the session
 // route named by config.json, and is kept in sessionStorage for this tab.
+// A fragment is kept only when it carries the nonce this tab stored before
+// it started the sign-in: anyone can make a link with their own session in
+// it, and following it must not sign you in to their workspace.
 (function () {
   'use strict';
 
   var TOKEN_KEY = 'svc_dashboard_session';
+  var NONCE_KEY = 'svc_dashboard_signin_nonce';
   var state = { config: null, token: '', programs: [], chart: null, seq: 0 };
   var $ = function (id) { return document.getElementById(id); };
 
@@ -65,13 +69,30 @@
       });
   }
 
+  // takeToken takes a session from the fragment only when its tab_nonce is
+  // the one this tab stored on starting the sign-in (used once); any other
+  // fragment is dropped, and an earlier session of the tab stays.
   function takeToken() {
-    var m = /(?:^|[#&])session=([^&]+)/.exec(location.hash);
-    if (m) {
-      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+    var frag = new URLSearchParams(location.hash.replace(/^#/, ''));
+    var token = frag.get('session');
+    if (token) {
+      var want = sessionStorage.getItem(NONCE_KEY);
+      sessionStorage.removeItem(NONCE_KEY);
       history.replaceState(null, '', location.pathname + location.search);
+      if (want && frag.get('tab_nonce') === want) {
+        sessionStorage.setItem(TOKEN_KEY, token);
+      } else {
+        showError('That sign-in link was not started from this tab, so it was ignored. Sign in here to continue.');
+      }
     }
     return sessionStorage.getItem(TOKEN_KEY) || '';
+  }
+
+  // newNonce is 32 random URL-safe characters (the start route's tab_nonce).
+  function newNonce() {
+    var b = new Uint8Array(24);
+    crypto.getRandomValues(b);
+    return btoa(String.fromCharCode.apply(null, b)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
   }
 
   function signOut() {
@@ -88,7 +109,16 @@
     $('signout').hidden = true;
     $('who').textContent = '';
     $('signin').hidden = false;
-    $('signin-link').href = state.config.signInURL + (state.config.signInURL.indexOf('?') < 0 ? '?' : '&') + 'return_to=' + encodeURIComponent(location.pathname);
+    signInLink();
+  }
+
+  // signInLink stores a fresh nonce in this tab and puts it in the link:
+  // the sign-in hands it back beside the session.
+  function signInLink() {
+    var nonce = newNonce();
+    sessionStorage.setItem(NONCE_KEY, nonce);
+    $('signin-link').href = state.config.signInURL + (state.config.signInURL.indexOf('?') < 0 ? '?' : '&') +
+      'return_to=' + encodeURIComponent(location.pathname) + '&tab_nonce=' + encodeURIComponent(nonce);
   }
 
   function query() {
