@@ -110,8 +110,22 @@ func match(pattern, path string) bool {
 	return true
 }
 
+// Ports is a service whose operations routes are served apart from its
+// public ones, as platform.Instance serves them with OPS_HTTP_ADDR set:
+// Public is what its public port serves (Instance.Handler), Ops what its
+// operations port serves (Instance.OpsHandler). The gateway sends a
+// service's Public rules to Public and its other (admin) rules to Ops, as
+// the cluster does: the Ingress reaches the public port only, operators the
+// operations port. Serving a Ports directly serves Public.
+type Ports struct {
+	Public, Ops http.Handler
+}
+
+func (p Ports) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.Public.ServeHTTP(w, r) }
+
 // New returns the gateway handler. services maps a service name to its
-// whole HTTP handler (platform.Instance.Handler), run in this process: the
+// HTTP handler (a Ports, or one handler serving every route:
+// platform.Instance.Handler without an operations port), run in this process: the
 // gateway hands each request to its owner as it arrived, with the client's
 // own address and X-Forwarded-For chain, so the service resolves the client
 // exactly as it does behind the production ingress (the chain is believed
@@ -129,6 +143,9 @@ func New(services map[string]http.Handler) http.Handler {
 		if !ok {
 			_ = httpkit.WritePlatformError(w, http.StatusServiceUnavailable, "The "+rule.Service+" service is not part of this stack yet")
 			return
+		}
+		if p, split := h.(Ports); split && !rule.Public {
+			h = p.Ops
 		}
 		h.ServeHTTP(w, r)
 	})

@@ -248,3 +248,30 @@ func overlap(a, b string) bool {
 	}
 	return true
 }
+
+// A service given as gateway.Ports (its platform.Instance's Handler and
+// OpsHandler, as stack.Handlers gives them) gets its public rules on the
+// public handler and its admin rules on the ops handler, as in the cluster:
+// the Ingress reaches the public port only, operators the ops port. A
+// plain handler gets both.
+func TestGatewaySendsAdminRulesToTheOpsHandler(t *testing.T) {
+	const trusted = "127.0.0.1/32,::1/128"
+	srv := httptest.NewServer(gateway.New(map[string]http.Handler{
+		"accounts":    gateway.Ports{Public: echo(t, "accounts public", trusted), Ops: echo(t, "accounts ops", trusted)},
+		"commissions": gateway.Ports{Public: echo(t, "commissions public", trusted), Ops: echo(t, "commissions ops", trusted)},
+		"tracking":    echo(t, "tracking", trusted),
+	}))
+	defer srv.Close()
+	for _, tc := range []struct{ path, want string }{
+		{"/api/v1/cli/programs", "accounts public"},
+		{"/admin/v1/programs/1", "accounts ops"},
+		{"/api/v1/track/sale", "commissions public"},
+		{"/admin/v1/partners/5/balances", "commissions ops"},
+		{"/admin/v1/sales/tx-1", "commissions ops"},
+		{"/api/v1/track/click", "tracking"},
+	} {
+		if got := get(t, srv.URL, "127.0.0.1", tc.path, "203.0.113.7"); got.status != 200 || got.service != tc.want || got.client != "203.0.113.7" {
+			t.Errorf("%s: %+v, want %s", tc.path, got, tc.want)
+		}
+	}
+}

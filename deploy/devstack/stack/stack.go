@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	analytics "github.com/svc-dev/svc/services/analytics/server"
@@ -38,13 +39,19 @@ type Service struct {
 	// variable to Options.Env, so it can point at a service running
 	// elsewhere.
 	URLs map[string]string
+	// InternalURLs are like URLs, but the variable gets the called
+	// service's operations URL (platform.Instance.OpsAddr), where its
+	// /internal/ routes are served when OPS_HTTP_ADDR splits them from the
+	// public port (the same URL as URLs' otherwise).
+	InternalURLs map[string]string
 }
 
 // Services is every service of the stack in start order, one line each.
 func Services() []Service {
 	return []Service{
 		{Spec: tracking.Spec(), CatalogReplica: true},
-		{Spec: commissions.Spec(), CatalogReplica: true, URLs: map[string]string{"TRACKING_URL": tracking.Name}},
+		// Commissions asks tracking's /internal/v1/attributions.
+		{Spec: commissions.Spec(), CatalogReplica: true, InternalURLs: map[string]string{"TRACKING_URL": tracking.Name}},
 		{Spec: analytics.Spec(), CatalogReplica: true},
 		// Test events: click and lead at tracking, the sale at commissions.
 		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name}},
@@ -59,7 +66,10 @@ type Options struct {
 	// on its own loopback port), DB_SCHEMA (the service's name: each its
 	// own schema of the one database), CATALOG_CONSUMERS (the started
 	// services with CatalogReplica) and the URLs of started services
-	// (Service.URLs). Nil reads nothing.
+	// (Service.URLs and InternalURLs). Nil reads nothing. OPS_HTTP_ADDR
+	// comes from Env: "127.0.0.1:0" gives every service an operations
+	// port of its own, as in the cluster (the local stack's choice); unset,
+	// one port serves everything (most tests).
 	Env func(key string) string
 	// Logs returns where a service logs; nil, or a nil writer, discards.
 	Logs func(service string) io.Writer
@@ -115,6 +125,11 @@ func start(ctx context.Context, services []Service, opts Options) (_ *Stack, err
 				decided[key] = "http://" + inst.Addr()
 			}
 		}
+		for key, callee := range svc.InternalURLs {
+			if inst, ok := s.instances[callee]; ok {
+				decided[key] = "http://" + inst.OpsAddr()
+			}
+		}
 		getenv := func(k string) string {
 			if v, ok := decided[k]; ok {
 				return v
@@ -154,7 +169,7 @@ func plan(services []Service, only []string) ([]Service, error) {
 		if _, dup := pos[name]; dup {
 			return nil, fmt.Errorf("stack: service %s listed twice", name)
 		}
-		for key, callee := range svc.URLs {
+		for key, callee := range svc.calls() {
 			switch _, before := pos[callee]; {
 			case key == "":
 				return nil, fmt.Errorf("stack: %s gets the URL of %s in no variable", name, callee)
@@ -183,6 +198,18 @@ func plan(services []Service, only []string) ([]Service, error) {
 	return out, nil
 }
 
+// calls are the variables of URLs and InternalURLs, each with the service
+// it names.
+func (svc Service) calls() map[string]string {
+	out := make(map[string]string, len(svc.URLs)+len(svc.InternalURLs))
+	for _, m := range []map[string]string{svc.URLs, svc.InternalURLs} {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // Names are the started services in start order.
 func (s *Stack) Names() []string { return slices.Clone(s.names) }
 
@@ -199,12 +226,25 @@ func (s *Stack) URL(name string) string {
 	return "http://" + inst.Addr()
 }
 
+// OpsURL is the base URL of the started service's operations port (its
+// admin, internal and metrics routes; the same as URL when OPS_HTTP_ADDR is
+// unset), or "" if it is not running.
+func (s *Stack) OpsURL(name string) string {
+	inst := s.instances[name]
+	if inst == nil {
+		return ""
+	}
+	return "http://" + inst.OpsAddr()
+}
+
 // Handlers are the services' handlers by name, for a gateway in the same
-// process (gateway.New).
+// process (gateway.New): each a gateway.Ports of what its public and its
+// operations listener serve, so the gateway's admin rules reach the
+// operations side as they do in the cluster.
 func (s *Stack) Handlers() map[string]http.Handler {
 	out := make(map[string]http.Handler, len(s.instances))
 	for name, inst := range s.instances {
-		out[name] = inst.Handler()
+		out[name] = gateway.Ports{Public: inst.Handler(), Ops: inst.OpsHandler()}
 	}
 	return out
 }

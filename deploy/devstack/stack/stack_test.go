@@ -12,6 +12,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
@@ -47,6 +48,8 @@ func TestPlan(t *testing.T) {
 		{name: "calls itself", services: []Service{named("a", map[string]string{"A_URL": "a"})}, want: "a must start after a", wantErr: true},
 		{name: "calls a service not in the stack", services: []Service{named("a", map[string]string{"X_URL": "x"})}, want: "not in the stack", wantErr: true},
 		{name: "URL in no variable", services: []Service{named("a", nil), named("b", map[string]string{"": "a"})}, want: "in no variable", wantErr: true},
+		{name: "internal URL of a later service", services: []Service{{Spec: platform.Spec{Name: "a"}, InternalURLs: map[string]string{"B_URL": "b"}}, named("b", nil)}, want: "a must start after b", wantErr: true},
+		{name: "internal URL of a service not in the stack", services: []Service{{Spec: platform.Spec{Name: "a"}, InternalURLs: map[string]string{"X_URL": "x"}}}, want: "not in the stack", wantErr: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,4 +213,46 @@ func TestStartDerivesTheWiring(t *testing.T) {
 			t.Fatalf("a was not stopped; its log:\n%s", logs.String())
 		}
 	})
+}
+
+// With OPS_HTTP_ADDR in Env every service gets its own operations port; a
+// variable of InternalURLs gets the callee's operations URL (where its
+// /internal/ routes are), one of URLs its public URL; Handlers gives each
+// service's two handlers to the gateway.
+func TestStartWithOperationsPorts(t *testing.T) {
+	env := platformtest.With(platformtest.Env(t), map[string]string{"OPS_HTTP_ADDR": "127.0.0.1:0"})
+	r := &reads{seen: map[string]map[string]string{}}
+	a := r.service("a", false, nil)
+	b := r.service("b", false, map[string]string{"A_URL": "a"}, "A_URL", "A_INTERNAL_URL")
+	b.InternalURLs = map[string]string{"A_INTERNAL_URL": "a"}
+	s, err := start(context.Background(), []Service{a, b}, Options{Env: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if s.OpsURL("a") == s.URL("a") || s.OpsURL("a") != "http://"+s.Instance("a").OpsAddr() {
+		t.Fatalf("a: URL %s, OpsURL %s", s.URL("a"), s.OpsURL("a"))
+	}
+	if got := r.seen["b"]; got["A_URL"] != s.URL("a") || got["A_INTERNAL_URL"] != s.OpsURL("a") {
+		t.Fatalf("b saw %v; a is %s, its ops %s", got, s.URL("a"), s.OpsURL("a"))
+	}
+	if s.OpsURL("nobody") != "" {
+		t.Fatalf("OpsURL of a service not running: %q", s.OpsURL("nobody"))
+	}
+	// /whoami is public: the public handler answers it, the ops one 404s.
+	ports, ok := s.Handlers()["a"].(gateway.Ports)
+	if !ok {
+		t.Fatalf("Handlers()[a] is %T, want gateway.Ports", s.Handlers()["a"])
+	}
+	for _, h := range []struct {
+		name    string
+		handler http.Handler
+		status  int
+	}{{"public", ports.Public, 200}, {"ops", ports.Ops, 404}} {
+		rec := httptest.NewRecorder()
+		h.handler.ServeHTTP(rec, httptest.NewRequest("GET", "/whoami", nil))
+		if rec.Code != h.status {
+			t.Errorf("%s handler: GET /whoami %d, want %d", h.name, rec.Code, h.status)
+		}
+	}
 }
