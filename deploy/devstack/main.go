@@ -79,7 +79,9 @@ func adminToken() string { return envOr("ADMIN_TOKEN", "dev-admin-token-for-this
 // tracking accepts it on /internal/v1/ and commissions sends it (its
 // attribution client). One value for both, fixed so a developer can call
 // tracking's internal route by hand; the shell's INTERNAL_TOKEN wins.
-func internalToken() string { return envOr("INTERNAL_TOKEN", "dev-internal-token-for-this-machine-only") }
+func internalToken() string {
+	return envOr("INTERNAL_TOKEN", "dev-internal-token-for-this-machine-only")
+}
 
 // processorWebhookSecret is fixed by default so payment-processor events can
 // be signed by hand (or by a processor CLI forwarding to the stack) without
@@ -124,6 +126,10 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"SESSION_SIGNING_KEY":       signing,
 		"SESSION_PUBLIC_KEY":        publicKey(signing),
 		"TRUSTED_PROXIES":           "127.0.0.1/32,::1/128",
+		// Each service's admin, internal and metrics routes on a second
+		// loopback port, as in the cluster: the gateway sends its admin
+		// rules there, and the public ports answer those routes 404.
+		"OPS_HTTP_ADDR": "127.0.0.1:0",
 		// Commissions serves the processor's webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
 	}
@@ -164,7 +170,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	}
 	defer func() { _ = st.Close() }()
 	for _, name := range st.Names() {
-		fmt.Fprintf(out, "%-9s %s (log %s)\n", name, st.URL(name), filepath.Join(logDir, name+".log"))
+		fmt.Fprintf(out, "%-9s %s, admin, internal and metrics on %s (log %s)\n", name, st.URL(name), st.OpsURL(name), filepath.Join(logDir, name+".log"))
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
