@@ -26,6 +26,8 @@ import (
 	dashendpoints "github.com/svc-dev/svc/services/accounts/internal/dashauth/endpoints"
 	dashhttpapi "github.com/svc-dev/svc/services/accounts/internal/dashauth/httpapi"
 	dashstore "github.com/svc-dev/svc/services/accounts/internal/dashauth/pgstore"
+	"github.com/svc-dev/svc/services/accounts/internal/sessions"
+	sessionsendpoints "github.com/svc-dev/svc/services/accounts/internal/sessions/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
 	settingsendpoints "github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
@@ -145,9 +147,19 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	if !ok {
 		return nil, errors.New("SESSION_SIGNING_KEY: no Ed25519 public key")
 	}
-	sessions, err := session.NewVerifier(pub, SessionIssuer, p.Now)
+	sessionVerifier, err := session.NewVerifier(pub, SessionIssuer, p.Now)
 	if err != nil {
 		return nil, fmt.Errorf("session verifier: %w", err)
+	}
+	// Sessions end early (sign-out) through the catalog, which accounts
+	// checks itself and replicates to the other services.
+	sessSvc, err := sessions.NewService(sessions.Config{Catalog: cat, Tokens: sessionVerifier, Now: p.Now})
+	if err != nil {
+		return nil, err
+	}
+	checker, err := session.NewChecker(sessionVerifier, session.KindDashboard, sessSvc)
+	if err != nil {
+		return nil, err
 	}
 	settingsSvc, err := settings.NewService(store, cat)
 	if err != nil {
@@ -158,9 +170,9 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 		return nil, fmt.Errorf("SETTINGS_RATE_LIMIT: %w", err)
 	}
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("program_settings"), ratelimit.WithOnRefuse(refusals.Inc))
-	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, trace), settingshttpapi.Config{Sessions: sessions, Logger: p.Logger, Limit: limit, FailedAuth: cli.failedAuth})...)
+	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, trace), settingshttpapi.Config{Sessions: checker, Logger: p.Logger, Limit: limit, FailedAuth: cli.failedAuth})...)
 
-	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, sessions, trace, cli, refusals)
+	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, checker, sessionsendpoints.New(sessSvc, trace), trace, cli, refusals)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +191,7 @@ func (d dashIssuer) IssueDashboard(userID int64) (string, time.Time, error) {
 // Identify), and the signed-in user's program list. Without a provider or
 // PUBLIC_URL the sign-in routes answer 503; me works for any session.
 func wireDashAuth(p *platform.Platform, cfg Config, oenv OIDCConfig, cli cliauth.Service, oidcOn bool, issuer *session.Issuer,
-	sessions *session.Verifier, trace obs.EndpointMiddleware, limits cliLimits, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
+	sessions *session.Checker, signOut sessionsendpoints.Set, trace obs.EndpointMiddleware, limits cliLimits, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
 	dcfg := dashauth.Config{
 		Store: dashstore.New(p.Pool), Tokens: dashIssuer{issuer}, Now: p.Now, DashboardPath: cfg.DashboardURL,
 	}
@@ -200,6 +212,6 @@ func wireDashAuth(p *platform.Platform, cfg Config, oenv OIDCConfig, cli cliauth
 	}
 	tokenLimit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("dashboard_me"), ratelimit.WithOnRefuse(refusals.Inc))
 	return dashhttpapi.Routes(dashendpoints.New(svc, trace), dashhttpapi.Config{
-		Sessions: sessions, Logger: p.Logger, Limit: limits.byIP, TokenLimit: tokenLimit, FailedAuth: limits.failedAuth,
+		Sessions: sessions, SignOut: signOut.SignOut, Logger: p.Logger, Limit: limits.byIP, TokenLimit: tokenLimit, FailedAuth: limits.failedAuth,
 	}), nil
 }

@@ -77,7 +77,10 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Registry.Register(rebuild.NewCollector(p.Pool, time.Now, p.Logger)); err != nil {
 		return nil, err
 	}
-	var sessions *session.Verifier
+	// Sessions are verified with accounts' public key and checked against
+	// the replica's revocations and suspensions (the catalog topic).
+	store := pgstore.New(p.Pool)
+	var sessions *session.Checker
 	if cfg.SessionPublicKey == "" {
 		p.Logger.Warn("no SESSION_PUBLIC_KEY: every caller of the dashboard routes is signed out")
 	} else {
@@ -85,11 +88,15 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		if err != nil {
 			return nil, err
 		}
-		if sessions, err = session.NewVerifier(pub, SessionIssuer, p.Now); err != nil {
+		v, err := session.NewVerifier(pub, SessionIssuer, p.Now)
+		if err != nil {
+			return nil, err
+		}
+		if sessions, err = session.NewChecker(v, session.KindDashboard, store); err != nil {
 			return nil, err
 		}
 	}
-	svc, err := dashboard.New(pgstore.New(p.Pool), p.Now)
+	svc, err := dashboard.New(store, p.Now)
 	if err != nil {
 		return nil, err
 	}

@@ -193,6 +193,18 @@ type Link struct {
 	CreatedAt time.Time
 }
 
+// SessionRevocation is a dashboard session signed out before its expiry.
+// Session tokens are signed, not stored, so the revocation is what makes
+// the token stop working: accounts keeps it, and publishes it on the
+// catalog topic so every service that accepts sessions keeps it too, until
+// ExpiresAt (the token's own expiry; after it the token is refused anyway).
+type SessionRevocation struct {
+	SessionID string // the token's jti
+	UserID    int64
+	ExpiresAt time.Time
+	RevokedAt time.Time
+}
+
 // Seq is the catalog sequence number a write was published under. Waiting
 // for every consumer to reach it is the propagation barrier.
 type Seq int64
@@ -216,6 +228,16 @@ type Store interface {
 	CreatePartnerProgram(ctx context.Context, pp PartnerProgram) (PartnerProgram, Seq, error)
 	CreateLink(ctx context.Context, l Link) (Link, Seq, error)
 	UpdateLink(ctx context.Context, id int64, fn func(*Link) error) (Link, Seq, error)
+	// UpdateUser loads the user, applies fn and saves the result.
+	UpdateUser(ctx context.Context, id int64, fn func(*User) error) (User, Seq, error)
+	// RevokeSession stores r and publishes it; Seq 0 and no event when the
+	// session was already revoked. Revocations whose tokens expired before
+	// r.RevokedAt (less a margin for clock skew) are deleted in the same
+	// transaction, a bounded batch, so the table holds only tokens that
+	// could still be used.
+	RevokeSession(ctx context.Context, r SessionRevocation) (Seq, error)
+	// SessionRevoked reports whether the session id was revoked.
+	SessionRevoked(ctx context.Context, id string) (bool, error)
 	GetUser(ctx context.Context, id int64) (User, error)
 	GetProgram(ctx context.Context, id int64) (Program, error)
 

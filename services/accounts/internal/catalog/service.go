@@ -33,6 +33,16 @@ type Service interface {
 	CreateLink(ctx context.Context, programID int64, in LinkInput) (Link, Seq, error)
 	SetLinkActive(ctx context.Context, linkID int64, active bool) (Link, Seq, error)
 	IssueSession(ctx context.Context, userID int64) (Session, error)
+	// SetUserBlocked suspends (true) or restores (false) a user. The user's
+	// event carries the flag to every service, so a suspended user's
+	// sessions are refused everywhere, not only by accounts.
+	SetUserBlocked(ctx context.Context, userID int64, blocked bool) (User, Seq, error)
+	// RevokeSession ends a dashboard session before its expiry (sign-out);
+	// Seq 0 when it was already ended.
+	RevokeSession(ctx context.Context, r SessionRevocation) (Seq, error)
+	// SessionRevoked reports whether a session was ended (its id, the
+	// token's jti).
+	SessionRevoked(ctx context.Context, sessionID string) (bool, error)
 	// WaitForSync returns nil once every consumer has applied the catalog up
 	// to seq, and ErrSyncTimeout when timeout passes first.
 	WaitForSync(ctx context.Context, seq Seq, timeout time.Duration) error
@@ -293,6 +303,24 @@ func (s *service) IssueSession(ctx context.Context, userID int64) (Session, erro
 		return Session{}, fmt.Errorf("issue session: %w", err)
 	}
 	return Session{Token: tok, ExpiresAt: exp}, nil
+}
+
+func (s *service) SetUserBlocked(ctx context.Context, userID int64, blocked bool) (User, Seq, error) {
+	return s.cfg.Store.UpdateUser(ctx, userID, func(u *User) error {
+		u.Blocked = blocked
+		return nil
+	})
+}
+
+func (s *service) RevokeSession(ctx context.Context, r SessionRevocation) (Seq, error) {
+	if r.SessionID == "" || r.UserID <= 0 {
+		return 0, fmt.Errorf("revoke session: id %q of user %d is not a session", r.SessionID, r.UserID)
+	}
+	return s.cfg.Store.RevokeSession(ctx, r)
+}
+
+func (s *service) SessionRevoked(ctx context.Context, sessionID string) (bool, error) {
+	return s.cfg.Store.SessionRevoked(ctx, sessionID)
 }
 
 func (s *service) WaitForSync(ctx context.Context, seq Seq, timeout time.Duration) error {

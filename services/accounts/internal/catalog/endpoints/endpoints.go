@@ -38,6 +38,7 @@ type Set struct {
 	AddPartnerToProgram endpoint.Endpoint
 	CreateLink          endpoint.Endpoint
 	SetLinkActive       endpoint.Endpoint
+	SetUserBlocked      endpoint.Endpoint
 	IssueSession        endpoint.Endpoint
 	WaitForSync         endpoint.Endpoint
 }
@@ -62,6 +63,7 @@ func New(svc catalog.Service, mw ...obs.EndpointMiddleware) Set {
 		AddPartnerToProgram: obs.Decorate("add_partner_to_program", makeAddPartnerToProgram(svc), mw...),
 		CreateLink:          obs.Decorate("create_link", makeCreateLink(svc), mw...),
 		SetLinkActive:       obs.Decorate("set_link_active", makeSetLinkActive(svc), mw...),
+		SetUserBlocked:      obs.Decorate("set_user_blocked", makeSetUserBlocked(svc), mw...),
 		IssueSession:        obs.Decorate("issue_session", makeIssueSession(svc), mw...),
 		WaitForSync:         obs.Decorate("wait_for_sync", makeWaitForSync(svc), mw...),
 	}
@@ -515,6 +517,21 @@ func makeCreateLink(svc catalog.Service) endpoint.Endpoint {
 type LinkActiveData struct {
 	Active bool  `json:"active"`
 	ID     int64 `json:"id"`
+}
+
+// SetUserBlockedRequest suspends or restores a user.
+type SetUserBlockedRequest struct {
+	UserID  int64
+	Blocked bool
+}
+
+// makeSetUserBlocked answers the user as the admin API shows it.
+func makeSetUserBlocked(svc catalog.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		r := req.(SetUserBlockedRequest)
+		u, seq, err := svc.SetUserBlocked(ctx, r.UserID, r.Blocked)
+		return respond(NewUserView(u), seq, err)
+	}
 }
 
 // SetLinkActiveRequest turns a link on or off.

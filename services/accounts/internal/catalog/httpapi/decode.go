@@ -310,6 +310,33 @@ func decodeSetLinkActive(_ context.Context, r *http.Request) (any, error) {
 	return endpoints.SetLinkActiveRequest{LinkID: id, Active: *active}, nil
 }
 
+// decodeSetUserBlocked reads PATCH /admin/v1/users/{id}: blocked, the one
+// field it changes (anything else is refused, not ignored, so an operator
+// never believes an email or name was changed).
+func decodeSetUserBlocked(_ context.Context, r *http.Request) (any, error) {
+	id, err := pathID(r, "user")
+	if err != nil {
+		return nil, err
+	}
+	f, err := decodeBody(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range f.obj.Keys() {
+		if k != "blocked" {
+			return nil, &catalog.FieldError{Field: k, Message: k + " cannot be changed here; blocked is the one field of a user this route changes"}
+		}
+	}
+	blocked := f.boolean("blocked")
+	if f.err != nil {
+		return nil, f.err
+	}
+	if blocked == nil {
+		return nil, &catalog.FieldError{Field: "blocked", Message: "blocked is required"}
+	}
+	return endpoints.SetUserBlockedRequest{UserID: id, Blocked: *blocked}, nil
+}
+
 func decodeSession(_ context.Context, r *http.Request) (any, error) {
 	f, err := decodeBody(r)
 	if err != nil {

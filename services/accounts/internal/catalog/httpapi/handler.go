@@ -55,6 +55,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "POST /admin/v1/users", Name: "admin_create_user", Handler: h(set.CreateUser, decodeUser, created)},
 		{Pattern: "POST /admin/v1/programs", Name: "admin_create_program", Handler: h(set.CreateProgram, decodeCreateProgram, created)},
 		{Pattern: "GET /admin/v1/users", Name: "admin_find_user", Handler: h(set.FindUser, decodeFindUser, ok)},
+		{Pattern: "PATCH /admin/v1/users/{id}", Name: "admin_set_user_blocked", Handler: h(set.SetUserBlocked, decodeSetUserBlocked, ok)},
 		{Pattern: "GET /admin/v1/programs", Name: "admin_list_programs", Handler: h(set.ListPrograms, decodeListPrograms, ok)},
 		{Pattern: "GET /admin/v1/programs/{id}", Name: "admin_get_program", Handler: h(set.GetProgram, decodeGetProgram, ok)},
 		{Pattern: "GET /admin/v1/programs/{id}/links", Name: "admin_list_links", Handler: h(set.ListLinks, decodeListLinks, ok)},

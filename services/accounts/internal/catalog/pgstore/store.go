@@ -587,3 +587,78 @@ func RecordAck(ctx context.Context, tx pgx.Tx, service, epoch string, seq int64)
 	}
 	return tag.RowsAffected() > 0, nil
 }
+
+// UpdateUser loads the user for update, applies fn and saves what a user
+// update may change (name, blocked), with the user's event.
+func (s *Store) UpdateUser(ctx context.Context, id int64, fn func(*catalog.User) error) (catalog.User, catalog.Seq, error) {
+	var (
+		seq catalog.Seq
+		u   catalog.User
+	)
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		var adv *int64
+		err := tx.QueryRow(ctx, `SELECT id, email, name, advertiser_id, blocked, created_at FROM users WHERE id = $1 FOR UPDATE`, id).
+			Scan(&u.ID, &u.Email, &u.Name, &adv, &u.Blocked, &u.CreatedAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound("user", id)
+		}
+		if err != nil {
+			return fmt.Errorf("load user %d: %w", id, err)
+		}
+		if adv != nil {
+			u.AdvertiserID = *adv
+		}
+		if err := fn(&u); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE users SET name = $2, blocked = $3 WHERE id = $1`, id, u.Name, u.Blocked); err != nil {
+			return fmt.Errorf("update user %d: %w", id, err)
+		}
+		seq, err = s.publish(ctx, tx, eventsv1.TypeUserUpserted, 0, userEvent(u))
+		return err
+	})
+	return u, seq, err
+}
+
+// revocationSweepBatch bounds the expired revocations one sign-out deletes.
+const revocationSweepBatch = 500
+
+// revocationKeep is how long past its token's expiry a revocation is kept:
+// more than the verifiers' leeway for clock skew (5 s), so no service can
+// still accept the token when its revocation goes.
+const revocationKeep = time.Minute
+
+// RevokeSession stores the revocation and its event in one transaction,
+// once per session: a second sign-out of the same token publishes nothing.
+func (s *Store) RevokeSession(ctx context.Context, r catalog.SessionRevocation) (catalog.Seq, error) {
+	var seq catalog.Seq
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM session_revocations WHERE session_id IN (
+				SELECT session_id FROM session_revocations WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)`,
+			r.RevokedAt.Add(-revocationKeep), revocationSweepBatch); err != nil {
+			return fmt.Errorf("sweep expired revocations: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO session_revocations (session_id, user_id, expires_at, revoked_at)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING`, r.SessionID, r.UserID, r.ExpiresAt, r.RevokedAt)
+		if err != nil {
+			return fmt.Errorf("insert revocation: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		seq, err = s.publish(ctx, tx, eventsv1.TypeSessionRevoked, 0, &eventsv1.SessionRevoked{
+			SessionId: r.SessionID, UserId: r.UserID, ExpiresAt: ts(r.ExpiresAt), RevokedAt: ts(r.RevokedAt),
+		})
+		return err
+	})
+	return seq, err
+}
+
+// SessionRevoked is one primary-key lookup.
+func (s *Store) SessionRevoked(ctx context.Context, id string) (bool, error) {
+	var revoked bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_revocations WHERE session_id = $1)`, id).Scan(&revoked); err != nil {
+		return false, fmt.Errorf("look up revocation of session %s: %w", id, err)
+	}
+	return revoked, nil
+}

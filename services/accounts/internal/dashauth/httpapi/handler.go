@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
@@ -19,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/httperr"
+	sessionsendpoints "github.com/svc-dev/svc/services/accounts/internal/sessions/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
 
@@ -38,7 +40,10 @@ const cookiePath = "/api/v1/dashboard/auth/"
 
 // Config carries what the transport needs besides the endpoints.
 type Config struct {
-	Sessions *session.Verifier
+	// Sessions checks dashboard session tokens, revocations included.
+	Sessions *session.Checker
+	// SignOut ends the session a sign-out names (sessions/endpoints).
+	SignOut endpoint.Endpoint
 	Logger   *slog.Logger
 	// SessionTTL is the binding cookie's lifetime (the sign-in's).
 	SessionTTL time.Duration
@@ -74,11 +79,13 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	start := kithttp.NewServer(set.Start, httpkit.RefuseNULQuery(decodeStart), encodeStart(startEnc, ttl), opts(startEnc)...)
 	callback := kithttp.NewServer(set.Callback, decodeCallback, encodeCallback(callbackEnc), opts(callbackEnc)...)
 	me := kithttp.NewServer(set.Me, decodeMe, httpkit.NewResponseEncoder(meEnc.Refusal), opts(meEnc)...)
+	signOutEnc := httperr.Route{Fail: "Failed to sign out", Logger: logger}
+	signOut := kithttp.NewServer(cfg.SignOut, decodeSignOut, encodeSignOut(logger), opts(signOutEnc)...)
 	return []httpkit.Route{
 		{Pattern: "GET " + PathStart, Name: "dashboard_auth_start", Handler: limit(start)},
 		{Pattern: "POST " + PathCallback, Name: "dashboard_auth_callback", Handler: limit(callback)},
-		{Pattern: "POST " + PathSignOut, Name: "dashboard_auth_signout", Handler: limit(http.HandlerFunc(signOut))},
-		{Pattern: "GET " + PathMe, Name: "dashboard_me", Handler: failedAuth(requireSession(cfg.Sessions, tokenLimit(me)))},
+		{Pattern: "POST " + PathSignOut, Name: "dashboard_auth_signout", Handler: limit(signOut)},
+		{Pattern: "GET " + PathMe, Name: "dashboard_me", Handler: failedAuth(requireSession(cfg.Sessions, httperr.Route{Fail: meEnc.Fail, Logger: logger, FailureLog: "dashboard session check failed"}, tokenLimit(me)))},
 	}
 }
 
@@ -177,13 +184,31 @@ func encodeCallback(enc httperr.Route) kithttp.EncodeResponseFunc {
 	}
 }
 
-// signOut ends a sign-in in progress (its cookie). Session tokens are
-// signed and verified without a lookup, so the page signs out by dropping
-// its token; it lives at most SESSION_TTL.
-func signOut(w http.ResponseWriter, r *http.Request) {
-	clearCookie(w, r)
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusNoContent)
+// decodeSignOut reads the session the sign-out ends: the Bearer token,
+// when there is one. Anything else ends no session.
+func decodeSignOut(_ context.Context, r *http.Request) (any, error) {
+	token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
+	if res != apikey.ParseOK {
+		token = ""
+	}
+	return sessionsendpoints.SignOutRequest{Token: token}, nil
+}
+
+// encodeSignOut answers 204 whatever the token was (a sign-out of nothing
+// is still signed out) and clears a sign-in in progress (its cookie). The
+// session is refused everywhere by the time of the answer, unless a
+// replica lagged past the wait: that is logged.
+func encodeSignOut(logger *slog.Logger) kithttp.EncodeResponseFunc {
+	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
+		r := resp.(sessionsendpoints.SignOutResponse)
+		if r.SignedOut.Lag != nil {
+			logger.WarnContext(ctx, "signed-out session not yet applied by every replica", "request_id", httpkit.RequestIDFrom(ctx), "err", r.SignedOut.Lag)
+		}
+		clearCookie(w, requestFrom(ctx))
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 }
 
 func decodeMe(ctx context.Context, _ *http.Request) (any, error) {
@@ -196,10 +221,11 @@ func decodeMe(ctx context.Context, _ *http.Request) (any, error) {
 
 type userKey struct{}
 
-// requireSession verifies a dashboard session token; CLI login tokens, CLI
-// session tokens and program API keys are refused like any invalid token.
-// The messages are the settings routes'.
-func requireSession(v *session.Verifier, next http.Handler) http.Handler {
+// requireSession checks a dashboard session token, signed-out sessions
+// refused; CLI login tokens, CLI session tokens and program API keys are
+// refused like any invalid token. The messages are the settings routes'; a
+// failed revocation lookup is the route's 500 (enc).
+func requireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
@@ -211,13 +237,17 @@ func requireSession(v *session.Verifier, next http.Handler) http.Handler {
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
 			return
 		}
-		claims, err := v.VerifyKind(token, session.KindDashboard)
+		claims, err := c.Check(r.Context(), token)
 		if errors.Is(err, session.ErrExpired) {
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgExpiredSession)
 			return
 		}
-		if err != nil {
+		if errors.Is(err, session.ErrInvalidToken) {
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
+			return
+		}
+		if err != nil {
+			enc.Failure(r.Context(), err, w)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))

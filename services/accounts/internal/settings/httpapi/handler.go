@@ -30,7 +30,8 @@ const (
 
 // Config carries what the transport needs.
 type Config struct {
-	Sessions *session.Verifier
+	// Sessions checks dashboard session tokens, revocations included.
+	Sessions *session.Checker
 	Logger   *slog.Logger
 	// Limit is both routes' limit: the contract's 30 a minute per sign-in
 	// token, once the token has verified (so an invalid one gets no bucket)
@@ -57,7 +58,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
 		enc := httperr.Route{Fail: fail}
 		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
-		return failedAuth(requireSession(cfg.Sessions, limit(srv)))
+		check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
+		return failedAuth(requireSession(cfg.Sessions, check, limit(srv)))
 	}
 	return []httpkit.Route{
 		{Pattern: "GET /api/v1/programs/{id}/settings", Name: "program_settings_get",
@@ -69,9 +71,10 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 
 type userKey struct{}
 
-// requireSession verifies the dashboard session token; CLI login tokens and
-// program API keys are refused like any other invalid token.
-func requireSession(v *session.Verifier, next http.Handler) http.Handler {
+// requireSession checks the dashboard session token, signed-out sessions
+// refused; CLI login tokens and program API keys are refused like any
+// other invalid token. A failed revocation lookup is the route's 500.
+func requireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
 		switch res {
@@ -82,13 +85,17 @@ func requireSession(v *session.Verifier, next http.Handler) http.Handler {
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
 			return
 		}
-		claims, err := v.VerifyKind(token, session.KindDashboard)
+		claims, err := c.Check(r.Context(), token)
 		if errors.Is(err, session.ErrExpired) {
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgExpiredSession)
 			return
 		}
-		if err != nil {
+		if errors.Is(err, session.ErrInvalidToken) {
 			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
+			return
+		}
+		if err != nil {
+			enc.Failure(r.Context(), err, w)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))

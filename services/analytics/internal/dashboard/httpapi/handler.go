@@ -1,8 +1,9 @@
 // Package httpapi is the dashboard routes' HTTP transport:
 // GET /api/tracking/{performance,status,sources,partners}/{programId},
 // behind a dashboard session token (Authorization: Bearer <token>,
-// verified locally with accounts' public key; CLI login tokens and program
-// API keys are not sessions), in the platform envelope; and
+// verified locally with accounts' public key, and refused when the catalog
+// replica says it was signed out or its user suspended; CLI login tokens
+// and program API keys are not sessions), in the platform envelope; and
 // GET /api/v1/programs/me/analytics/sources with a program API key, in
 // the typed envelope (keyroute.go).
 package httpapi
@@ -35,9 +36,10 @@ const (
 
 // Config carries what the transport needs besides the endpoints.
 type Config struct {
-	// Sessions verifies dashboard session tokens; nil verifies none (every
-	// caller is signed out).
-	Sessions *session.Verifier
+	// Sessions checks dashboard session tokens against the replica's
+	// revocations and suspensions; nil accepts none (every caller is
+	// signed out).
+	Sessions *session.Checker
 	Logger   *slog.Logger
 }
 
@@ -57,17 +59,21 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 }
 
 // userID is the dashboard session's user, 0 when the request carries no
-// valid one (the use case answers as the spec says for each route).
-func userID(v *session.Verifier, r *http.Request) int64 {
+// session that stands (the use case answers as the spec says for each
+// route); an error is a failed revocation lookup.
+func userID(c *session.Checker, r *http.Request) (int64, error) {
 	token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
-	if res != apikey.ParseOK || v == nil {
-		return 0
+	if res != apikey.ParseOK || c == nil {
+		return 0, nil
 	}
-	claims, err := v.VerifyKind(token, session.KindDashboard)
+	claims, err := c.Check(r.Context(), token)
+	if errors.Is(err, session.ErrInvalidToken) {
+		return 0, nil
+	}
 	if err != nil {
-		return 0
+		return 0, err
 	}
-	return claims.UserID
+	return claims.UserID, nil
 }
 
 // programID reads the path's id: a positive integer, else 0 (no such
@@ -81,10 +87,14 @@ func programID(r *http.Request) (int64, string) {
 	return id, raw
 }
 
-func decodePerformance(v *session.Verifier) kithttp.DecodeRequestFunc {
+func decodePerformance(c *session.Checker) kithttp.DecodeRequestFunc {
 	return func(_ context.Context, r *http.Request) (any, error) {
+		uid, err := userID(c, r)
+		if err != nil {
+			return nil, err
+		}
 		id, _ := programID(r)
-		return endpoints.PerformanceRequest{UserID: userID(v, r), ProgramID: id, RangeQuery: rangeQuery(r)}, nil
+		return endpoints.PerformanceRequest{UserID: uid, ProgramID: id, RangeQuery: rangeQuery(r)}, nil
 	}
 }
 
@@ -95,17 +105,25 @@ func rangeQuery(r *http.Request) dashboard.RangeQuery {
 }
 
 // decodeSources reads a dashboard sources or partners request.
-func decodeSources(v *session.Verifier) kithttp.DecodeRequestFunc {
+func decodeSources(c *session.Checker) kithttp.DecodeRequestFunc {
 	return func(_ context.Context, r *http.Request) (any, error) {
+		uid, err := userID(c, r)
+		if err != nil {
+			return nil, err
+		}
 		id, _ := programID(r)
-		return endpoints.SourcesRequest{UserID: userID(v, r), ProgramID: id, Limit: r.URL.Query().Get("limit"), RangeQuery: rangeQuery(r)}, nil
+		return endpoints.SourcesRequest{UserID: uid, ProgramID: id, Limit: r.URL.Query().Get("limit"), RangeQuery: rangeQuery(r)}, nil
 	}
 }
 
-func decodeStatus(v *session.Verifier) kithttp.DecodeRequestFunc {
+func decodeStatus(c *session.Checker) kithttp.DecodeRequestFunc {
 	return func(_ context.Context, r *http.Request) (any, error) {
+		uid, err := userID(c, r)
+		if err != nil {
+			return nil, err
+		}
 		id, raw := programID(r)
-		return endpoints.StatusRequest{UserID: userID(v, r), ProgramID: id, RawID: raw}, nil
+		return endpoints.StatusRequest{UserID: uid, ProgramID: id, RawID: raw}, nil
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard"
 	"github.com/svc-dev/svc/services/analytics/internal/sources"
 )
@@ -327,4 +328,17 @@ func (s *Store) HasApprovedPartner(ctx context.Context, programID int64) (bool, 
 		return false, fmt.Errorf("approved partners of program %d: %w", programID, err)
 	}
 	return ok, nil
+}
+
+// Revoked is session.Revocations over the replica: a session no longer
+// stands when it was signed out or its user is suspended (analytics has
+// no other word on its users). One round trip, two primary-key lookups.
+func (s *Store) Revoked(ctx context.Context, c session.Claims) (bool, error) {
+	var revoked bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_revocations WHERE session_id = $1)
+		OR EXISTS (SELECT 1 FROM users WHERE id = $2 AND blocked)`, c.ID, c.UserID).Scan(&revoked)
+	if err != nil {
+		return false, fmt.Errorf("look up session %s of user %d: %w", c.ID, c.UserID, err)
+	}
+	return revoked, nil
 }

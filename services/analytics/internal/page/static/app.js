@@ -95,11 +95,16 @@
     return btoa(String.fromCharCode.apply(null, b)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
   }
 
+  // signOut ends the session on the server too (its Bearer token): a
+  // session token is signed, not stored, so only the sign-out makes every
+  // service refuse it before its expiry.
   function signOut() {
+    var token = state.token;
     sessionStorage.removeItem(TOKEN_KEY);
     state.token = '';
     if (state.config && state.config.signOutURL) {
-      fetch(state.config.signOutURL, { method: 'POST', credentials: 'same-origin' }).catch(function () {});
+      var headers = token ? { Authorization: 'Bearer ' + token } : {};
+      fetch(state.config.signOutURL, { method: 'POST', credentials: 'same-origin', headers: headers }).catch(function () {});
     }
     showSignIn();
   }
