@@ -44,7 +44,7 @@ type Config struct {
 	Sessions *session.Checker
 	// SignOut ends the session a sign-out names (sessions/endpoints).
 	SignOut endpoint.Endpoint
-	Logger   *slog.Logger
+	Logger  *slog.Logger
 	// SessionTTL is the binding cookie's lifetime (the sign-in's).
 	SessionTTL time.Duration
 	// Limit wraps the sign-in routes (per client IP); TokenLimit the me
