@@ -22,6 +22,8 @@ chart states only what differs.
       (include "svc-lib.migrationJob" $ctx)
       (include "svc-lib.deployment" $ctx)
       (include "svc-lib.service" $ctx)
+      (include "svc-lib.opsService" $ctx)
+      (include "svc-lib.networkPolicy" $ctx)
       (include "svc-lib.serviceMonitor" $ctx)
       (include "svc-lib.pdb" $ctx)
       (include "svc-lib.hpa" $ctx) -}}
@@ -44,6 +46,9 @@ chart states only what differs.
 {{- end -}}
 {{- if not ($v.kafkaBrokers | default $v.global.kafkaBrokers) -}}
 {{- fail (printf "svc-lib: %s: global.kafkaBrokers (or kafkaBrokers) is required" $v.serviceName) -}}
+{{- end -}}
+{{- if eq (int $v.port) (int $v.opsPort) -}}
+{{- fail (printf "svc-lib: %s: opsPort must differ from port (%d): the operations routes need a port of their own" $v.serviceName (int $v.port)) -}}
 {{- end -}}
 {{- if and $v.secret.create $v.secret.existingSecret -}}
 {{- fail (printf "svc-lib: %s: secret.create and secret.existingSecret are exclusive" $v.serviceName) -}}

@@ -27,9 +27,15 @@ image:
   pullPolicy: IfNotPresent
 
 replicaCount: 2
-# Container port; HTTP_ADDR is ":<port>". API, /healthz, /readyz and /metrics
-# are all served on it.
+# Container port; HTTP_ADDR is ":<port>". The public API, /healthz and
+# /readyz are served on it; it is the only port of the Service <fullname>,
+# the Ingress's backend.
 port: 8080
+# Operations port; OPS_HTTP_ADDR is ":<opsPort>". The admin API
+# (/admin/v1/), the service-to-service routes (/internal/v1/) and /metrics
+# are served there only (the public port answers them 404), on the Service
+# <fullname>-ops, which no Ingress routes to. The probes answer on both.
+opsPort: 9090
 args: [serve]
 
 # DB_SCHEMA; empty means the service name.
@@ -148,6 +154,15 @@ autoscaling:
   # Leave empty to scale on CPU only.
   targetMemoryUtilizationPercentage: ""
 
+networkPolicy:
+  # Services of this release whose pods call this one's public port (the
+  # callee's chart names them: accounts' CLI test events call tracking and
+  # commissions). The ingress controller is global.networkPolicy's.
+  publicCallers: []
+  # Services of this release whose pods call this one's /internal/v1/
+  # routes on its operations port (tracking: commissions, for attributions).
+  internalCallers: []
+
 topologySpread: true
 podAnnotations: {}
 podLabels: {}
@@ -169,9 +184,34 @@ global:
   # (the local profile's) needs 1 and 1.
   kafkaReplicationFactor: ""
   kafkaMinInsyncReplicas: ""
-  # CIDRs of the proxies in front of the services (ingress controller, load
-  # balancer), comma-separated. X-Forwarded-For is trusted only from them.
+  # CIDRs of the proxies in front of the services (the ingress controller's
+  # pods), comma-separated. X-Forwarded-For is believed only from them.
+  # Empty: nothing is trusted (the services' default, their own loopback),
+  # and every client is its TCP peer; charts/README.md says how to set it.
   trustedProxies: ""
+  # One NetworkPolicy per service (svc-lib.networkPolicy): its pods accept
+  # nothing but what is listed here and in networkPolicy above. Each list is
+  # NetworkPolicy peers (podSelector / namespaceSelector); an empty list
+  # admits no one.
+  networkPolicy:
+    enabled: true
+    # To the public port: the ingress controller's pods.
+    ingressController:
+      - namespaceSelector:
+          matchLabels: {kubernetes.io/metadata.name: ingress-nginx}
+        podSelector:
+          matchLabels: {app.kubernetes.io/name: ingress-nginx, app.kubernetes.io/component: controller}
+    # To the operations port (/metrics): Prometheus.
+    prometheus:
+      - namespaceSelector:
+          matchLabels: {kubernetes.io/metadata.name: monitoring}
+        podSelector:
+          matchLabels: {app.kubernetes.io/name: prometheus}
+    # To the operations port (/admin/v1/): any pod of a namespace labelled
+    # as the operators' (kubectl label namespace ops svc.dev/operations=true).
+    operations:
+      - namespaceSelector:
+          matchLabels: {svc.dev/operations: "true"}
   # OTLP/HTTP endpoint; empty turns tracing off.
   otelEndpoint: ""
   # base64 Ed25519 public key verifying dashboard session tokens.

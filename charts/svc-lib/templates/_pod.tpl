@@ -9,6 +9,7 @@ security settings, image and environment cannot drift between them.
 {{- $g := $v.global -}}
 {{- $env := dict
       "HTTP_ADDR" (printf ":%d" (int $v.port))
+      "OPS_HTTP_ADDR" (printf ":%d" (int $v.opsPort))
       "DB_SCHEMA" ($v.dbSchema | default $v.serviceName)
       "OTEL_SERVICE_NAME" $v.serviceName
       "LOG_LEVEL" ($v.logLevel | default $g.logLevel)
@@ -84,6 +85,11 @@ args:
 ports:
   - name: http
     containerPort: {{ int $v.port }}
+    protocol: TCP
+  # /admin/v1/, /internal/v1/ and /metrics (OPS_HTTP_ADDR): on the
+  # <fullname>-ops Service only, never behind the Ingress.
+  - name: ops
+    containerPort: {{ int $v.opsPort }}
     protocol: TCP
 {{- end }}
 env:

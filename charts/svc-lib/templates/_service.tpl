@@ -16,11 +16,40 @@ spec:
   selector:
     {{- include "svc-lib.selectorLabels" $api | nindent 4 }}
   ports:
-    # Carries the public API, the in-cluster /admin/v1/ routes, the probes and
-    # /metrics. Only the umbrella Ingress decides what is public.
+    # The public API and the probes only: this is the Service the umbrella's
+    # Ingress routes to, and the service answers /admin/, /internal/ and
+    # /metrics 404 on this port. Those are on <fullname>-ops.
     - name: http
       port: {{ int $v.service.port }}
       targetPort: http
+      protocol: TCP
+{{- end -}}
+
+{{/*
+The operations Service: the container's ops port (OPS_HTTP_ADDR), serving the
+admin API, the service-to-service /internal/v1/ routes and /metrics. No
+Ingress may route to it (deploy/manifestcheck refuses one that does); the
+NetworkPolicy admits operators, Prometheus and the release's internal
+callers to it.
+*/}}
+{{- define "svc-lib.opsService" -}}
+{{- $v := .Values -}}
+{{- $api := dict "ctx" . "component" "api" -}}
+{{- $ops := dict "ctx" . "component" "ops" -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "svc-lib.fullname" . }}-ops
+  labels:
+    {{- include "svc-lib.labels" $ops | nindent 4 }}
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "svc-lib.selectorLabels" $api | nindent 4 }}
+  ports:
+    - name: ops
+      port: {{ int $v.opsPort }}
+      targetPort: ops
       protocol: TCP
 {{- end -}}
 
@@ -45,11 +74,12 @@ spec:
   namespaceSelector:
     matchNames:
       - {{ .Release.Namespace }}
+  # The operations Service: /metrics is served on the ops port only.
   selector:
     matchLabels:
-      {{- include "svc-lib.selectorLabels" $api | nindent 6 }}
+      {{- include "svc-lib.selectorLabels" (dict "ctx" . "component" "ops") | nindent 6 }}
   endpoints:
-    - port: http
+    - port: ops
       path: /metrics
       interval: {{ $v.serviceMonitor.interval }}
       scrapeTimeout: {{ $v.serviceMonitor.scrapeTimeout }}
