@@ -1,21 +1,26 @@
 package security_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
+	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
+	analytics "github.com/svc-dev/svc/services/analytics/server"
 )
 
 // Abuse of the public routes (issue 23, "Abuse of public routes"): what a
@@ -73,14 +78,14 @@ func startTraced(t *testing.T, vars map[string]string, only ...string) (*env, *s
 	return &env{t: t, Stack: st, Gateway: gw.URL}, log
 }
 
-// program is a program of its own advertiser with a live key, made
+// keyedProgram is a program of its own advertiser with a live key, made
 // through the admin API (not yet synced).
-type program struct {
+type keyedProgram struct {
 	id  int64
 	key string
 }
 
-func (e *env) program(name string, extra map[string]any) program {
+func (e *env) keyedProgram(name string, extra map[string]any) keyedProgram {
 	e.t.Helper()
 	adv := e.id("POST", "/admin/v1/advertisers", map[string]any{"name": name, "email": strings.ToLower(name) + "@brand.example"})
 	body := map[string]any{"advertiser_id": adv, "name": name, "domain": strings.ToLower(name) + ".example",
@@ -88,7 +93,7 @@ func (e *env) program(name string, extra map[string]any) program {
 	for k, v := range extra {
 		body[k] = v
 	}
-	p := program{id: e.id("POST", "/admin/v1/programs", body)}
+	p := keyedProgram{id: e.id("POST", "/admin/v1/programs", body)}
 	p.key, _ = e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", p.id), map[string]any{"test": false})["key"].(string)
 	return p
 }
@@ -118,7 +123,7 @@ func TestKeyRoutesGuardTheKeyLookup(t *testing.T) {
 	t.Parallel()
 	const failedAuth = 3
 	e, stmts := startTraced(t, map[string]string{"FAILED_AUTH_RATE_LIMIT": strconv.Itoa(failedAuth)}, "accounts", "analytics")
-	p := e.program("Guarded", nil)
+	p := e.keyedProgram("Guarded", nil)
 	e.sync()
 	lookups := func() int { return stmts.count("analytics", "FROM api_keys WHERE key_hash") }
 
@@ -163,5 +168,144 @@ func TestKeyRoutesGuardTheKeyLookup(t *testing.T) {
 				t.Fatalf("a valid key: X-RateLimit-Limit %q, want the route's 30", got)
 			}
 		})
+	}
+}
+
+// signedSession is a dashboard session of user, signed with the stack's
+// fixed session key (stacktest.Defaults) as accounts signs them.
+func signedSession(t *testing.T, user int64) string {
+	t.Helper()
+	issuer, err := session.NewIssuer(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)), analytics.SessionIssuer, time.Hour, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := issuer.Issue(user, session.KindDashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// waitFor polls cond until it holds or 30 seconds pass (events reach
+// the other services through Kafka).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// countRows runs a count(*) in service's schema.
+func (e *env) countRows(service, query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.Stack.Instance(service).Platform().Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %s: %v", service, query, err)
+	}
+	return n
+}
+
+// "Only a test event sent with the program API key counts toward
+// integration verification": a key-less test click or lead naming
+// someone else's program is stored (the spec lets test mode go without a
+// key) but completes nothing, on the dashboard's status, readiness and
+// the CLI's status alike; the same events sent with the program's key
+// count once each.
+func TestOnlyKeyedTestEventsCountTowardVerification(t *testing.T) {
+	t.Parallel()
+	e := start(t, map[string]string{"TRACK_CLICK_RATE_LIMIT": "1000", "TRACK_LEAD_RATE_LIMIT": "1000"}, "tracking", "analytics", "accounts")
+	victim := e.keyedProgram("Victim", map[string]any{"payment_tracking_mode": "s2s"})
+	owner := e.id("POST", "/admin/v1/users", map[string]any{"email": "owner@victim.example", "name": "Owner"})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", victim.id), map[string]any{"user_id": owner, "active": true, "permissions": []string{"tracking:read"}})
+	vPartner := e.id("POST", "/admin/v1/partners", map[string]any{"name": "VP", "email": "vp@partners.example"})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/partners", victim.id), map[string]any{"partner_id": vPartner, "approved": true})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/links", victim.id), map[string]any{"partner_id": vPartner, "code": "VICTIM", "active": true})
+	// The attacker's own program and link: a test click needs a link, not
+	// one of the program it names.
+	attacker := e.keyedProgram("Attacker", map[string]any{"allowed_origins": []string{"https://evil.example"}})
+	aPartner := e.id("POST", "/admin/v1/partners", map[string]any{"name": "AP", "email": "ap@partners.example"})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/partners", attacker.id), map[string]any{"partner_id": aPartner, "approved": true})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/links", attacker.id), map[string]any{"partner_id": aPartner, "code": "EVIL", "active": true})
+	e.sync()
+
+	evil := e.client("203.0.113.66")
+	testMode := map[string]any{"test_mode": true, "program_id": victim.id}
+	r := evil.do("POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://evil.example/?via=EVIL", "additional_data": testMode},
+		"Origin", "https://evil.example").want(t, 200)
+	if r.get("data", "programId") != float64(victim.id) || r.get("data", "test_mode") != true {
+		t.Fatalf("key-less test click: %s", r.Raw)
+	}
+	r = evil.do("POST", "/api/v1/track/lead", map[string]any{"additional_data": testMode}).want(t, 200)
+	if r.get("data", "programId") != float64(victim.id) || r.get("data", "test_mode") != true {
+		t.Fatalf("key-less test lead: %s", r.Raw)
+	}
+	// Stored, as the spec's test mode asks, without the key.
+	if n := e.countRows("tracking", `SELECT count(*) FROM affiliate_click_events WHERE program_id = $1 AND is_test`, victim.id); n != 1 {
+		t.Fatalf("%d test clicks stored", n)
+	}
+	if n := e.countRows("tracking", `SELECT count(*) FROM lead_events WHERE program_id = $1 AND is_test AND NOT via_api_key`, victim.id); n != 1 {
+		t.Fatalf("%d key-less test leads stored", n)
+	}
+
+	owners := e.client("198.51.100.7").withKey(signedSession(t, owner))
+	status := func() reply { return owners.do("GET", fmt.Sprintf("/api/tracking/status/%d", victim.id), nil).want(t, 200) }
+	brand := e.client("198.51.100.8").withKey(victim.key)
+	readiness := func() map[string]string {
+		r := brand.do("GET", "/api/v1/programs/me/readiness", nil).want(t, 200)
+		out := map[string]string{}
+		checks, _ := r.get("data", "checks").([]any)
+		for _, c := range checks {
+			m, _ := c.(map[string]any)
+			out[fmt.Sprint(m["name"])] = fmt.Sprint(m["status"])
+		}
+		return out
+	}
+	cliStatus := func() reply { return brand.do("GET", "/api/v1/cli/status", nil).want(t, 200) }
+
+	// The program's key sends a test click: events of one program keep
+	// their order on the topic, so once it counts, the key-less ones
+	// before it have been seen too.
+	brand.do("POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://victim.example/?via=VICTIM",
+		"additional_data": map[string]any{"test_mode": true}}).want(t, 200)
+	waitFor(t, "the keyed test click on the dashboard and the CLI", func() bool {
+		return status().get("data", "stepStatuses", "pageview") == "complete" && cliStatus().get("data", "stepStatuses", "pageview") == "complete"
+	})
+	for name, r := range map[string]reply{"dashboard": status(), "cli": cliStatus()} {
+		if n := r.get("data", "statistics", "pageview", "testEventCount"); n != 1.0 {
+			t.Errorf("%s: pageview testEventCount %v, want 1 (the keyed click only): %s", name, n, r.Raw)
+		}
+		if got := r.get("data", "stepStatuses", "referrals"); got != "pending" {
+			t.Errorf("%s: referrals %v after a key-less test lead only: %s", name, got, r.Raw)
+		}
+		if n := r.get("data", "statistics", "referrals", "testEventCount"); n != 0.0 {
+			t.Errorf("%s: referrals testEventCount %v", name, n)
+		}
+	}
+	if got := readiness(); got["tracker"] != "pass" || got["leads"] != "fail" {
+		t.Errorf("readiness after a keyed test click and a key-less test lead: %v", got)
+	}
+	if n := e.countRows("analytics", `SELECT count(*) FROM test_events WHERE program_id = $1`, victim.id); n != 1 {
+		t.Errorf("analytics keeps %d test events, want the keyed click only", n)
+	}
+	if n := e.countRows("accounts", `SELECT count(*) FROM integration_test_events WHERE program_id = $1`, victim.id); n != 1 {
+		t.Errorf("accounts keeps %d test events, want the keyed click only", n)
+	}
+
+	// The program's key sends a test lead: now it counts, once.
+	brand.do("POST", "/api/v1/track/lead", map[string]any{"additional_data": map[string]any{"test_mode": true}}).want(t, 200)
+	waitFor(t, "the keyed test lead on the dashboard and the CLI", func() bool {
+		return status().get("data", "stepStatuses", "referrals") == "complete" && cliStatus().get("data", "stepStatuses", "referrals") == "complete"
+	})
+	for name, r := range map[string]reply{"dashboard": status(), "cli": cliStatus()} {
+		if n := r.get("data", "statistics", "referrals", "testEventCount"); n != 1.0 {
+			t.Errorf("%s: referrals testEventCount %v, want 1", name, n)
+		}
+	}
+	if got := readiness(); got["tracker"] != "pass" || got["leads"] != "pass" {
+		t.Errorf("readiness after keyed test events: %v", got)
 	}
 }

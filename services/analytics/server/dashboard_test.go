@@ -241,7 +241,11 @@ func TestDashboardRoutes(t *testing.T) {
 	}
 
 	c1, c2, c3 := d.click(t, w, nil), d.click(t, w, nil), d.click(t, w, nil)
-	d.click(t, w, map[string]any{"additional_data": map[string]any{"test_mode": true}})
+	// A test click with the program's key (only those verify, issue 23).
+	if r := d.do(t, "POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://brand.example/?via=" + w.code,
+		"additional_data": map[string]any{"test_mode": true}}, bearer(w.test)...); r.status != 200 {
+		t.Fatalf("test click: %d %s", r.status, r.raw)
+	}
 	if r := d.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": c1, "customer_key": "k" + d.uniq()}, bearer(w.live)...); r.status != 200 {
 		t.Fatalf("lead: %d %s", r.status, r.raw)
 	}

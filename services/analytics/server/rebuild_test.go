@@ -88,7 +88,11 @@ func TestRebuild(t *testing.T) {
 	for i, ref := range []string{"https://google.com/", "", "https://news.example/a"} {
 		ids = append(ids, d.click(t, w, map[string]any{"referrer_url": ref, "affiliate_url": fmt.Sprintf("https://brand.example/p%d?via=%s&utm_source=s%d", i, w.code, i)}))
 	}
-	d.click(t, w, map[string]any{"additional_data": map[string]any{"test_mode": true}})
+	// The test click with the program's key: only those verify (issue 23).
+	if r := d.do(t, "POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://brand.example/?via=" + w.code,
+		"additional_data": map[string]any{"test_mode": true}}, bearer(w.test)...); r.status != 200 {
+		t.Fatalf("test click: %d %s", r.status, r.raw)
+	}
 	for _, id := range ids[:2] {
 		if r := d.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": id, "customer_key": "k" + d.uniq()}, bearer(w.live)...); r.status != 200 {
 			t.Fatalf("lead: %d %s", r.status, r.raw)

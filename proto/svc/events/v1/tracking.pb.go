@@ -52,7 +52,10 @@ type ClickRecorded struct {
 	// The referral link as the visitor followed it (the click body's
 	// affiliate_url): its UTM parameters and landing page are the click's
 	// source when page_url is not sent.
-	AffiliateUrl  string `protobuf:"bytes,20,opt,name=affiliate_url,json=affiliateUrl,proto3" json:"affiliate_url,omitempty"`
+	AffiliateUrl string `protobuf:"bytes,20,opt,name=affiliate_url,json=affiliateUrl,proto3" json:"affiliate_url,omitempty"`
+	// True when the click was sent with a usable API key of the program
+	// (a test click counts toward integration verification only then).
+	ViaApiKey     bool `protobuf:"varint,21,opt,name=via_api_key,json=viaApiKey,proto3" json:"via_api_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -225,6 +228,13 @@ func (x *ClickRecorded) GetAffiliateUrl() string {
 		return x.AffiliateUrl
 	}
 	return ""
+}
+
+func (x *ClickRecorded) GetViaApiKey() bool {
+	if x != nil {
+		return x.ViaApiKey
+	}
+	return false
 }
 
 // Event type "tracking.lead.recorded": a lead was stored (settled,
@@ -773,7 +783,7 @@ var File_svc_events_v1_tracking_proto protoreflect.FileDescriptor
 
 const file_svc_events_v1_tracking_proto_rawDesc = "" +
 	"\n" +
-	"\x1csvc/events/v1/tracking.proto\x12\rsvc.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x04\n" +
+	"\x1csvc/events/v1/tracking.proto\x12\rsvc.events.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x86\x05\n" +
 	"\rClickRecorded\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x19\n" +
 	"\bclick_id\x18\x02 \x01(\tR\aclickId\x12\x1f\n" +
@@ -800,7 +810,8 @@ const file_svc_events_v1_tracking_proto_rawDesc = "" +
 	"\freferrer_url\x18\x12 \x01(\tR\vreferrerUrl\x129\n" +
 	"\n" +
 	"clicked_at\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\tclickedAt\x12#\n" +
-	"\raffiliate_url\x18\x14 \x01(\tR\faffiliateUrl\"\xb0\x03\n" +
+	"\raffiliate_url\x18\x14 \x01(\tR\faffiliateUrl\x12\x1e\n" +
+	"\vvia_api_key\x18\x15 \x01(\bR\tviaApiKey\"\xb0\x03\n" +
 	"\fLeadRecorded\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\x03R\n" +

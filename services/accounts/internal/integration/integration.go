@@ -145,7 +145,7 @@ func (p Payments) Step() string {
 // Status is a program's integration state.
 type Status struct {
 	ProgramID   int64
-	Pageview    EventStats // test clicks
+	Pageview    EventStats // test clicks sent with the program key
 	Referrals   EventStats // test leads sent with the program key
 	Payments    Payments
 	HasPartners bool
@@ -168,14 +168,13 @@ type RecordedEvent struct {
 }
 
 // CountsForVerification says whether a tracking event counts toward the
-// program's integration state: any test click, and a test lead only when it
-// was sent with the program API key ("only a test event sent with the
-// program API key counts toward integration verification").
+// program's integration state: a test click or lead sent with the program
+// API key ("only a test event sent with the program API key counts toward
+// integration verification"); anyone can send a key-less one naming any
+// program. Analytics' status and readiness apply the same rule.
 func CountsForVerification(kind string, isTest, viaAPIKey bool) bool {
 	switch kind {
-	case KindClick:
-		return isTest
-	case KindLead:
+	case KindClick, KindLead:
 		return isTest && viaAPIKey
 	}
 	return false

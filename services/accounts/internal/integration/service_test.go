@@ -562,7 +562,7 @@ func TestCountsForVerification(t *testing.T) {
 		test, viaKey bool
 		want         bool
 	}{
-		{integration.KindClick, true, false, true},
+		{integration.KindClick, true, false, false},
 		{integration.KindClick, true, true, true},
 		{integration.KindClick, false, false, false},
 		{integration.KindLead, true, true, true},

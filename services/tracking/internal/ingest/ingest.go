@@ -189,6 +189,10 @@ type TestClickRecord struct {
 	IP         netip.Addr
 	Enrichment Enrichment
 	At         time.Time
+	// ViaKey: sent with a usable key of ProgramID. Only such a test click
+	// counts toward the program's integration verification (the spec:
+	// "only a test event sent with the program API key counts").
+	ViaKey bool
 }
 
 // LeadDecision is what the domain decided for a locked customer.

@@ -216,7 +216,8 @@ func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error)
 			}
 			programID = in.TestProgramID
 		}
-		id, err := s.store.RecordTestClick(ctx, TestClickRecord{Link: link, ProgramID: programID, Details: in.Details, IP: ip, Enrichment: enr, At: now})
+		viaKey := in.Key != nil && in.Key.Usable && in.Key.ProgramID == programID
+		id, err := s.store.RecordTestClick(ctx, TestClickRecord{Link: link, ProgramID: programID, Details: in.Details, IP: ip, Enrichment: enr, At: now, ViaKey: viaKey})
 		if err != nil {
 			return ClickOutput{}, err
 		}

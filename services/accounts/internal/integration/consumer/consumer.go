@@ -45,7 +45,7 @@ func decode(env *eventsv1.Envelope) (integration.RecordedEvent, bool, error) {
 		if err := proto.Unmarshal(env.GetPayload(), &c); err != nil {
 			return integration.RecordedEvent{}, false, fmt.Errorf("decode click event %s: %w", env.GetId(), err)
 		}
-		if !integration.CountsForVerification(integration.KindClick, c.GetIsTest(), false) {
+		if !integration.CountsForVerification(integration.KindClick, c.GetIsTest(), c.GetViaApiKey()) {
 			return integration.RecordedEvent{}, false, nil
 		}
 		ev := integration.RecordedEvent{Kind: integration.KindClick, EventID: c.GetEventId(), ProgramID: c.GetProgramId()}

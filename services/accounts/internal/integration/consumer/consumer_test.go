@@ -23,7 +23,7 @@ func envelope(t *testing.T, typ string, msg proto.Message, published *timestampp
 	return &eventsv1.Envelope{Id: "e1", Type: typ, ProgramId: 7, OccurredAt: published, Payload: b}
 }
 
-func TestHandlerKeepsOnlyTestClicksAndKeyedTestLeads(t *testing.T) {
+func TestHandlerKeepsOnlyKeyedTestClicksAndLeads(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	pub := at.Add(2 * time.Second)
 	for _, tc := range []struct {
@@ -31,8 +31,9 @@ func TestHandlerKeepsOnlyTestClicksAndKeyedTestLeads(t *testing.T) {
 		env  *eventsv1.Envelope
 		want *integration.RecordedEvent
 	}{
-		{"test click", envelope(t, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 5, ProgramId: 7, IsTest: true, ClickedAt: timestamppb.New(at)}, timestamppb.New(pub)),
+		{"keyed test click", envelope(t, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 5, ProgramId: 7, IsTest: true, ViaApiKey: true, ClickedAt: timestamppb.New(at)}, timestamppb.New(pub)),
 			&integration.RecordedEvent{Kind: integration.KindClick, EventID: 5, ProgramID: 7, OccurredAt: at, PublishedAt: pub}},
+		{"test click without key", envelope(t, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 13, ProgramId: 7, IsTest: true, ClickedAt: timestamppb.New(at)}, timestamppb.New(pub)), nil},
 		{"real click", envelope(t, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 6, ProgramId: 7, ClickedAt: timestamppb.New(at)}, timestamppb.New(pub)), nil},
 		{"keyed test lead", envelope(t, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 8, ProgramId: 7, IsTest: true, ViaApiKey: true, RecordedAt: timestamppb.New(at)}, timestamppb.New(pub)),
 			&integration.RecordedEvent{Kind: integration.KindLead, EventID: 8, ProgramID: 7, OccurredAt: at, PublishedAt: pub}},
@@ -40,7 +41,7 @@ func TestHandlerKeepsOnlyTestClicksAndKeyedTestLeads(t *testing.T) {
 		{"real keyed lead", envelope(t, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 10, ProgramId: 7, ViaApiKey: true}, timestamppb.New(pub)), nil},
 		{"visit", envelope(t, eventsv1.TypeVisitRecorded, &eventsv1.VisitRecorded{EventId: 11, ProgramId: 7}, timestamppb.New(pub)), nil},
 		{"unknown type", &eventsv1.Envelope{Id: "x", Type: "tracking.something.new", Payload: []byte{0xff}}, nil},
-		{"test click without its own time uses the commit time", envelope(t, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 12, ProgramId: 7, IsTest: true}, timestamppb.New(pub)),
+		{"test click without its own time uses the commit time", envelope(t, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 12, ProgramId: 7, IsTest: true, ViaApiKey: true}, timestamppb.New(pub)),
 			&integration.RecordedEvent{Kind: integration.KindClick, EventID: 12, ProgramID: 7, OccurredAt: pub, PublishedAt: pub}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

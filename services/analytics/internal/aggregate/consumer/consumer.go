@@ -75,6 +75,9 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		}
 		at := ev.GetClickedAt().AsTime()
 		if ev.GetIsTest() {
+			if !ev.GetViaApiKey() {
+				return nil // key-less: stored by tracking, verifies nothing
+			}
 			return testEvent(ctx, tx, ev.GetProgramId(), "click", ev.GetEventId(), at, env.GetOccurredAt().AsTime())
 		}
 		return click(ctx, tx, &ev)
@@ -84,6 +87,9 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			return fmt.Errorf("decode %s: %w", env.GetType(), err)
 		}
 		if ev.GetIsTest() {
+			if !ev.GetViaApiKey() {
+				return nil
+			}
 			return testEvent(ctx, tx, ev.GetProgramId(), "lead", ev.GetEventId(), ev.GetRecordedAt().AsTime(), env.GetOccurredAt().AsTime())
 		}
 		if ev.GetStatus() != LeadSettled || ev.GetCustomerId() == 0 || ev.GetSignupDate() == nil {
@@ -264,8 +270,11 @@ func countCustomer(ctx context.Context, tx pgx.Tx, program, customer, partner in
 	return addKeyed(ctx, tx, "partner_buckets", "partner_id", program, partner, at, counter)
 }
 
-// testEvent keeps a test click or lead for status, and only the latest
-// TestEventsKept of the program's kind.
+// testEvent keeps a test click or lead for status and readiness, and
+// only the latest TestEventsKept of the program's kind. Only test events
+// sent with the program's API key get here ("only a test event sent with
+// the program API key counts toward integration verification"): anyone
+// can send a key-less one naming any program.
 func testEvent(ctx context.Context, tx pgx.Tx, program int64, kind string, id int64, occurred, created time.Time) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO test_events (program_id, kind, event_id, occurred_at, created_at) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (kind, event_id) DO NOTHING`, program, kind, id, occurred, created); err != nil {

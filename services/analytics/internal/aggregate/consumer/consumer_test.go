@@ -57,7 +57,10 @@ func TestEventsCountOnce(t *testing.T) {
 	ts := timestamppb.New(t0)
 	for range 2 {
 		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 1, ProgramId: 7, CustomerId: 1, NewCustomer: true, ReferrerUrl: "https://google.com/", ClickedAt: ts})
-		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 2, ProgramId: 7, CustomerId: 2, ClickedAt: ts, IsTest: true})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 2, ProgramId: 7, CustomerId: 2, ClickedAt: ts, IsTest: true, ViaApiKey: true})
+		// A key-less test click verifies nothing: not kept (issue 23).
+		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 5, ProgramId: 7, ClickedAt: ts, IsTest: true})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 6, ProgramId: 7, IsTest: true, Status: "settled", RecordedAt: ts})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 3, ProgramId: 7, CustomerId: 1, Status: "settled", RecordedAt: ts, SignupDate: ts})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 4, ProgramId: 7, CustomerId: 3, Status: "provisional", RecordedAt: ts})
 		apply(t, pool, consumer.Tracking, eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 7, CustomerId: 1, SignupDate: ts, FirstPurchaseDate: ts})
@@ -114,7 +117,7 @@ func TestTestEventsKeepTheLatestTen(t *testing.T) {
 	pool := setup(t)
 	for i := range 14 {
 		at := timestamppb.New(t0.Add(time.Duration(i) * time.Minute))
-		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: int64(100 + i), ProgramId: 8, IsTest: true, Status: "settled", RecordedAt: at})
+		apply(t, pool, consumer.Tracking, eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: int64(100 + i), ProgramId: 8, IsTest: true, ViaApiKey: true, Status: "settled", RecordedAt: at})
 	}
 	var n, oldest int64
 	if err := pool.QueryRow(context.Background(), `SELECT count(*), min(event_id) FROM test_events WHERE program_id = 8 AND kind = 'lead'`).Scan(&n, &oldest); err != nil {
@@ -143,7 +146,7 @@ func TestTrackingBatchEqualsOneByOne(t *testing.T) {
 			PartnerId: int64(i % 4), ReferrerUrl: ref, AffiliateUrl: "https://brand.example/p?utm_source=s" + fmt.Sprint(i%2), ClickedAt: ts(i * 7)})
 	}
 	add(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 105, ProgramId: 8, CustomerId: 6, ClickedAt: ts(3)}) // a repeat
-	add(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 900, ProgramId: 7, IsTest: true, ClickedAt: ts(5)})
+	add(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 900, ProgramId: 7, IsTest: true, ViaApiKey: true, ClickedAt: ts(5)})
 	add(eventsv1.TypeLeadRecorded, &eventsv1.LeadRecorded{EventId: 901, ProgramId: 7, CustomerId: 3, PartnerId: 2, Status: "settled", RecordedAt: ts(50), SignupDate: ts(50)})
 	add(eventsv1.TypeCustomerConverted, &eventsv1.CustomerConverted{ProgramId: 8, CustomerId: 2, PartnerId: 1, FirstPurchaseDate: ts(90)})
 

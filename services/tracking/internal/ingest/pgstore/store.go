@@ -260,7 +260,9 @@ func (s *Store) RecordTestClick(ctx context.Context, rec ingest.TestClickRecord)
 			return fmt.Errorf("store test click: %w", err)
 		}
 		l.Program.ID = rec.ProgramID
-		return publish(ctx, tx, eventsv1.TypeClickRecorded, rec.ProgramID, rec.At, clickEvent(id, "", 0, l, 0, false, true, d, e, rec.At))
+		ev := clickEvent(id, "", 0, l, 0, false, true, d, e, rec.At)
+		ev.ViaApiKey = rec.ViaKey
+		return publish(ctx, tx, eventsv1.TypeClickRecorded, rec.ProgramID, rec.At, ev)
 	})
 	return id, err
 }
