@@ -26,6 +26,38 @@ spec:
       port: 8080
       targetPort: http
 ---
+apiVersion: v1
+kind: Service
+metadata:
+  name: svc-accounts-ops
+spec:
+  selector:
+    app.kubernetes.io/name: accounts
+    app.kubernetes.io/component: api
+  ports:
+    - name: ops
+      port: 9090
+      targetPort: ops
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: svc-accounts
+spec:
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/name: accounts
+      app.kubernetes.io/component: api
+  policyTypes: [Ingress]
+  ingress:
+    - ports: [{port: http, protocol: TCP}]
+      from:
+        - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}
+          podSelector: {matchLabels: {app.kubernetes.io/name: ingress-nginx}}
+    - ports: [{port: ops, protocol: TCP}]
+      from:
+        - namespaceSelector: {matchLabels: {svc.dev/operations: "true"}}
+---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -53,9 +85,13 @@ spec:
           ports:
             - name: http
               containerPort: 8080
+            - name: ops
+              containerPort: 9090
           env:
             - name: HTTP_ADDR
               value: ":8080"
+            - name: OPS_HTTP_ADDR
+              value: ":9090"
           resources:
             requests:
               cpu: 100m
@@ -348,7 +384,7 @@ func TestCheck(t *testing.T) {
 		{
 			name: "duplicate env variable is refused",
 			in: func(t *testing.T) string {
-				return replace(t, valid, "              value: \":8080\"\n", "              value: \":8080\"\n            - name: HTTP_ADDR\n              value: \":9090\"\n")
+				return replace(t, valid, "              value: \":8080\"\n", "              value: \":8080\"\n            - name: HTTP_ADDR\n              value: \":8080\"\n")
 			},
 			want: []string{"environment variable HTTP_ADDR is set twice"},
 		},
@@ -396,6 +432,7 @@ func TestCheck(t *testing.T) {
 			want: []string{"(Secret/s): duplicate of document"},
 		},
 	}
+	cases = append(cases, clusterCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Check(strings.NewReader(tc.in(t)), Options{Unchecked: defaultUnchecked})
@@ -427,9 +464,9 @@ func TestCheckCountsObjectsByKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"Service": 1, "Deployment": 1, "Job": 1, "PodDisruptionBudget": 1, "Ingress": 1, "ServiceMonitor": 1}
-	if res.Objects != 6 {
-		t.Errorf("Objects = %d, want 6", res.Objects)
+	want := map[string]int{"Service": 2, "NetworkPolicy": 1, "Deployment": 1, "Job": 1, "PodDisruptionBudget": 1, "Ingress": 1, "ServiceMonitor": 1}
+	if res.Objects != 8 {
+		t.Errorf("Objects = %d, want 8", res.Objects)
 	}
 	for kind, n := range want {
 		if res.Counts[kind] != n {
@@ -447,7 +484,7 @@ func TestRun(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{name: "valid input exits 0", in: valid, wantCode: 0, wantStdout: "manifestcheck: ok: Deployment=1,Ingress=1,Job=1,PodDisruptionBudget=1,Service=1,ServiceMonitor=1"},
+		{name: "valid input exits 0", in: valid, wantCode: 0, wantStdout: "manifestcheck: ok: Deployment=1,Ingress=1,Job=1,NetworkPolicy=1,PodDisruptionBudget=1,Service=2,ServiceMonitor=1"},
 		{name: "expected counts met exits 0", args: []string{"-expect", "Deployment=1,Ingress=1,HorizontalPodAutoscaler=0"}, in: valid, wantCode: 0},
 		{name: "expected count missed exits 1", args: []string{"-expect", "Deployment=2"}, in: valid, wantCode: 1, wantStderr: "expected 2 Deployment, found 1"},
 		{name: "custom resource not allowed exits 1", args: []string{"-allow", ""}, in: valid, wantCode: 1, wantStderr: "unknown kind monitoring.coreos.com/v1/ServiceMonitor"},

@@ -80,6 +80,7 @@ func crossCheck(objects []object) []Problem {
 	for _, w := range workloads {
 		problems = append(problems, checkWorkload(w)...)
 	}
+	problems = append(problems, clusterCheck(objects, workloads)...)
 	workloadsComplete := !broken["Deployment"] && !broken["StatefulSet"]
 	for _, o := range objects {
 		switch t := o.typed.(type) {
