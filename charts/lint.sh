@@ -4,8 +4,11 @@
 #   charts/lint.sh        build dependencies, then for each chart: helm lint
 #                         --strict and helm template with each ci/*.yaml,
 #                         the output checked by deploy/manifestcheck; then
-#                         prove both /admin guards and the CATALOG_CONSUMERS
-#                         check fire. (make helm-lint)
+#                         prove both /admin guards, the in-cluster rules
+#                         (operations port, NetworkPolicies, TRUSTED_PROXIES,
+#                         token lengths) and the CATALOG_CONSUMERS check
+#                         fire. (make helm-lint; make test runs it through
+#                         deploy/manifestcheck's TestChartsLint)
 #   charts/lint.sh deps   only build the file:// dependencies, bottom-up
 #                         (skaffold runs this before deploying).
 #
@@ -145,6 +148,57 @@ if "$check" <"$tmp/admin.yaml" >/dev/null 2>"$tmp/err"; then
   die "manifestcheck accepted an Ingress routing /admin/v1"
 fi
 grep -q 'routes /admin/v1/' "$tmp/err" || { cat "$tmp/err" >&2; die "manifestcheck failed for another reason"; }
+
+# The in-cluster rules (issue 23) must fire too: manifestcheck refuses each
+# of these renders, altered at render time or after, for the reason named.
+refused() { # refused <what> <message manifestcheck must print> <file
+  if "$check" >/dev/null 2>"$tmp/err"; then
+    die "manifestcheck accepted $1"
+  fi
+  grep -qF "$2" "$tmp/err" || { cat "$tmp/err" >&2; die "manifestcheck refused $1 for another reason"; }
+}
+render() { "$HELM" template "$RELEASE" "$charts_dir/svc" --namespace "$NAMESPACE" -f "$umbrella_values" "$@"; }
+render >"$tmp/default.yaml"
+
+# TRUSTED_PROXIES trusts nothing unless set: no chart's default render sets it.
+for chart in accounts tracking commissions analytics svc; do
+  log "expect $chart's default render to trust no proxy (no TRUSTED_PROXIES)"
+  "$HELM" template "$RELEASE" "$charts_dir/$chart" -f "$charts_dir/$chart/ci/default-values.yaml" >"$tmp/chart.yaml"
+  if grep -q 'name: TRUSTED_PROXIES' "$tmp/chart.yaml"; then
+    die "$chart's default render sets TRUSTED_PROXIES: the chart default must trust nothing"
+  fi
+done
+
+log "expect manifestcheck to refuse a public Service leading to the operations port"
+sed 's#targetPort: http$#targetPort: ops#' "$tmp/default.yaml" >"$tmp/bad.yaml"
+refused "a public Service on the operations port" "which the Ingress routes to, exposes the operations port" <"$tmp/bad.yaml"
+
+log "expect manifestcheck to refuse services without OPS_HTTP_ADDR"
+sed '/name: OPS_HTTP_ADDR/,+1d' "$tmp/default.yaml" >"$tmp/bad.yaml"
+refused "services without OPS_HTTP_ADDR" "HTTP_ADDR without OPS_HTTP_ADDR" <"$tmp/bad.yaml"
+
+log "expect manifestcheck to refuse a release without NetworkPolicies"
+render --set global.networkPolicy.enabled=false >"$tmp/bad.yaml"
+refused "a release without NetworkPolicies" "no NetworkPolicy with policyTypes Ingress selects its pods" <"$tmp/bad.yaml"
+
+log "expect manifestcheck to refuse operators peered as every namespace"
+render --set-json 'global.networkPolicy.operations=[{"namespaceSelector":{}}]' >"$tmp/bad.yaml"
+refused "an operations peer of every namespace" "selects every pod of every namespace" <"$tmp/bad.yaml"
+
+log "expect manifestcheck to refuse TRUSTED_PROXIES of a whole private range"
+render --set global.trustedProxies=10.0.0.0/8 >"$tmp/bad.yaml"
+refused "TRUSTED_PROXIES=10.0.0.0/8" "TRUSTED_PROXIES trusts 10.0.0.0/8" <"$tmp/bad.yaml"
+
+log "expect manifestcheck to refuse a short ADMIN_TOKEN"
+"$HELM" template "$RELEASE" "$charts_dir/svc" --namespace "$NAMESPACE" -f "$charts_dir/svc/ci/full-values.yaml" \
+  --set accounts.secret.data.ADMIN_TOKEN=short >"$tmp/bad.yaml"
+refused "a 5-byte ADMIN_TOKEN" "ADMIN_TOKEN is 5 bytes" <"$tmp/bad.yaml"
+
+log "expect the chart to refuse an operations port equal to the public one"
+if render --set accounts.opsPort=8080 >/dev/null 2>"$tmp/err"; then
+  die "rendered with accounts.opsPort=8080: the port check in svc-lib is broken"
+fi
+grep -q 'opsPort must differ from port' "$tmp/err" || { cat "$tmp/err" >&2; die "opsPort=8080 failed for another reason"; }
 
 # accounts' CATALOG_CONSUMERS must name exactly the enabled catalog
 # replicas: a disabled one left in the list (the barrier would wait for it)
