@@ -309,3 +309,76 @@ func TestOnlyKeyedTestEventsCountTowardVerification(t *testing.T) {
 		t.Errorf("readiness after keyed test events: %v", got)
 	}
 }
+
+// The `svc test` fixture partner (made by the CLI's test events) is no
+// partner of the program's: it counts neither in status's hasPartners nor
+// in performance's partners and totalPartners, as in the CLI's status; a
+// real approved partner still counts.
+func TestFixturePartnerIsNoPartner(t *testing.T) {
+	t.Parallel()
+	e := start(t, map[string]string{"TRACK_CLICK_RATE_LIMIT": "1000"}, "tracking", "analytics", "accounts")
+	p := e.keyedProgram("Fixtures", nil)
+	owner := e.id("POST", "/admin/v1/users", map[string]any{"email": "owner@fixtures.example", "name": "Owner"})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", p.id), map[string]any{"user_id": owner, "active": true, "permissions": []string{"tracking:read"}})
+	e.sync()
+
+	brand := e.client("198.51.100.30").withKey(p.key)
+	r := brand.do("POST", "/api/v1/cli/test-event", map[string]any{"event_type": "click"}).want(t, 200)
+	if r.get("data", "test_mode") != true {
+		t.Fatalf("test click: %s", r.Raw)
+	}
+	// The fixture exists: accounts made the partner and its approved
+	// enrolment, and analytics has both.
+	fixture := e.countRows("accounts", `SELECT count(*) FROM partners WHERE email = $1`, fmt.Sprintf("test-partner+%d@svc.invalid", p.id))
+	if fixture != 1 {
+		t.Fatalf("%d fixture partners in accounts", fixture)
+	}
+	e.sync()
+	if n := e.countRows("analytics", `SELECT count(*) FROM partner_programs WHERE program_id = $1 AND approved`, p.id); n != 1 {
+		t.Fatalf("analytics has %d approved enrolments, want the fixture's", n)
+	}
+
+	owners := e.client("198.51.100.31").withKey(signedSession(t, owner))
+	status := owners.do("GET", fmt.Sprintf("/api/tracking/status/%d", p.id), nil).want(t, 200)
+	cli := brand.do("GET", "/api/v1/cli/status", nil).want(t, 200)
+	perf := owners.do("GET", fmt.Sprintf("/api/tracking/performance/%d?period=7d", p.id), nil).want(t, 200)
+	partnersOf := func(perf reply) (total any, days float64) {
+		rows, _ := perf.get("data").([]any)
+		for _, d := range rows {
+			n, _ := d.(map[string]any)["partners"].(float64)
+			days += n
+		}
+		return perf.get("metrics", "totalPartners"), days
+	}
+	if got := status.get("data", "hasPartners"); got != false {
+		t.Errorf("dashboard status hasPartners %v with only the fixture partner", got)
+	}
+	if got := cli.get("data", "hasPartners"); got != false {
+		t.Errorf("CLI status hasPartners %v with only the fixture partner", got)
+	}
+	if total, days := partnersOf(perf); total != 0.0 || days != 0 {
+		t.Errorf("performance with only the fixture partner: totalPartners %v, days' partners %v", total, days)
+	}
+	if got := perf.get("metrics", "partnersTrend", "trendDirection"); got != "stable" {
+		t.Errorf("partnersTrend %v", got)
+	}
+
+	// A real partner counts.
+	real := e.id("POST", "/admin/v1/partners", map[string]any{"name": "Real", "email": "real@partners.example"})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/partners", p.id), map[string]any{"partner_id": real, "approved": true})
+	e.sync()
+	status = owners.do("GET", fmt.Sprintf("/api/tracking/status/%d", p.id), nil).want(t, 200)
+	cli = brand.do("GET", "/api/v1/cli/status", nil).want(t, 200)
+	perf = owners.do("GET", fmt.Sprintf("/api/tracking/performance/%d?period=7d", p.id), nil).want(t, 200)
+	if status.get("data", "hasPartners") != true || cli.get("data", "hasPartners") != true {
+		t.Errorf("a real partner: dashboard hasPartners %v, CLI %v", status.get("data", "hasPartners"), cli.get("data", "hasPartners"))
+	}
+	if total, days := partnersOf(perf); total != 1.0 || days != 1 {
+		t.Errorf("a real partner: totalPartners %v, days' partners %v", total, days)
+	}
+	// The same in another time zone (the buckets' query).
+	perf = owners.do("GET", fmt.Sprintf("/api/tracking/performance/%d?period=7d&timezone=Asia/Kolkata", p.id), nil).want(t, 200)
+	if total, days := partnersOf(perf); total != 1.0 || days != 1 {
+		t.Errorf("in Asia/Kolkata: totalPartners %v, days' partners %v", total, days)
+	}
+}

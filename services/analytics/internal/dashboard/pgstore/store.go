@@ -129,8 +129,8 @@ func (s *Store) utcDays(ctx context.Context, programID int64, span dashboard.Spa
 		n    int64
 	}
 	var partners []created
-	batch.Queue(`SELECT (created_at AT TIME ZONE 'UTC')::date, count(*) FROM partner_programs
-		WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1 ORDER BY 1`, programID, from, to).
+	batch.Queue(`SELECT (created_at AT TIME ZONE 'UTC')::date, count(*) FROM partner_programs pp
+		WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 AND `+notFixture+` GROUP BY 1 ORDER BY 1`, programID, from, to).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			partners, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (created, error) {
@@ -185,7 +185,7 @@ const daysByBucket = `
 			GROUP BY m.day
 		), partners AS (
 			SELECT (created_at AT TIME ZONE $4)::date AS day, count(*) AS partners
-			FROM partner_programs WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 GROUP BY 1
+			FROM partner_programs pp WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 AND ` + notFixture + ` GROUP BY 1
 		)
 		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
 			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8, COALESCE(m.estimated, false)
@@ -320,11 +320,18 @@ func (s *Store) TestEvents(ctx context.Context, programID int64, kind string) (d
 	return out, nil
 }
 
+// notFixture keeps a partner-program record pp unless its partner is the
+// program's `svc test` fixture (partners.fixture_program_id, from the
+// fixture's address): the CLI's test events make it, and it is no partner
+// of the program's (hasPartners, partners, totalPartners), as in the CLI's
+// status. A primary-key probe per record.
+const notFixture = `NOT EXISTS (SELECT 1 FROM partners f WHERE f.id = pp.partner_id AND f.fixture_program_id = pp.program_id)`
+
 // HasApprovedPartner reports whether the program has an approved
-// partner-program record.
+// partner-program record, its fixture partner's left out.
 func (s *Store) HasApprovedPartner(ctx context.Context, programID int64) (bool, error) {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partner_programs WHERE program_id = $1 AND approved)`, programID).Scan(&ok); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partner_programs pp WHERE program_id = $1 AND approved AND `+notFixture+`)`, programID).Scan(&ok); err != nil {
 		return false, fmt.Errorf("approved partners of program %d: %w", programID, err)
 	}
 	return ok, nil

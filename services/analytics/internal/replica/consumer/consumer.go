@@ -10,6 +10,8 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -123,9 +125,10 @@ func upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if err := proto.Unmarshal(env.GetPayload(), &pa); err != nil {
 			return fmt.Errorf("decode partner event %s: %w", env.GetId(), err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO partners (id, name, catalog_seq) VALUES ($1, $2, $3)
-			ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, catalog_seq = EXCLUDED.catalog_seq
-			WHERE partners.catalog_seq < EXCLUDED.catalog_seq`, pa.GetId(), pa.GetName(), seq); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO partners (id, name, fixture_program_id, catalog_seq) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, fixture_program_id = EXCLUDED.fixture_program_id,
+				catalog_seq = EXCLUDED.catalog_seq
+			WHERE partners.catalog_seq < EXCLUDED.catalog_seq`, pa.GetId(), pa.GetName(), FixtureProgram(pa.GetEmail()), seq); err != nil {
 			return fmt.Errorf("upsert partner %d: %w", pa.GetId(), err)
 		}
 	case eventsv1.TypeAPIKeyUpserted:
@@ -184,4 +187,25 @@ func revokeSession(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error
 		return fmt.Errorf("insert revocation of session %s: %w", r.GetSessionId(), err)
 	}
 	return nil
+}
+
+// fixtureEmail is the address of the `svc test` fixture partner accounts
+// makes for a program's CLI test events (proto Partner.email):
+// test-partner+<program id>@svc.invalid.
+var fixtureEmail = regexp.MustCompile(`^test-partner\+([1-9][0-9]{0,18})@svc\.invalid$`)
+
+// FixtureProgram is the program whose fixture partner has this address, or
+// nil (SQL NULL) for any other partner. The dashboard leaves a program's
+// fixture partner out of its partners (hasPartners, partners,
+// totalPartners), as the CLI's status does.
+func FixtureProgram(email string) any {
+	m := fixtureEmail.FindStringSubmatch(email)
+	if m == nil {
+		return nil
+	}
+	id, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return nil
+	}
+	return id
 }
