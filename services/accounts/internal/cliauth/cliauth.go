@@ -108,6 +108,9 @@ type Identity struct {
 	Nonce         string
 }
 
+	// Issuer and Subject identify the person at the provider for good; the
+	// email can change or pass to someone else (identity.go).
+	Issuer        string
 // IDTokenVerifier checks an id_token as OpenID Connect requires (signature
 // against the provider's keys, issuer, audience, expiry). A token it
 // refuses is an error matching errkind.Unauthenticated; a failure to reach the
@@ -142,6 +145,7 @@ type Store interface {
 }
 
 // Started is a new sign-in session: the state the client polls with and the
+	IdentityStore
 // link it opens.
 type Started struct {
 	State     string

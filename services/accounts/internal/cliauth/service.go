@@ -165,8 +165,9 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 
 // Identify checks an id_token the way every sign-in does (the provider's
 // signature, issuer, audience, expiry; the session's nonce in constant
-// time; an email the provider has verified) and resolves it to its user,
-// created when new; a blocked user is refused. The dashboard's browser
+// time; an email the provider has verified) and resolves it to its user by
+// the provider's issuer and subject, created when new; a blocked user, and
+// a known email arriving with another identity, are refused. The dashboard's browser
 // sign-in (internal/dashauth) calls it so both sign-ins accept and refuse
 // exactly the same tokens.
 func (s *service) Identify(ctx context.Context, idToken, nonce string) (catalog.User, error) {
@@ -192,14 +193,9 @@ func (s *service) Identify(ctx context.Context, idToken, nonce string) (catalog.
 	if !id.EmailVerified {
 		return catalog.User{}, ErrEmailNotVerified
 	}
-	user, err := s.userFor(ctx, email, id.Name)
-	if err != nil {
-		return catalog.User{}, err
-	}
-	if user.Blocked {
-		return catalog.User{}, ErrAccountBlocked
-	}
-	return user, nil
+	// Matched on the provider's issuer and subject, not the email
+	// (identity.go).
+	return s.userForIdentity(ctx, id, email)
 }
 
 // userFor finds the user with this email, or creates one without an

@@ -21,6 +21,8 @@ type memStore struct {
 	tokens   []LoginToken
 	users    []catalog.User
 }
+	// identities binds issuer+" "+subject to a user id.
+	identities map[string]int64
 
 func (m *memStore) CreateSession(_ context.Context, s Session) (Session, error) {
 	m.mu.Lock()
@@ -118,15 +120,44 @@ func (f fakeCatalog) CreateUser(_ context.Context, in catalog.UserInput) (catalo
 	return u, 1, nil
 }
 
-// fakeVerifier accepts "ok:<email>:<nonce>".
+// fakeVerifier accepts "ok:<email>:<nonce>"; the subject is derived from
+// the email.
 type fakeVerifier struct{}
 
 func (fakeVerifier) Verify(_ context.Context, raw string) (Identity, error) {
 	parts := strings.Split(raw, ":")
 	if len(parts) != 3 || parts[0] != "ok" {
+func (m *memStore) UserByIdentity(ctx context.Context, issuer, subject string) (catalog.User, error) {
+	m.mu.Lock()
+	id, ok := m.identities[issuer+" "+subject]
+	m.mu.Unlock()
+	if !ok {
+		return catalog.User{}, &catalog.NotFoundError{What: "user"}
+	}
+	return m.UserByID(ctx, id)
+}
+
+func (m *memStore) BindIdentity(_ context.Context, userID int64, issuer, subject string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.identities == nil {
+		m.identities = map[string]int64{}
+	}
+	for k, id := range m.identities {
+		if id == userID {
+			return k == issuer+" "+subject, nil
+		}
+	}
+	if _, taken := m.identities[issuer+" "+subject]; taken {
+		return false, nil
+	}
+	m.identities[issuer+" "+subject] = userID
+	return true, nil
+}
+
 		return Identity{}, errkind.Unauthenticated
 	}
-	return Identity{Email: parts[1], EmailVerified: true, Nonce: parts[2]}, nil
+	return Identity{Issuer: "https://id.example", Subject: "sub-" + strings.ToLower(parts[1]), Email: parts[1], EmailVerified: true, Nonce: parts[2]}, nil
 }
 
 type clock struct {

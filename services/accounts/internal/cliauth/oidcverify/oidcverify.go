@@ -159,7 +159,7 @@ func (v *Verifier) Verify(ctx context.Context, raw string) (cliauth.Identity, er
 		return cliauth.Identity{}, fmt.Errorf("%w: claims: %v", errkind.Unauthenticated, err)
 	}
 	return cliauth.Identity{
-		Subject: tok.Subject, Email: c.Email, EmailVerified: bool(c.EmailVerified), Name: c.Name, Nonce: tok.Nonce,
+		Issuer: tok.Issuer, Subject: tok.Subject, Email: c.Email, EmailVerified: bool(c.EmailVerified), Name: c.Name, Nonce: tok.Nonce,
 	}, nil
 }
 
