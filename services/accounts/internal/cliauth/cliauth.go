@@ -101,6 +101,9 @@ type LoginToken struct {
 
 // Identity is what a verified id_token says about the person signing in.
 type Identity struct {
+	// Issuer and Subject identify the person at the provider for good; the
+	// email can change or pass to someone else (identity.go).
+	Issuer        string
 	Subject       string
 	Email         string
 	EmailVerified bool
@@ -108,9 +111,6 @@ type Identity struct {
 	Nonce         string
 }
 
-	// Issuer and Subject identify the person at the provider for good; the
-	// email can change or pass to someone else (identity.go).
-	Issuer        string
 // IDTokenVerifier checks an id_token as OpenID Connect requires (signature
 // against the provider's keys, issuer, audience, expiry). A token it
 // refuses is an error matching errkind.Unauthenticated; a failure to reach the
@@ -131,6 +131,7 @@ type Store interface {
 	// ConsumeSession marks a signed-in session consumed and stores its login
 	// token in one transaction; false when it was already consumed.
 	ConsumeSession(ctx context.Context, id int64, at time.Time, tok LoginToken) (bool, error)
+	IdentityStore
 	// UserByEmail matches case-insensitively; a *catalog.NotFoundError when
 	// there is none.
 	UserByEmail(ctx context.Context, email string) (catalog.User, error)
@@ -145,7 +146,6 @@ type Store interface {
 }
 
 // Started is a new sign-in session: the state the client polls with and the
-	IdentityStore
 // link it opens.
 type Started struct {
 	State     string

@@ -20,9 +20,9 @@ type memStore struct {
 	sessions []Session
 	tokens   []LoginToken
 	users    []catalog.User
-}
 	// identities binds issuer+" "+subject to a user id.
 	identities map[string]int64
+}
 
 func (m *memStore) CreateSession(_ context.Context, s Session) (Session, error) {
 	m.mu.Lock()
@@ -103,30 +103,6 @@ func (m *memStore) UserByToken(ctx context.Context, h []byte, now time.Time) (ca
 	return m.UserByID(ctx, uid)
 }
 
-func (m *memStore) ProgramIDsByAdvertiser(context.Context, int64) ([]int64, error) { return nil, nil }
-func (m *memStore) Sweep(context.Context, time.Time) error                         { return nil }
-
-// fakeCatalog creates users in the memStore; nothing else is called here.
-type fakeCatalog struct {
-	catalog.Service
-	store *memStore
-}
-
-func (f fakeCatalog) CreateUser(_ context.Context, in catalog.UserInput) (catalog.User, catalog.Seq, error) {
-	f.store.mu.Lock()
-	defer f.store.mu.Unlock()
-	u := catalog.User{ID: int64(len(f.store.users) + 1), Email: strings.ToLower(*in.Email)}
-	f.store.users = append(f.store.users, u)
-	return u, 1, nil
-}
-
-// fakeVerifier accepts "ok:<email>:<nonce>"; the subject is derived from
-// the email.
-type fakeVerifier struct{}
-
-func (fakeVerifier) Verify(_ context.Context, raw string) (Identity, error) {
-	parts := strings.Split(raw, ":")
-	if len(parts) != 3 || parts[0] != "ok" {
 func (m *memStore) UserByIdentity(ctx context.Context, issuer, subject string) (catalog.User, error) {
 	m.mu.Lock()
 	id, ok := m.identities[issuer+" "+subject]
@@ -155,6 +131,30 @@ func (m *memStore) BindIdentity(_ context.Context, userID int64, issuer, subject
 	return true, nil
 }
 
+func (m *memStore) ProgramIDsByAdvertiser(context.Context, int64) ([]int64, error) { return nil, nil }
+func (m *memStore) Sweep(context.Context, time.Time) error                         { return nil }
+
+// fakeCatalog creates users in the memStore; nothing else is called here.
+type fakeCatalog struct {
+	catalog.Service
+	store *memStore
+}
+
+func (f fakeCatalog) CreateUser(_ context.Context, in catalog.UserInput) (catalog.User, catalog.Seq, error) {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	u := catalog.User{ID: int64(len(f.store.users) + 1), Email: strings.ToLower(*in.Email)}
+	f.store.users = append(f.store.users, u)
+	return u, 1, nil
+}
+
+// fakeVerifier accepts "ok:<email>:<nonce>"; the subject is derived from
+// the email.
+type fakeVerifier struct{}
+
+func (fakeVerifier) Verify(_ context.Context, raw string) (Identity, error) {
+	parts := strings.Split(raw, ":")
+	if len(parts) != 3 || parts[0] != "ok" {
 		return Identity{}, errkind.Unauthenticated
 	}
 	return Identity{Issuer: "https://id.example", Subject: "sub-" + strings.ToLower(parts[1]), Email: parts[1], EmailVerified: true, Nonce: parts[2]}, nil
