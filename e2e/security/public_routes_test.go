@@ -382,3 +382,69 @@ func TestFixturePartnerIsNoPartner(t *testing.T) {
 		t.Errorf("in Asia/Kolkata: totalPartners %v, days' partners %v", total, days)
 	}
 }
+
+// existing_click_id: "when no customer has the id, a new customer is
+// created with it", for any id of 1 to 128 characters from A-Z a-z 0-9
+// and . _ ~ - (an id another tool or an older tracker set), not only ids
+// of the product's own shape; the customer is then reused by that id and
+// leads find it. An id outside that set is ignored: the click gets a new
+// id, never a refusal.
+func TestExistingClickIDOfAnyDocumentedShape(t *testing.T) {
+	t.Parallel()
+	e := start(t, map[string]string{"TRACK_CLICK_RATE_LIMIT": "1000", "TRACK_LEAD_RATE_LIMIT": "1000"}, "tracking", "accounts")
+	p := e.keyedProgram("Adopt", nil)
+	var partners [2]int64
+	for i, code := range []string{"ADOPT1", "ADOPT2"} {
+		partners[i] = e.id("POST", "/admin/v1/partners", map[string]any{"name": code, "email": strings.ToLower(code) + "@partners.example"})
+		e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/partners", p.id), map[string]any{"partner_id": partners[i], "approved": true})
+		e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/links", p.id), map[string]any{"partner_id": partners[i], "code": code, "active": true})
+	}
+	e.sync()
+	visitor := e.client("198.51.100.40")
+	customers := func(clickID string) int {
+		return e.countRows("tracking", `SELECT count(*) FROM customers WHERE click_id = $1`, clickID)
+	}
+
+	for _, id := range []string{"rwf_9f8e7d6c-5b4a-4c3d-8e2f-1a0b9c8d7e6f", "ABC.def_123~x", "x", strings.Repeat("a", 128)} {
+		t.Run(id, func(t *testing.T) {
+			r := visitor.do("POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://adopt.example/?via=ADOPT1", "existing_click_id": id}).want(t, 200)
+			if r.str("click_id") != id {
+				t.Fatalf("click_id %q, want the visitor's %q: %s", r.str("click_id"), id, r.Raw)
+			}
+			var first int64
+			var status string
+			if err := e.Stack.Instance("tracking").Platform().Pool.QueryRow(context.Background(),
+				`SELECT first_partner_id, status FROM customers WHERE click_id = $1 AND program_id = $2`, id, p.id).Scan(&first, &status); err != nil {
+				t.Fatal(err)
+			}
+			if first != partners[0] || status != "click" {
+				t.Fatalf("customer: first partner %d, status %s", first, status)
+			}
+			// The same id through the other partner's link: the customer is
+			// reused and keeps its first partner; the click is recorded.
+			r = visitor.do("POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://adopt.example/?via=ADOPT2", "existing_click_id": id}).want(t, 200)
+			if r.str("click_id") != id || customers(id) != 1 {
+				t.Fatalf("second click: %s; %d customers", r.Raw, customers(id))
+			}
+			if n := e.countRows("tracking", `SELECT count(*) FROM affiliate_click_events WHERE click_id = $1`, id); n != 2 {
+				t.Fatalf("%d clicks recorded under %q", n, id)
+			}
+			// A lead finds the customer by that id.
+			visitor.withKey(p.key).do("POST", "/api/v1/track/lead", map[string]any{"click_id": id, "customer_key": "user-" + id[:1]}).want(t, 200)
+			if n := e.countRows("tracking", `SELECT count(*) FROM customers WHERE click_id = $1 AND status = 'lead'`, id); n != 1 {
+				t.Fatalf("the lead did not settle the adopted customer")
+			}
+		})
+	}
+	for _, id := range []string{"has space", "slash/y", "quote\"d", "semi;colon", "é-accent", strings.Repeat("b", 129)} {
+		t.Run("ignored "+id[:min(len(id), 12)], func(t *testing.T) {
+			r := visitor.do("POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://adopt.example/?via=ADOPT1", "existing_click_id": id}).want(t, 200)
+			if got := r.str("click_id"); got == id || !strings.HasPrefix(got, "cust_") {
+				t.Fatalf("click_id %q for an id outside the documented set", got)
+			}
+			if customers(id) != 0 {
+				t.Fatalf("a customer was made with %q", id)
+			}
+		})
+	}
+}

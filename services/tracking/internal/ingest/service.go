@@ -122,7 +122,14 @@ func NewService(cfg Config) (Service, error) {
 	return &service{store: cfg.Store, enricher: cfg.Enricher, now: cfg.Now}, nil
 }
 
-var clickIDShape = regexp.MustCompile(`^cust_[0-9]{1,20}_[0-9]{1,20}$`)
+// adoptableClickID is an existing_click_id a new customer can be created
+// with ("when no customer has the id, a new customer is created with it"):
+// 1 to 128 of RFC 3986's unreserved characters, so an id set by another
+// tool or an older tracker (a UUID, a nanoid, our cust_<n>_<n>) is kept,
+// while one that a cookie, a URL or a log line would need to escape is
+// not. Anything else is ignored (a new id), never a refusal: the spec
+// refuses a click only for the rows of its table.
+var adoptableClickID = regexp.MustCompile(`^[A-Za-z0-9._~-]{1,128}$`)
 
 // newClickID makes an id of the shape cust_<number>_<number>: the creation
 // time in milliseconds and 53 random bits, unique without coordination.
@@ -224,8 +231,7 @@ func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error)
 		return ClickOutput{Test: &TestEvent{EventID: id, ProgramID: programID, Message: MsgTestClick}}, nil
 	}
 	existing := strings.TrimSpace(in.ExistingClickID)
-	if !clickIDShape.MatchString(existing) {
-		// Only ids of our own shape are adopted; anything else gets a new one.
+	if !adoptableClickID.MatchString(existing) {
 		existing = ""
 	}
 	res, err := s.store.RecordClick(ctx, ClickRecord{
