@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -9,33 +10,74 @@ import (
 )
 
 // The command-line sign-in as `svc login` runs it against `make run`:
-// start, the provider's sign-in page (the local stack's stand-in, which
-// completes the callback through the gateway), poll for the login token,
-// then init and programs with it.
+// start (its code), the provider's sign-in page in a browser (the local
+// stack's stand-in, whose form posts itself to the callback through the
+// gateway), the page the sign-in lands on (the same code, and a confirm
+// button the person presses once they have compared it), poll for the
+// login token, then init and programs with it.
 func TestCommandLineSignInThroughTheGateway(t *testing.T) {
 	t.Parallel()
 	s := startStack(t, newStackConfig(t))
 	c := newClient(t, s, "203.0.113.200")
 
 	start := c.do("POST", "/api/v1/cli/auth/start", map[string]any{}).want(t, 201)
-	state, signIn := start.str("data", "state"), start.str("data", "url")
-	if state == "" || !strings.HasPrefix(signIn, "http://127.0.0.1:") {
+	state, signIn, code := start.str("data", "state"), start.str("data", "url"), start.str("data", "user_code")
+	if state == "" || !strings.HasPrefix(signIn, "http://127.0.0.1:") || len(code) != 9 {
 		t.Fatalf("auth/start: %s", start.raw)
 	}
 	if r := c.do("GET", "/api/v1/cli/auth/poll?state="+url.QueryEscape(state), nil).want(t, 200); r.str("data", "status") != "pending" {
 		t.Fatalf("poll before sign-in: %s", r.raw)
 	}
 
-	// The browser opens the link; the sign-in page posts the id_token to
-	// the callback through the gateway and shows its answer.
-	resp, err := http.Get(signIn)
-	if err != nil {
-		t.Fatal(err)
+	// The browser opens the link; the sign-in page's form posts the
+	// id_token to the callback through the gateway.
+	browse := func(method, u string, form url.Values) string {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, _ := http.NewRequest(method, u, body)
+		req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s %s: %d %s", method, u, resp.StatusCode, page)
+		}
+		return string(page)
 	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("sign-in page: %d %s", resp.StatusCode, page)
+	submit := func(page string) (string, url.Values) {
+		t.Helper()
+		m := formAction.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no form in %s", page)
+		}
+		form := url.Values{}
+		for _, f := range formField.FindAllStringSubmatch(page, -1) {
+			form.Set(html.UnescapeString(f[1]), html.UnescapeString(f[2]))
+		}
+		return html.UnescapeString(m[1]), form
+	}
+	action, form := submit(browse("GET", signIn, nil))
+	landing := browse("POST", action, form)
+	// The person compares the page's code with the terminal's; until they
+	// confirm, the poller gets nothing.
+	if !strings.Contains(landing, `data-testid="user-code">`+code+`<`) {
+		t.Fatalf("the landing page does not show %s: %s", code, landing)
+	}
+	if r := c.do("GET", "/api/v1/cli/auth/poll?state="+url.QueryEscape(state), nil).want(t, 200); r.str("data", "status") != "pending" {
+		t.Fatalf("poll before confirmation: %s", r.raw)
+	}
+	confirmPath, confirm := submit(landing)
+	if done := browse("POST", s.Gateway+confirmPath, confirm); !strings.Contains(done, "Return to your terminal") {
+		t.Fatalf("confirmed page: %s", done)
 	}
 
 	poll := c.do("GET", "/api/v1/cli/auth/poll?state="+url.QueryEscape(state), nil).want(t, 200)

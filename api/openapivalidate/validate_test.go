@@ -40,6 +40,7 @@ var wantOperations = []string{
 	"OPTIONS /api/v1/track/visit",
 	"PATCH /api/v1/programs/{id}/settings",
 	"POST /api/v1/cli/auth/callback",
+	"POST /api/v1/cli/auth/confirm",
 	"POST /api/v1/cli/auth/start",
 	"POST /api/v1/cli/init",
 	"POST /api/v1/cli/stripe-connect",

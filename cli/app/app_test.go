@@ -21,7 +21,8 @@ func TestLoginStoresTokenAndNeverPrintsIt(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	link := f.URL() + "/cli/sign-in?state=" + fakeState
-	mustContain(t, "stderr", r.stderr, "Open this link to sign in:", link, "Waiting for sign-in to complete in the browser...")
+	mustContain(t, "stderr", r.stderr, "Open this link to sign in:", link, "Your code: "+fakeUserCode,
+		"confirm on the page only if it shows this same code", "Waiting for sign-in to complete in the browser...")
 	mustContain(t, "stdout", r.stdout, "Signed in to "+f.URL()+" as "+fakeEmail+".", "credentials.json")
 	mustNotContain(t, "output", r.stdout+r.stderr, fakeToken, "\r", "\x1b")
 	if len(c.opened) != 1 || c.opened[0] != link {

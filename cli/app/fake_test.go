@@ -20,15 +20,16 @@ import (
 )
 
 // The fake follows the contract of the /api/v1/cli/* routes (the spec plus
-// the accounts service's choices): auth/start → {state,url,expires_at};
+// the accounts service's choices): auth/start → {state,url,expires_at,user_code};
 // auth/poll → pending | expired | complete {token,expires_at,user}, then 400
 // "Session already consumed"; init → {program, api_key}; programs → [...];
 // status → the tracking status shape; test-event → {...}.
 const (
-	fakeState = "state-123"
-	fakeToken = "svc_cli_logintokensecretvalue0123456789"
-	fakeKey   = "svc_live_ABCDnewkeysecretpartxxxxxxxxxxxxxxxxxxxxxxxxx"
-	fakeEmail = "owner@brand.example"
+	fakeState    = "state-123"
+	fakeUserCode = "BDFG-HJKL"
+	fakeToken    = "svc_cli_logintokensecretvalue0123456789"
+	fakeKey      = "svc_live_ABCDnewkeysecretpartxxxxxxxxxxxxxxxxxxxxxxxxx"
+	fakeEmail    = "owner@brand.example"
 )
 
 type recorded struct {
@@ -134,7 +135,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	case "POST /api/v1/cli/auth/start":
 		writeJSON(w, 200, map[string]any{"data": map[string]any{
 			"state": fakeState, "url": f.URL() + "/cli/sign-in?state=" + fakeState,
-			"expires_at": time.Now().Add(5 * time.Minute).UTC().Format(time.RFC3339),
+			"expires_at": time.Now().Add(5 * time.Minute).UTC().Format(time.RFC3339), "user_code": fakeUserCode,
 		}})
 	case "GET /api/v1/cli/auth/poll":
 		f.poll(w, r)

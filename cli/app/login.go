@@ -32,6 +32,11 @@ type startData struct {
 	State     string `json:"state"`
 	URL       string `json:"url"`
 	ExpiresAt string `json:"expires_at"`
+	// UserCode is shown here and on the page the sign-in lands on; the
+	// person confirms there that they match, and only then does the poll
+	// get the token (someone who sent you a link of theirs cannot match
+	// the code your terminal shows).
+	UserCode string `json:"user_code"`
 }
 
 type pollData struct {
@@ -47,8 +52,9 @@ func (a *app) loginCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "login",
 		Short: "Sign in through the browser and store the login token",
-		Long: `Starts a sign-in session, prints the sign-in link and opens it in a browser ($BROWSER, else the system opener),
-then waits until you have signed in. The login token is stored in <user config dir>/svc/credentials.json (mode 0600).`,
+		Long: `Starts a sign-in session, prints the sign-in link and a short code and opens the link in a browser ($BROWSER,
+else the system opener), then waits until you have signed in and confirmed on the page that it shows the same code.
+The login token is stored in <user config dir>/svc/credentials.json (mode 0600).`,
 		Args: noArgs,
 		RunE: run(func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("poll-interval") {
@@ -104,6 +110,9 @@ func (a *app) login(ctx context.Context, interval, timeout time.Duration, noBrow
 
 	stderr := a.o.Stderr
 	fmt.Fprintf(stderr, "Open this link to sign in:\n\n  %s\n\n", start.URL)
+	if start.UserCode != "" {
+		fmt.Fprintf(stderr, "Your code: %s\nAfter signing in, confirm on the page only if it shows this same code.\n\n", start.UserCode)
+	}
 	if !noBrowser {
 		if err := a.o.OpenURL(ctx, start.URL); err != nil {
 			fmt.Fprintf(stderr, "Could not open a browser (%v); open the link yourself.\n", err)

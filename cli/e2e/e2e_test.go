@@ -29,10 +29,12 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 	var token string
 	t.Run("login", func(t *testing.T) {
 		r := c.mustRun("login")
-		mustContain(t, "stderr", r.stderr, "Open this link to sign in:", s.oidc.AuthURL(), "Waiting for sign-in to complete in the browser...")
+		mustContain(t, "stderr", r.stderr, "Open this link to sign in:", s.oidc.AuthURL(), "Your code: ", "Waiting for sign-in to complete in the browser...")
 		mustContain(t, "stdout", r.stdout, "Signed in to "+s.accounts+" as "+email+".")
-		if len(c.opened) != 1 || !strings.HasPrefix(c.opened[0], "200 ") {
-			t.Fatalf("the sign-in page answered %v", c.opened)
+		// The person confirmed the terminal's code on the landing page.
+		if len(c.opened) != 1 || !strings.HasPrefix(c.opened[0], "200 ") || !strings.Contains(c.opened[0], codeIn(r.stderr)) ||
+			!strings.Contains(c.opened[0], "Return to your terminal") {
+			t.Fatalf("the sign-in pages answered %v", c.opened)
 		}
 		cred := readCredentials(t, c.dir)
 		token, _ = cred["token"].(string)

@@ -8,11 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -130,26 +133,17 @@ func (c *cli) run(args ...string) result {
 	code := app.Run(context.Background(), args, app.Options{
 		Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb,
 		Getenv: func(k string) string { return c.env[k] },
-		// The browser: follow the link to the provider's sign-in page,
-		// which signs in and posts the id_token to the callback.
+		// The person at the browser: follow the link to the provider's
+		// sign-in page, which posts the id_token to the callback; read the
+		// code on the page it lands on and confirm it only if it is the
+		// one the terminal printed (the client prints it before opening
+		// the link, on this goroutine).
 		OpenURL: func(ctx context.Context, u string) error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-			if err != nil {
-				return err
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
+			status, page, err := confirmInBrowser(ctx, u, codeIn(errb.String()))
 			c.mu.Lock()
-			c.opened = append(c.opened, fmt.Sprintf("%d %s", resp.StatusCode, b))
+			c.opened = append(c.opened, fmt.Sprintf("%d %s", status, page))
 			c.mu.Unlock()
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("sign-in page: %d %s", resp.StatusCode, b)
-			}
-			return nil
+			return err
 		},
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			c.mu.Lock()
@@ -188,6 +182,81 @@ func mustNotContain(t *testing.T, what, got string, bad ...string) {
 			t.Fatalf("%s contains %q:\n%s", what, b, got)
 		}
 	}
+}
+
+var (
+	terminalCode = regexp.MustCompile(`Your code: ([A-Z]{4}-[A-Z]{4})`)
+	pageCode     = regexp.MustCompile(`data-testid="user-code">([A-Z]{4}-[A-Z]{4})<`)
+	confirmField = regexp.MustCompile(`<input type="hidden" name="confirm_token" value="([^"]*)">`)
+	confirmForm  = regexp.MustCompile(`<form method="post" action="([^"]*)">`)
+)
+
+// codeIn is the code svc login printed ("" if none).
+func codeIn(out string) string {
+	if m := terminalCode.FindStringSubmatch(out); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// confirmInBrowser does what a person does with the sign-in link: opens it
+// (a browser navigation), lets the provider's page post to the callback,
+// compares the code on the page the sign-in lands on with the terminal's
+// (want), and presses the confirm button only when they match. It answers
+// the last page's status and text.
+func confirmInBrowser(ctx context.Context, link, want string) (int, string, error) {
+	nav := func(method, u string, form url.Values) (int, string, error) {
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		req, err := http.NewRequestWithContext(ctx, method, u, body)
+		if err != nil {
+			return 0, "", err
+		}
+		req.Header.Set("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, string(b), fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, b)
+		}
+		return resp.StatusCode, string(b), nil
+	}
+	status, page, err := nav(http.MethodGet, link, nil)
+	if err != nil {
+		return status, page, fmt.Errorf("sign-in page: %w", err)
+	}
+	action, fields, err := oidctest.FormPost(page)
+	if err != nil {
+		return status, page, err
+	}
+	status, page, err = nav(http.MethodPost, action, fields)
+	if err != nil {
+		return status, page, fmt.Errorf("callback: %w", err)
+	}
+	shown, tok, form := pageCode.FindStringSubmatch(page), confirmField.FindStringSubmatch(page), confirmForm.FindStringSubmatch(page)
+	if shown == nil || tok == nil || form == nil {
+		return status, page, fmt.Errorf("the landing page has no code or confirm form:\n%s", page)
+	}
+	if want == "" || shown[1] != want {
+		return status, page, fmt.Errorf("the page shows code %s, the terminal %q: not confirming", shown[1], want)
+	}
+	target, err := url.Parse(action)
+	if err != nil {
+		return status, page, err
+	}
+	ref, err := url.Parse(html.UnescapeString(form[1]))
+	if err != nil {
+		return status, page, err
+	}
+	return nav(http.MethodPost, target.ResolveReference(ref).String(), url.Values{"confirm_token": {html.UnescapeString(tok[1])}})
 }
 
 // eventually retries check until it returns nil or the deadline passes.

@@ -16,9 +16,10 @@ import (
 )
 
 // TestCLIInATerminal runs the real binary under a pseudo-terminal against
-// the stack: `svc login` opens the link with $BROWSER (curl, which follows
-// it to the provider's sign-in page, which posts the id_token to the
-// callback) and shows a spinner while it waits; `svc init` without flags
+// the stack: `svc login` prints its code and opens the link with $BROWSER
+// (curl, whose visit is refused: nobody is signed in to the provider yet)
+// and shows a spinner while it waits; the test then signs in as a person
+// would, confirming on the landing page that its code is the terminal's; `svc init` without flags
 // asks for each required value; `svc status` piped prints plain text.
 func TestCLIInATerminal(t *testing.T) {
 	if runtime.GOOS == "windows" {
@@ -54,6 +55,7 @@ func TestCLIInATerminal(t *testing.T) {
 	tm := ptytest.Start(t, bin, env, "login")
 	tm.Expect("Open this link to sign in:")
 	tm.Expect(s.oidc.AuthURL())
+	tm.Expect("After signing in, confirm on the page only if it shows this same code.")
 	tm.Expect("\x1b[2K⠋ Waiting for sign-in in the browser... (")
 	tm.Expect("\x1b[2K⠙ Waiting for sign-in in the browser... (")
 	// curl's visit was refused (nobody signed in to the provider yet);
@@ -70,8 +72,12 @@ func TestCLIInATerminal(t *testing.T) {
 	}
 	s.signInAs(email)
 	link := linkFrom(t, tm.Output(), s.oidc.AuthURL())
-	if out, err := exec.Command(curl, "-fsS", "-o", "/dev/null", link).CombinedOutput(); err != nil {
-		t.Fatalf("sign-in page: %v %s", err, out)
+	code := codeIn(tm.Output())
+	if code == "" {
+		t.Fatalf("no code in %q", tm.Output())
+	}
+	if status, page, err := confirmInBrowser(t.Context(), link, code); err != nil {
+		t.Fatalf("sign-in in the browser: %d %v\n%s", status, err, page)
 	}
 	tm.Expect("Signed in to " + s.accounts + " as " + email + ".")
 	if code := tm.Wait(); code != 0 {

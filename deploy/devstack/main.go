@@ -319,7 +319,8 @@ const processorExample = `  cid=<click_id>; n=$(date +%s)
 
 // devSignIn serves a stand-in OpenID provider for `svc login` on the local
 // stack: its sign-in page signs in as DEV_LOGIN_EMAIL (the demo owner by
-// default) and completes the command-line sign-in through the gateway. It
+// default) and posts the command-line sign-in to the gateway's callback,
+// whose page shows the code to confirm (svc login printed it). It
 // exists only here; real deployments set OIDC_* to a real provider.
 func devSignIn(out io.Writer, gatewayURL string) (map[string]string, func(), error) {
 	ln, err := net.Listen("tcp", envOr("DEV_OIDC_ADDR", "127.0.0.1:0"))

@@ -51,14 +51,17 @@ type browser struct {
 	e  *signinEnv
 	ip string
 	hc *http.Client
+	// accept is the Accept header sent ("": none).
+	accept string
 }
 
-func (e *signinEnv) browser(ip string) *browser {
+// browser is a new browser failing t.
+func (e *signinEnv) browser(t *testing.T, ip string) *browser {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return &browser{t: e.t, e: e, ip: ip, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+	return &browser{t: t, e: e, ip: ip, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -80,6 +83,9 @@ func (b *browser) send(method, path string, form url.Values) reply {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	req.Header.Set("X-Forwarded-For", b.ip)
+	if b.accept != "" {
+		req.Header.Set("Accept", b.accept)
+	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
 		b.t.Fatalf("%s %s: %v", method, path, err)
@@ -92,6 +98,13 @@ func (b *browser) send(method, path string, form url.Values) reply {
 	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
 	_ = json.Unmarshal(raw, &r.Body)
 	return r
+}
+
+// clientOf is e.client failing t (a subtest) instead of the test.
+func (e *env) clientOf(t *testing.T, ip string) *client {
+	c := e.client(ip)
+	c.t = t
+	return c
 }
 
 // dashboardSignIn runs the dashboard sign-in from start (with query) to
@@ -124,7 +137,7 @@ func TestDashboardSignInReturnsOnlyToTheDashboardWithTheTabNonce(t *testing.T) {
 		for _, rt := range []string{"/", "/dashboard", "/dashboardx/", "/api/v1/cli/programs", "/admin/v1/users",
 			"/dashboard/../admin/v1/users", "/dashboard/%2e%2e/admin/v1/users", "/dashboard/..%2fadmin", "/dashboard/%2E%2E",
 			"/dashboard/./../x", "/%64ashboard/"} {
-			b := e.browser("203.0.113.20")
+			b := e.browser(t, "203.0.113.20")
 			a := b.send("GET", "/api/v1/dashboard/auth/start?return_to="+url.QueryEscape(rt), nil)
 			if a.Status != 400 || a.str("error", "message") != "return_to must be a path under /dashboard/, like /dashboard/" {
 				t.Fatalf("return_to %q: %d %s", rt, a.Status, a.Raw)
@@ -137,7 +150,7 @@ func TestDashboardSignInReturnsOnlyToTheDashboardWithTheTabNonce(t *testing.T) {
 
 	t.Run("a tab_nonce that is not 16 to 128 URL-safe characters is a 400", func(t *testing.T) {
 		for _, n := range []string{"short", strings.Repeat("a", 129), "aaaaaaaaaaaaaaaa&session=x", "aaaaaaaaaaaaaaa%", "aaaaaaaaaaaaaaa\u00e9"} {
-			b := e.browser("203.0.113.21")
+			b := e.browser(t, "203.0.113.21")
 			a := b.send("GET", "/api/v1/dashboard/auth/start?"+url.Values{"return_to": {"/dashboard/"}, "tab_nonce": {n}}.Encode(), nil)
 			if a.Status != 400 || a.str("error", "message") != "tab_nonce must be 16 to 128 letters, digits, '-' or '_'" {
 				t.Fatalf("tab_nonce %q: %d %s", n, a.Status, a.Raw)
@@ -147,7 +160,7 @@ func TestDashboardSignInReturnsOnlyToTheDashboardWithTheTabNonce(t *testing.T) {
 
 	t.Run("the tab_nonce comes back in the fragment", func(t *testing.T) {
 		nonce := "Tab-nonce_0123456789abcdefXYZ"
-		loc := e.browser("203.0.113.22").dashboardSignIn(url.Values{"return_to": {"/dashboard/?program=3"}, "tab_nonce": {nonce}})
+		loc := e.browser(t, "203.0.113.22").dashboardSignIn(url.Values{"return_to": {"/dashboard/?program=3"}, "tab_nonce": {nonce}})
 		path, frag, _ := strings.Cut(loc, "#")
 		q, _ := url.ParseQuery(frag)
 		if path != "/dashboard/?program=3" || q.Get("session") == "" || q.Get("expires_at") == "" || q.Get("tab_nonce") != nonce {
@@ -159,7 +172,7 @@ func TestDashboardSignInReturnsOnlyToTheDashboardWithTheTabNonce(t *testing.T) {
 	})
 
 	t.Run("without a tab_nonce the fragment has none", func(t *testing.T) {
-		loc := e.browser("203.0.113.23").dashboardSignIn(url.Values{})
+		loc := e.browser(t, "203.0.113.23").dashboardSignIn(url.Values{})
 		path, frag, _ := strings.Cut(loc, "#")
 		q, _ := url.ParseQuery(frag)
 		if path != "/dashboard/" || q.Get("session") == "" || q.Has("tab_nonce") {

@@ -425,7 +425,10 @@ type SignIn struct {
 	// CallbackURL, when set, makes the sign-in page act as the browser page
 	// that completes a command-line sign-in: it POSTs {"state","id_token"}
 	// there (e.g. http://127.0.0.1:8080/api/v1/cli/auth/callback) and shows
-	// the answer. Otherwise the page redirects to redirect_uri with the
+	// the answer. A browser's navigation (Accept naming text/html) gets the
+	// form-post page for CallbackURL instead, so the browser itself lands
+	// on the callback's page (where the command-line sign-in is confirmed).
+	// Otherwise the page redirects to redirect_uri with the
 	// token in the fragment (implicit flow), or, with no redirect_uri,
 	// answers {"state","id_token"} as JSON. A request with
 	// response_mode=form_post and a redirect_uri (the dashboard's browser
@@ -522,6 +525,8 @@ func (p *Provider) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case req.ResponseMode == "form_post" && req.RedirectURI != "":
 		p.formPost(w, req.RedirectURI, req.State, tok, who)
+	case who.CallbackURL != "" && acceptsHTML(r):
+		p.formPost(w, who.CallbackURL, req.State, tok, who)
 	case who.CallbackURL != "":
 		p.deliver(w, r, who.CallbackURL, req.State, tok)
 	case req.RedirectURI != "":
@@ -557,6 +562,18 @@ func (p *Provider) formPost(w http.ResponseWriter, redirectURI, state, tok strin
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	_ = formPostPage.Execute(w, map[string]any{"Action": u.String(), "State": state, "IDToken": tok, "Email": who.Email, "Auto": who.AutoSubmit})
+}
+
+// acceptsHTML reports whether r is a browser's navigation: its Accept
+// names text/html.
+func acceptsHTML(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(mt), "text/html") {
+			return true
+		}
+	}
+	return false
 }
 
 // FormPost reads the form-post page: where it posts, and its fields.

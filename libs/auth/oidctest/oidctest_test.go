@@ -361,3 +361,33 @@ func TestAuthorizeFormPost(t *testing.T) {
 		t.Fatalf("a non-http redirect_uri: %d", resp.StatusCode)
 	}
 }
+
+// With a CallbackURL, a browser's navigation gets a form that posts to it
+// (the browser lands on the callback's page); a client asking for no page
+// gets the callback's answer relayed.
+func TestCallbackURLToABrowserIsAFormPost(t *testing.T) {
+	p := oidctest.Start(t)
+	p.SetSignIn(&oidctest.SignIn{Email: "a@b.example", EmailVerified: true, CallbackURL: "http://127.0.0.1:1/cli/callback", AutoSubmit: true})
+	req, _ := http.NewRequest("GET", authLink(p, ""), nil)
+	req.Header.Set("Accept", "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	action, fields, err := oidctest.FormPost(string(page))
+	if resp.StatusCode != 200 || err != nil || action != "http://127.0.0.1:1/cli/callback" || fields.Get("state") != "st-1" || fields.Get("id_token") == "" ||
+		!strings.Contains(string(page), "onload=") {
+		t.Fatalf("%d %q %v %v\n%s", resp.StatusCode, action, fields, err, page)
+	}
+	// No page asked for: the provider posts itself (to a closed port here).
+	resp, err = http.Get(authLink(p, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("relay: %d", resp.StatusCode)
+	}
+}

@@ -114,6 +114,19 @@ func (s *stack) callback(state, idToken string) reply {
 	return s.cli("POST", "auth/callback", "", jsonBody(s.t, map[string]string{"state": state, "id_token": idToken}))
 }
 
+// confirm posts the callback's one-time value, as the landing page does
+// once the person saw that the codes match; it fails the test otherwise.
+func (s *stack) confirm(callback reply) {
+	s.t.Helper()
+	if callback.status != 200 {
+		s.t.Fatalf("callback: %d %s", callback.status, callback.raw)
+	}
+	tok, _ := data(s.t, callback)["confirm_token"].(string)
+	if r := s.cli("POST", "auth/confirm", "", jsonBody(s.t, map[string]string{"confirm_token": tok})); r.status != 200 {
+		s.t.Fatalf("confirm: %d %s", r.status, r.raw)
+	}
+}
+
 func (s *stack) poll(state string) reply {
 	s.t.Helper()
 	return s.cli("GET", "auth/poll?state="+url.QueryEscape(state), "", "")
@@ -124,9 +137,7 @@ func (s *stack) poll(state string) reply {
 func (s *stack) signIn(p *oidctest.Provider, email string) (string, int64) {
 	s.t.Helper()
 	l := s.begin()
-	if r := s.callback(l.state, p.IDToken(s.t, oidctest.Claims{Email: email, EmailVerified: true, Nonce: l.nonce})); r.status != 200 {
-		s.t.Fatalf("callback: %d %s", r.status, r.raw)
-	}
+	s.confirm(s.callback(l.state, p.IDToken(s.t, oidctest.Claims{Email: email, EmailVerified: true, Nonce: l.nonce})))
 	r := s.poll(l.state)
 	d := data(s.t, r)
 	if d["status"] != "complete" {
@@ -168,7 +179,7 @@ func TestCLISignInFlow(t *testing.T) {
 		t.Fatalf("auth/start: %d %v %s", r.status, r.header, r.raw)
 	}
 	d := data(t, r)
-	state := d["state"].(string)
+	state, code := d["state"].(string), d["user_code"].(string)
 	link, err := url.Parse(d["url"].(string))
 	if err != nil {
 		t.Fatal(err)
@@ -199,13 +210,15 @@ func TestCLISignInFlow(t *testing.T) {
 
 	users := s.count("users")
 	idTok := p.IDToken(t, oidctest.Claims{Email: "New.Person@Brand.example", EmailVerified: true, Name: "New Person", Nonce: q.Get("nonce")})
+	var signedIn reply
 	t.Run("callback signs the session in and creates the user", func(t *testing.T) {
 		r := s.callback(state, idTok)
+		signedIn = r
 		if r.status != 200 {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
 		d := data(t, r)
-		if d["status"] != "signed_in" || d["user"].(map[string]any)["email"] != "new.person@brand.example" {
+		if d["status"] != "confirmation_required" || d["user_code"] != code || d["user"].(map[string]any)["email"] != "new.person@brand.example" {
 			t.Fatalf("%s", r.raw)
 		}
 		if s.count("users") != users+1 {
@@ -223,9 +236,15 @@ func TestCLISignInFlow(t *testing.T) {
 	t.Run("a second callback with the same state is refused", func(t *testing.T) {
 		wantError(t, s.callback(state, idTok), 404, "NotFoundError", "Session not found or already used")
 	})
+	t.Run("pending until the person confirms the code", func(t *testing.T) {
+		if r := s.poll(state); r.status != 200 || r.raw != `{"data":{"status":"pending"}}` {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		s.confirm(signedIn)
+	})
 
 	var token string
-	t.Run("first poll after sign-in returns the login token", func(t *testing.T) {
+	t.Run("first poll after confirmation returns the login token", func(t *testing.T) {
 		r := s.poll(state)
 		d := data(t, r)
 		token, _ = d["token"].(string)
@@ -272,10 +291,19 @@ func TestCLISignInThroughTheProviderPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The page shows the callback's answer: the code, and the value that
+	// confirms it.
+	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("sign-in page: %d", resp.StatusCode)
+	shown := reply{status: resp.StatusCode, raw: string(page)}
+	_ = json.Unmarshal(page, &shown.body)
+	if shown.status != 200 || data(t, shown)["user_code"] != d["user_code"] {
+		t.Fatalf("sign-in page: %d %s", resp.StatusCode, page)
 	}
+	if r := s.poll(d["state"].(string)); data(t, r)["status"] != "pending" {
+		t.Fatalf("poll before confirmation: %s", r.raw)
+	}
+	s.confirm(shown)
 	if r := s.poll(d["state"].(string)); data(t, r)["status"] != "complete" {
 		t.Fatalf("poll: %s", r.raw)
 	}
@@ -299,9 +327,7 @@ func TestCLISignInMatchesExistingUserByEmailCaseInsensitively(t *testing.T) {
 	uid := dataID(t, s.admin("POST", "/admin/v1/users", `{"email":"Owner@Brand.example","advertiser_id":`+itoa(adv)+`}`))
 	users := s.count("users")
 	l := s.begin()
-	if r := s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "OWNER@brand.EXAMPLE", EmailVerified: true, Nonce: l.nonce})); r.status != 200 {
-		t.Fatalf("%d %s", r.status, r.raw)
-	}
+	s.confirm(s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "OWNER@brand.EXAMPLE", EmailVerified: true, Nonce: l.nonce})))
 	d := data(t, s.poll(l.state))
 	u := d["user"].(map[string]any)
 	if int64(u["id"].(float64)) != uid || int64(u["advertiser_id"].(float64)) != adv || s.count("users") != users {
@@ -465,6 +491,17 @@ func TestCLIPoll(t *testing.T) {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
 		s.exec(`UPDATE cli_login_sessions SET signed_in_at = signed_in_at - interval '5 minutes' WHERE state_hash = $1`, sha(l.state))
+		if r := s.poll(l.state); r.raw != `{"data":{"status":"expired"}}` {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		if n := s.count("cli_login_tokens"); n != 0 {
+			t.Fatalf("%d tokens minted", n)
+		}
+	})
+	t.Run("a confirmed session not collected within 5 minutes expires", func(t *testing.T) {
+		l := s.begin()
+		s.confirm(s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "slower@brand.example", EmailVerified: true, Nonce: l.nonce})))
+		s.exec(`UPDATE cli_login_sessions SET confirmed_at = confirmed_at - interval '5 minutes' WHERE state_hash = $1`, sha(l.state))
 		if r := s.poll(l.state); r.raw != `{"data":{"status":"expired"}}` {
 			t.Fatalf("%d %s", r.status, r.raw)
 		}
@@ -760,9 +797,7 @@ func TestCLIPollTokenIsGivenExactlyOnceUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	s, p := startCLI(t, nil)
 	l := s.begin()
-	if r := s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "race@brand.example", EmailVerified: true, Nonce: l.nonce})); r.status != 200 {
-		t.Fatalf("%d %s", r.status, r.raw)
-	}
+	s.confirm(s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "race@brand.example", EmailVerified: true, Nonce: l.nonce})))
 	const n = 8
 	type result struct {
 		status int

@@ -325,9 +325,7 @@ func TestCLIServerErrors(t *testing.T) {
 	})
 	t.Run("auth/poll leaves the session collectable", func(t *testing.T) {
 		l := s.begin()
-		if r := s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "owner@brand.example", EmailVerified: true, Nonce: l.nonce})); r.status != 200 {
-			t.Fatalf("%d %s", r.status, r.raw)
-		}
+		s.confirm(s.callback(l.state, p.IDToken(t, oidctest.Claims{Email: "owner@brand.example", EmailVerified: true, Nonce: l.nonce})))
 		undo := rename("cli_login_tokens", "cli_login_tokens_away")
 		want500(t, s.poll(l.state), "Failed to poll auth session")
 		undo()

@@ -381,8 +381,17 @@ func (d *dash) cliLogin(email string) string {
 	body, _ := json.Marshal(map[string]string{"state": link.State, "id_token": d.token(email, link.Nonce)})
 	req, _ = http.NewRequest("POST", d.base+"/api/v1/cli/auth/callback", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
+	cb := d.send(http.DefaultClient, req)
+	cbData, _ := cb.body["data"].(map[string]any)
+	confirm, _ := cbData["confirm_token"].(string)
+	if cb.status != 200 || confirm == "" {
+		d.t.Fatalf("cli callback %d %s", cb.status, cb.raw)
+	}
+	body, _ = json.Marshal(map[string]string{"confirm_token": confirm})
+	req, _ = http.NewRequest("POST", d.base+"/api/v1/cli/auth/confirm", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	if a := d.send(http.DefaultClient, req); a.status != 200 {
-		d.t.Fatalf("cli callback %d %s", a.status, a.raw)
+		d.t.Fatalf("cli confirm %d %s", a.status, a.raw)
 	}
 	a = d.get(http.DefaultClient, d.base+"/api/v1/cli/auth/poll?state="+url.QueryEscape(link.State), "")
 	tok, _ := a.body["data"].(map[string]any)["token"].(string)

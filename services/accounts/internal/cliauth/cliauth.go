@@ -80,14 +80,21 @@ var DefaultMemberPermissions = []string{"tracking:read", "tracking:write"}
 
 // Session is a command-line sign-in in progress.
 type Session struct {
-	ID         int64
-	StateHash  []byte
-	Nonce      string
+	ID        int64
+	StateHash []byte
+	Nonce     string
+	// UserCode is shown by the CLI and on the page the sign-in lands on;
+	// the person confirms there that the two match (see Confirm).
+	UserCode   string
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
 	UserID     int64 // 0 until the callback signs it in
 	SignedInAt *time.Time
-	ConsumedAt *time.Time
+	// ConfirmHash is the SHA-256 of the one-time value the callback gave
+	// the landing page; ConfirmedAt is set when the person confirmed.
+	ConfirmHash []byte
+	ConfirmedAt *time.Time
+	ConsumedAt  *time.Time
 }
 
 // LoginToken is a login token as stored: its hash only.
@@ -126,9 +133,16 @@ type Store interface {
 	// SessionByState returns ErrSessionNotFound when no session has the hash.
 	SessionByState(ctx context.Context, stateHash []byte) (Session, error)
 	// LinkSession signs an unsigned, unconsumed session in for userID if it
-	// has not expired at `at`; false when it no longer qualifies.
-	LinkSession(ctx context.Context, id, userID int64, at time.Time) (bool, error)
-	// ConsumeSession marks a signed-in session consumed and stores its login
+	// has not expired at `at`, with the hash of its confirmation value;
+	// false when it no longer qualifies.
+	LinkSession(ctx context.Context, id, userID int64, at time.Time, confirmHash []byte) (bool, error)
+	// SessionByConfirm returns ErrConfirmNotFound when no session has the
+	// confirmation hash.
+	SessionByConfirm(ctx context.Context, confirmHash []byte) (Session, error)
+	// ConfirmSession marks a signed-in, unconfirmed, unconsumed session
+	// confirmed; false when it no longer qualifies.
+	ConfirmSession(ctx context.Context, id int64, at time.Time) (bool, error)
+	// ConsumeSession marks a confirmed session consumed and stores its login
 	// token in one transaction; false when it was already consumed.
 	ConsumeSession(ctx context.Context, id int64, at time.Time, tok LoginToken) (bool, error)
 	IdentityStore
@@ -150,12 +164,23 @@ type Store interface {
 type Started struct {
 	State     string
 	URL       string
+	UserCode  string
 	ExpiresAt time.Time
 }
 
-// SignedIn is the outcome of a successful callback.
+// SignedIn is the outcome of a successful callback: the user, the code to
+// compare with the CLI's, and the one-time value that confirms it (for the
+// landing page only; the poller never sees it).
 type SignedIn struct {
-	User catalog.User
+	User         catalog.User
+	UserCode     string
+	ConfirmToken string
+}
+
+// Confirmed is the outcome of a confirmation.
+type Confirmed struct {
+	User     catalog.User
+	UserCode string
 }
 
 // PollResult is a session's state as the polling client sees it. Token is
@@ -184,7 +209,11 @@ type Initialized struct {
 // Service is the command-line account routes' use cases.
 type Service interface {
 	Start(ctx context.Context) (Started, error)
+	// Callback signs the session in; its token waits for Confirm.
 	Callback(ctx context.Context, state, idToken string) (SignedIn, error)
+	// Confirm records that the person who signed in saw the CLI's code on
+	// the landing page and confirmed it, with the callback's one-time value.
+	Confirm(ctx context.Context, confirmToken string) (Confirmed, error)
 	// Identify verifies an id_token against nonce and resolves its user
 	// (created when new), with the sign-in refusals: ErrInvalidIDToken,
 	// ErrEmailNotVerified, ErrAccountBlocked, ErrNotConfigured.

@@ -88,6 +88,10 @@ func (s *service) Start(ctx context.Context) (Started, error) {
 	if err != nil {
 		return Started{}, fmt.Errorf("new nonce: %w", err)
 	}
+	code, err := NewUserCode()
+	if err != nil {
+		return Started{}, err
+	}
 	now := s.cfg.Now().UTC()
 	link, err := s.signInURL(state, nonce)
 	if err != nil {
@@ -99,12 +103,12 @@ func (s *service) Start(ctx context.Context) (Started, error) {
 		return Started{}, fmt.Errorf("sweep sign-in sessions: %w", err)
 	}
 	sess, err := s.cfg.Store.CreateSession(ctx, Session{
-		StateHash: HashSecret(state), Nonce: nonce, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL),
+		StateHash: HashSecret(state), Nonce: nonce, UserCode: code, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL),
 	})
 	if err != nil {
 		return Started{}, fmt.Errorf("create sign-in session: %w", err)
 	}
-	return Started{State: state, URL: link, ExpiresAt: sess.ExpiresAt}, nil
+	return Started{State: state, URL: link, UserCode: code, ExpiresAt: sess.ExpiresAt}, nil
 }
 
 // signInURL adds the OpenID implicit-flow parameters to the provider's
@@ -152,7 +156,14 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 	if err != nil {
 		return SignedIn{}, err
 	}
-	ok, err := s.cfg.Store.LinkSession(ctx, sess.ID, user.ID, now)
+	// The value that confirms the codes match goes only to whoever
+	// presented the id_token (the landing page), never to the poller: the
+	// poller may be someone who sent the link to the person signing in.
+	confirm, err := RandomString(32)
+	if err != nil {
+		return SignedIn{}, fmt.Errorf("new confirmation value: %w", err)
+	}
+	ok, err := s.cfg.Store.LinkSession(ctx, sess.ID, user.ID, now, HashSecret(confirm))
 	if err != nil {
 		return SignedIn{}, fmt.Errorf("link sign-in session: %w", err)
 	}
@@ -160,7 +171,7 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 		// Another callback won the race, or the link expired meanwhile.
 		return SignedIn{}, ErrSessionNotFoundOrUsed
 	}
-	return SignedIn{User: user}, nil
+	return SignedIn{User: user, UserCode: sess.UserCode, ConfirmToken: confirm}, nil
 }
 
 // Identify checks an id_token the way every sign-in does (the provider's
@@ -254,9 +265,18 @@ func (s *service) Poll(ctx context.Context, state string) (PollResult, error) {
 		}
 		return PollResult{Status: StatusPending}, nil
 	}
-	// A signed-in session waits for its poller as long as a sign-in link
+	// Signed in but not confirmed: still pending (the token is released
+	// only once the person confirmed the code), for as long as a sign-in
+	// link lives.
+	if sess.ConfirmedAt == nil {
+		if sess.SignedInAt != nil && !now.Before(sess.SignedInAt.Add(s.cfg.SessionTTL)) {
+			return PollResult{Status: StatusExpired}, nil
+		}
+		return PollResult{Status: StatusPending}, nil
+	}
+	// A confirmed session waits for its poller as long as a sign-in link
 	// lives: a client that stopped polling does not get a token later.
-	if sess.SignedInAt != nil && !now.Before(sess.SignedInAt.Add(s.cfg.SessionTTL)) {
+	if !now.Before(sess.ConfirmedAt.Add(s.cfg.SessionTTL)) {
 		return PollResult{Status: StatusExpired}, nil
 	}
 	secret, err := RandomString(32)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -43,14 +44,36 @@ func (m *memStore) SessionByState(_ context.Context, h []byte) (Session, error) 
 	return Session{}, ErrSessionNotFound
 }
 
-func (m *memStore) LinkSession(_ context.Context, id, uid int64, at time.Time) (bool, error) {
+func (m *memStore) LinkSession(_ context.Context, id, uid int64, at time.Time, confirmHash []byte) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := &m.sessions[id-1]
 	if s.UserID != 0 || s.ConsumedAt != nil || !at.Before(s.ExpiresAt) {
 		return false, nil
 	}
-	s.UserID, s.SignedInAt = uid, &at
+	s.UserID, s.SignedInAt, s.ConfirmHash = uid, &at, confirmHash
+	return true, nil
+}
+
+func (m *memStore) SessionByConfirm(_ context.Context, h []byte) (Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.sessions {
+		if s.ConfirmHash != nil && bytes.Equal(s.ConfirmHash, h) {
+			return s, nil
+		}
+	}
+	return Session{}, ErrConfirmNotFound
+}
+
+func (m *memStore) ConfirmSession(_ context.Context, id int64, at time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := &m.sessions[id-1]
+	if s.UserID == 0 || s.ConfirmedAt != nil || s.ConsumedAt != nil {
+		return false, nil
+	}
+	s.ConfirmedAt = &at
 	return true, nil
 }
 
@@ -58,7 +81,7 @@ func (m *memStore) ConsumeSession(_ context.Context, id int64, at time.Time, tok
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := &m.sessions[id-1]
-	if s.UserID == 0 || s.ConsumedAt != nil {
+	if s.UserID == 0 || s.ConfirmedAt == nil || s.ConsumedAt != nil {
 		return false, nil
 	}
 	s.ConsumedAt = &at
@@ -234,11 +257,19 @@ func TestPollStatusesOverTime(t *testing.T) {
 			t.Fatalf("%+v %v", p, err)
 		}
 	})
-	t.Run("signed in at 4:59 is collectable for 5 more minutes, once", func(t *testing.T) {
+	t.Run("signed in at 4:59, confirmed 4:59 later, is collectable for 5 more minutes, once", func(t *testing.T) {
 		svc, clk := newTestService(t)
 		state, nonce := start(t, svc)
 		clk.Add(4*time.Minute + 59*time.Second)
-		if _, err := svc.Callback(ctx, state, "ok:a@b.example:"+nonce); err != nil {
+		in, err := svc.Callback(ctx, state, "ok:a@b.example:"+nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(4*time.Minute + 59*time.Second)
+		if p, err := svc.Poll(ctx, state); err != nil || p.Status != StatusPending || p.Token != "" {
+			t.Fatalf("before confirmation: %+v %v", p, err)
+		}
+		if _, err := svc.Confirm(ctx, in.ConfirmToken); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(5*time.Minute - time.Second)
@@ -262,10 +293,14 @@ func TestPollStatusesOverTime(t *testing.T) {
 			t.Fatalf("at expiry: %v", err)
 		}
 	})
-	t.Run("signed in but not collected within 5 minutes", func(t *testing.T) {
+	t.Run("confirmed but not collected within 5 minutes", func(t *testing.T) {
 		svc, clk := newTestService(t)
 		state, nonce := start(t, svc)
-		if _, err := svc.Callback(ctx, state, "ok:a@b.example:"+nonce); err != nil {
+		in, err := svc.Callback(ctx, state, "ok:a@b.example:"+nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Confirm(ctx, in.ConfirmToken); err != nil {
 			t.Fatal(err)
 		}
 		clk.Add(5 * time.Minute)
@@ -273,6 +308,69 @@ func TestPollStatusesOverTime(t *testing.T) {
 			t.Fatalf("%+v %v", p, err)
 		}
 	})
+	t.Run("signed in, never confirmed: pending, then expired at 5 minutes; too late to confirm", func(t *testing.T) {
+		svc, clk := newTestService(t)
+		state, nonce := start(t, svc)
+		in, err := svc.Callback(ctx, state, "ok:a@b.example:"+nonce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(5*time.Minute - time.Nanosecond)
+		if p, err := svc.Poll(ctx, state); err != nil || p.Status != StatusPending {
+			t.Fatalf("%+v %v", p, err)
+		}
+		clk.Add(time.Nanosecond)
+		if p, err := svc.Poll(ctx, state); err != nil || p.Status != StatusExpired {
+			t.Fatalf("%+v %v", p, err)
+		}
+		if _, err := svc.Confirm(ctx, in.ConfirmToken); !errors.Is(err, ErrConfirmExpired) {
+			t.Fatalf("late confirmation: %v", err)
+		}
+	})
+}
+
+func TestConfirm(t *testing.T) {
+	ctx := context.Background()
+	svc, _ := newTestService(t)
+	st, err := svc.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(st.URL)
+	in, err := svc.Callback(ctx, st.State, "ok:c@b.example:"+u.Query().Get("nonce"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.UserCode != st.UserCode || in.ConfirmToken == "" || in.ConfirmToken == st.State {
+		t.Fatalf("start %+v, callback %+v", st, in)
+	}
+	for tok, want := range map[string]error{"": ErrMissingConfirmToken, st.State: ErrConfirmNotFound, strings.Repeat("a", 129): ErrConfirmNotFound} {
+		if _, err := svc.Confirm(ctx, tok); !errors.Is(err, want) {
+			t.Errorf("confirm %q: %v, want %v", tok, err, want)
+		}
+	}
+	c, err := svc.Confirm(ctx, in.ConfirmToken)
+	if err != nil || c.User.Email != "c@b.example" || c.UserCode != st.UserCode {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if _, err := svc.Confirm(ctx, in.ConfirmToken); !errors.Is(err, ErrConfirmNotFound) {
+		t.Fatalf("second confirmation: %v", err)
+	}
+}
+
+func TestNewUserCode(t *testing.T) {
+	seen := map[string]bool{}
+	shape := regexp.MustCompile(`^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$`)
+	for i := 0; i < 2000; i++ {
+		c, err := NewUserCode()
+		if err != nil || !shape.MatchString(c) {
+			t.Fatalf("%q %v", c, err)
+		}
+		seen[c] = true
+	}
+	if len(seen) < 1990 {
+		t.Fatalf("only %d distinct codes in 2000", len(seen))
+	}
 }
 
 func TestSameAdvertiser(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 type Set struct {
 	Start    endpoint.Endpoint
 	Callback endpoint.Endpoint
+	Confirm  endpoint.Endpoint
 	Poll     endpoint.Endpoint
 	Init     endpoint.Endpoint
 	Programs endpoint.Endpoint
@@ -33,6 +34,7 @@ func New(svc cliauth.Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
 		Start:    obs.Decorate("cli_auth_start", makeStart(svc), mw...),
 		Callback: obs.Decorate("cli_auth_callback", makeCallback(svc), mw...),
+		Confirm:  obs.Decorate("cli_auth_confirm", makeConfirm(svc), mw...),
 		Poll:     obs.Decorate("cli_auth_poll", makePoll(svc), mw...),
 		Init:     obs.Decorate("cli_init", makeInit(svc), mw...),
 		Programs: obs.Decorate("cli_programs", makePrograms(svc), mw...),
@@ -65,6 +67,7 @@ func (r Response[T]) Headers() http.Header {
 var (
 	_ endpoint.Failer = Response[StartData]{}
 	_ endpoint.Failer = Response[CallbackData]{}
+	_ endpoint.Failer = Response[ConfirmData]{}
 	_ endpoint.Failer = Response[PollData]{}
 	_ endpoint.Failer = Response[InitData]{}
 	_ endpoint.Failer = Response[[]catalogendpoints.ProgramView]{}
@@ -92,15 +95,17 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func makeStart(svc cliauth.Service) endpoint.Endpoint {
 	return func(ctx context.Context, _ any) (any, error) {
 		s, err := svc.Start(ctx)
-		return answer(StartData{ExpiresAt: rfc3339(s.ExpiresAt), State: s.State, URL: s.URL}, http.StatusCreated, 0, err)
+		return answer(StartData{ExpiresAt: rfc3339(s.ExpiresAt), State: s.State, URL: s.URL, UserCode: s.UserCode}, http.StatusCreated, 0, err)
 	}
 }
 
-// StartData answers auth/start.
+// StartData answers auth/start. UserCode is for the CLI to print: the
+// landing page shows the same code before the person confirms.
 type StartData struct {
 	ExpiresAt string `json:"expires_at"`
 	State     string `json:"state"`
 	URL       string `json:"url"`
+	UserCode  string `json:"user_code"`
 }
 
 // CallbackRequest is a sign-in callback's {state, id_token}.
@@ -110,12 +115,23 @@ type CallbackRequest struct {
 	IDToken string
 }
 
-// CallbackData answers a completed sign-in.
+// StatusConfirmationRequired is the callback's status: signed in at the
+// provider, the login token waits for the person to confirm the code.
+const StatusConfirmationRequired = "confirmation_required"
+
+// CallbackData answers a sign-in: the code to compare with the terminal's,
+// and the one-time value that confirms it (auth/confirm).
 type CallbackData struct {
-	Message string       `json:"message"`
-	Status  string       `json:"status"`
-	User    CallbackUser `json:"user"`
+	ConfirmToken string       `json:"confirm_token"`
+	ConfirmURL   string       `json:"confirm_url"`
+	Message      string       `json:"message"`
+	Status       string       `json:"status"`
+	User         CallbackUser `json:"user"`
+	UserCode     string       `json:"user_code"`
 }
+
+// ConfirmPath is where the landing page confirms.
+const ConfirmPath = "/api/v1/cli/auth/confirm"
 
 // CallbackUser names the signed-in user.
 type CallbackUser struct {
@@ -128,9 +144,36 @@ func makeCallback(svc cliauth.Service) endpoint.Endpoint {
 		r := req.(CallbackRequest)
 		s, err := svc.Callback(ctx, r.State, r.IDToken)
 		return answer(CallbackData{
-			Message: "You are signed in. Return to your terminal to continue.",
-			Status:  "signed_in",
-			User:    CallbackUser{Email: s.User.Email, ID: s.User.ID},
+			ConfirmToken: s.ConfirmToken,
+			ConfirmURL:   ConfirmPath,
+			Message: "Check that your terminal shows the code " + s.UserCode + ", then confirm. " +
+				"If you did not run \"svc login\" yourself, do not confirm: someone else would be signed in as you.",
+			Status:   StatusConfirmationRequired,
+			User:     CallbackUser{Email: s.User.Email, ID: s.User.ID},
+			UserCode: s.UserCode,
+		}, http.StatusOK, 0, err)
+	}
+}
+
+// ConfirmRequest is auth/confirm's one-time value.
+type ConfirmRequest struct{ ConfirmToken string }
+
+// ConfirmData answers a confirmation.
+type ConfirmData struct {
+	Message  string       `json:"message"`
+	Status   string       `json:"status"`
+	User     CallbackUser `json:"user"`
+	UserCode string       `json:"user_code"`
+}
+
+func makeConfirm(svc cliauth.Service) endpoint.Endpoint {
+	return func(ctx context.Context, req any) (any, error) {
+		c, err := svc.Confirm(ctx, req.(ConfirmRequest).ConfirmToken)
+		return answer(ConfirmData{
+			Message:  "You are signed in. Return to your terminal to continue.",
+			Status:   "confirmed",
+			User:     CallbackUser{Email: c.User.Email, ID: c.User.ID},
+			UserCode: c.UserCode,
 		}, http.StatusOK, 0, err)
 	}
 }

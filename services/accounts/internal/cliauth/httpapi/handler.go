@@ -1,5 +1,6 @@
 // Package httpapi is the HTTP transport of the command-line account routes
-// under /api/v1/cli/: sign-in (auth/start, auth/callback, auth/poll), init,
+// under /api/v1/cli/: sign-in (auth/start, auth/callback, auth/confirm,
+// auth/poll), init,
 // programs, and the retired stripe-connect, over the endpoints of
 // cliauth/endpoints.
 package httpapi
@@ -7,6 +8,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"html/template"
 	"log/slog"
 	"net/http"
 
@@ -68,6 +70,8 @@ type route struct {
 	name string
 	fail string // the contract's 500 message, before "(request_id: …)"
 	auth *authMessages
+	// page answers a browser that asks for text/html (nil: JSON only).
+	page *template.Template
 }
 
 // errors is the route's data for the service's one error encoder: the
@@ -96,21 +100,29 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	server := func(rt route, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc) http.Handler {
 		enc := rt.errors(logger)
+		respond := httpkit.NewResponseEncoder(enc.Refusal)
+		opts := httpkit.ServerOptions(enc.Failure, logger)
+		if rt.page != nil {
+			respond = pageEncoder(respond, rt.page)
+			opts = append(opts, kithttp.ServerBefore(withAccept))
+		}
 		// Query values (poll's state) reach the database: refuse NUL first.
-		h := http.Handler(kithttp.NewServer(e, httpkit.RefuseNULQuery(dec), httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...))
+		h := http.Handler(kithttp.NewServer(e, httpkit.RefuseNULQuery(dec), respond, opts...))
 		if rt.auth == nil {
 			return limit(h)
 		}
 		return failedAuth(requireLogin(cfg.Service, logger, rt, enc, tokenLimit(h)))
 	}
 	start := route{name: "cli_auth_start", fail: "Failed to start auth session"}
-	callback := route{name: "cli_auth_callback", fail: "Auth callback failed"}
+	callback := route{name: "cli_auth_callback", fail: "Auth callback failed", page: landingPage}
+	confirm := route{name: "cli_auth_confirm", fail: "Auth confirmation failed", page: confirmedPage}
 	poll := route{name: "cli_auth_poll", fail: "Failed to poll auth session"}
 	initR := route{name: "cli_init", fail: "Failed to create program", auth: &initAuth}
 	programs := route{name: "cli_programs", fail: "Failed to list programs", auth: &programsAuth}
 	return []httpkit.Route{
 		{Pattern: "POST /api/v1/cli/auth/start", Name: start.name, Handler: server(start, set.Start, decodeNothing)},
 		{Pattern: "POST /api/v1/cli/auth/callback", Name: callback.name, Handler: server(callback, set.Callback, decodeCallback)},
+		{Pattern: "POST " + endpoints.ConfirmPath, Name: confirm.name, Handler: server(confirm, set.Confirm, decodeConfirm)},
 		{Pattern: "GET /api/v1/cli/auth/poll", Name: poll.name, Handler: server(poll, set.Poll, decodePoll)},
 		{Pattern: "POST /api/v1/cli/init", Name: initR.name, Handler: server(initR, set.Init, decodeInit)},
 		{Pattern: "GET /api/v1/cli/programs", Name: programs.name, Handler: server(programs, set.Programs, decodePrograms)},

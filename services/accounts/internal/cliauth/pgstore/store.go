@@ -36,12 +36,12 @@ var (
 	_ settings.Access = (*Store)(nil)
 )
 
-const sessionColumns = `id, state_hash, nonce, created_at, expires_at, user_id, signed_in_at, consumed_at`
+const sessionColumns = `id, state_hash, nonce, user_code, created_at, expires_at, user_id, signed_in_at, confirm_hash, confirmed_at, consumed_at`
 
 func scanSession(row pgx.Row) (cliauth.Session, error) {
 	var s cliauth.Session
 	var uid *int64
-	err := row.Scan(&s.ID, &s.StateHash, &s.Nonce, &s.CreatedAt, &s.ExpiresAt, &uid, &s.SignedInAt, &s.ConsumedAt)
+	err := row.Scan(&s.ID, &s.StateHash, &s.Nonce, &s.UserCode, &s.CreatedAt, &s.ExpiresAt, &uid, &s.SignedInAt, &s.ConfirmHash, &s.ConfirmedAt, &s.ConsumedAt)
 	if uid != nil {
 		s.UserID = *uid
 	}
@@ -49,8 +49,8 @@ func scanSession(row pgx.Row) (cliauth.Session, error) {
 }
 
 func (s *Store) CreateSession(ctx context.Context, sess cliauth.Session) (cliauth.Session, error) {
-	out, err := scanSession(s.pool.QueryRow(ctx, `INSERT INTO cli_login_sessions (state_hash, nonce, created_at, expires_at)
-		VALUES ($1, $2, $3, $4) RETURNING `+sessionColumns, sess.StateHash, sess.Nonce, sess.CreatedAt, sess.ExpiresAt))
+	out, err := scanSession(s.pool.QueryRow(ctx, `INSERT INTO cli_login_sessions (state_hash, nonce, user_code, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5) RETURNING `+sessionColumns, sess.StateHash, sess.Nonce, sess.UserCode, sess.CreatedAt, sess.ExpiresAt))
 	if err != nil {
 		return cliauth.Session{}, fmt.Errorf("insert sign-in session: %w", err)
 	}
@@ -68,9 +68,9 @@ func (s *Store) SessionByState(ctx context.Context, stateHash []byte) (cliauth.S
 	return sess, nil
 }
 
-func (s *Store) LinkSession(ctx context.Context, id, userID int64, at time.Time) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE cli_login_sessions SET user_id = $2, signed_in_at = $3
-		WHERE id = $1 AND user_id IS NULL AND consumed_at IS NULL AND expires_at > $3`, id, userID, at)
+func (s *Store) LinkSession(ctx context.Context, id, userID int64, at time.Time, confirmHash []byte) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE cli_login_sessions SET user_id = $2, signed_in_at = $3, confirm_hash = $4
+		WHERE id = $1 AND user_id IS NULL AND consumed_at IS NULL AND expires_at > $3`, id, userID, at, confirmHash)
 	if err != nil {
 		return false, fmt.Errorf("link sign-in session %d: %w", id, err)
 	}
@@ -81,7 +81,7 @@ func (s *Store) ConsumeSession(ctx context.Context, id int64, at time.Time, tok 
 	consumed := false
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE cli_login_sessions SET consumed_at = $2
-			WHERE id = $1 AND user_id IS NOT NULL AND consumed_at IS NULL`, id, at)
+			WHERE id = $1 AND user_id IS NOT NULL AND confirmed_at IS NOT NULL AND consumed_at IS NULL`, id, at)
 		if err != nil {
 			return fmt.Errorf("consume sign-in session %d: %w", id, err)
 		}
