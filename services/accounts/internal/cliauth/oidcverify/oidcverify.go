@@ -51,7 +51,8 @@ var _ cliauth.IDTokenVerifier = (*Verifier)(nil)
 
 // New builds the verifier. A JWKS file is read and checked now, so a bad
 // file stops the service at start; a JWKS URL is fetched on first use and
-// again whenever a token names a key it has not seen (provider rotation).
+// again when a token names a key it has not seen (provider rotation), at
+// most once per RefetchGap (remoteKeySet).
 func New(ctx context.Context, cfg Config) (*Verifier, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" {
 		return nil, errors.New("oidc: issuer and audience are required")
@@ -82,7 +83,7 @@ func New(ctx context.Context, cfg Config) (*Verifier, error) {
 		if client == nil {
 			client = &http.Client{Timeout: 10 * time.Second}
 		}
-		keys = &flaggingKeySet{inner: oidc.NewRemoteKeySet(oidc.ClientContext(context.WithoutCancel(ctx), client), cfg.JWKSURL)}
+		keys = &flaggingKeySet{inner: newRemoteKeySet(cfg.JWKSURL, client, cfg.Algorithms, cfg.Now)}
 	}
 	return &Verifier{v: oidc.NewVerifier(cfg.Issuer, keys, &oidc.Config{
 		ClientID:             cfg.Audience,
