@@ -1,6 +1,7 @@
 package security_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -8,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
 // In the cluster the admin API, the service-to-service routes and /metrics
@@ -141,4 +144,47 @@ func direct(t *testing.T, method, url, auth, body string) directReply {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return directReply{resp.StatusCode, resp.Header, string(raw)}
+}
+
+// A service refuses to start with a shared token shorter than 32 bytes
+// (a short ADMIN_TOKEN or INTERNAL_TOKEN can be guessed), and says which
+// variable, never its value. Unset stays allowed where it was (tracking and
+// commissions without INTERNAL_TOKEN, commissions without ADMIN_TOKEN).
+func TestServicesRefuseShortTokens(t *testing.T) {
+	t.Parallel()
+	const short = "short-s3cret" // 12 bytes
+	env := platformtest.With(platformtest.Env(t), stacktest.Defaults())
+	for _, tc := range []struct {
+		service, variable string
+	}{
+		{"accounts", "ADMIN_TOKEN"},
+		{"commissions", "ADMIN_TOKEN"},
+		{"commissions", "INTERNAL_TOKEN"},
+		{"tracking", "INTERNAL_TOKEN"},
+	} {
+		t.Run(tc.service+" "+tc.variable, func(t *testing.T) {
+			vars := platformtest.With(env, map[string]string{tc.variable: short})
+			st, err := stack.Start(context.Background(), stack.Options{Env: func(k string) string { return vars[k] }, Only: []string{tc.service}})
+			if err == nil {
+				_ = st.Close()
+				t.Fatalf("%s started with a %d-byte %s", tc.service, len(short), tc.variable)
+			}
+			if want := tc.variable + " is 12 bytes: a token must be at least 32 bytes"; !strings.Contains(err.Error(), want) {
+				t.Fatalf("error %q does not say %q", err, want)
+			}
+			if strings.Contains(err.Error(), short) {
+				t.Fatalf("error %q shows the token", err)
+			}
+		})
+	}
+	t.Run("unset where optional", func(t *testing.T) {
+		vars := platformtest.With(env, map[string]string{"ADMIN_TOKEN": "", "INTERNAL_TOKEN": ""})
+		st, err := stack.Start(context.Background(), stack.Options{Env: func(k string) string { return vars[k] }, Only: []string{"tracking", "commissions"}})
+		if err != nil {
+			t.Fatalf("tracking and commissions without tokens: %v", err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
