@@ -7,6 +7,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/obs"
+	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 )
 
 // Config is the whole of tracking's own configuration: every variable the
@@ -28,6 +29,9 @@ type Config struct {
 	LeadRateLimit   int `env:"TRACK_LEAD_RATE_LIMIT"`
 	VisitRateLimit  int `env:"TRACK_VISIT_RATE_LIMIT"`
 	ConfigRateLimit int `env:"TRACK_CONFIG_RATE_LIMIT"`
+	// CORS preflights (OPTIONS on the four routes, one bucket) per minute
+	// per client IP, checked before the origin is looked up.
+	PreflightRateLimit int `env:"TRACK_PREFLIGHT_RATE_LIMIT"`
 	// ClickWriters commit click groups in parallel; ClickGroupMax caps the
 	// clicks of one group's transaction.
 	ClickWriters  int `env:"CLICK_WRITERS"`
@@ -43,15 +47,16 @@ type Config struct {
 // per variable with its default, here and nowhere else.
 func LoadConfig(env *obs.Env) (Config, error) {
 	cfg := Config{
-		GeoIPDB:         env.String("GEOIP_DB", ""),
-		APIKeyDocsURL:   env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
-		ClickRateLimit:  env.Int("TRACK_CLICK_RATE_LIMIT", 60),
-		LeadRateLimit:   env.Int("TRACK_LEAD_RATE_LIMIT", 30),
-		VisitRateLimit:  env.Int("TRACK_VISIT_RATE_LIMIT", 120),
-		ConfigRateLimit: env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
-		ClickWriters:    env.Int("CLICK_WRITERS", 2),
-		ClickGroupMax:   env.Int("CLICK_GROUP_MAX", 64),
-		InternalToken:   env.Token("INTERNAL_TOKEN"),
+		GeoIPDB:            env.String("GEOIP_DB", ""),
+		APIKeyDocsURL:      env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
+		ClickRateLimit:     env.Int("TRACK_CLICK_RATE_LIMIT", 60),
+		LeadRateLimit:      env.Int("TRACK_LEAD_RATE_LIMIT", 30),
+		VisitRateLimit:     env.Int("TRACK_VISIT_RATE_LIMIT", 120),
+		ConfigRateLimit:    env.Int("TRACK_CONFIG_RATE_LIMIT", 60),
+		PreflightRateLimit: env.Int("TRACK_PREFLIGHT_RATE_LIMIT", httpapi.DefaultPreflightLimit),
+		ClickWriters:       env.Int("CLICK_WRITERS", 2),
+		ClickGroupMax:      env.Int("CLICK_GROUP_MAX", 64),
+		InternalToken:      env.Token("INTERNAL_TOKEN"),
 	}
 	if err := env.Err(); err != nil {
 		return Config{}, err
@@ -67,6 +72,7 @@ func (c Config) validate() error {
 	}{
 		{"TRACK_CLICK_RATE_LIMIT", c.ClickRateLimit}, {"TRACK_LEAD_RATE_LIMIT", c.LeadRateLimit},
 		{"TRACK_VISIT_RATE_LIMIT", c.VisitRateLimit}, {"TRACK_CONFIG_RATE_LIMIT", c.ConfigRateLimit},
+		{"TRACK_PREFLIGHT_RATE_LIMIT", c.PreflightRateLimit},
 		{"CLICK_WRITERS", c.ClickWriters}, {"CLICK_GROUP_MAX", c.ClickGroupMax},
 	} {
 		if x.v < 1 {

@@ -74,7 +74,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := Config{
 			APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ClickRateLimit: 60, LeadRateLimit: 30, VisitRateLimit: 120,
-			ConfigRateLimit: 60, ClickWriters: 2, ClickGroupMax: 64,
+			ConfigRateLimit: 60, PreflightRateLimit: 120, ClickWriters: 2, ClickGroupMax: 64,
 		}
 		if cfg != want {
 			t.Fatalf("got %+v, want %+v", cfg, want)
@@ -84,14 +84,14 @@ func TestLoadConfig(t *testing.T) {
 		cfg, err := LoadConfig(env(map[string]string{
 			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
 			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4",
-			"CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": internalToken,
+			"TRACK_PREFLIGHT_RATE_LIMIT": "5", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": internalToken,
 		}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := Config{
 			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
-			VisitRateLimit: 3, ConfigRateLimit: 4, ClickWriters: 6, ClickGroupMax: 7,
+			VisitRateLimit: 3, ConfigRateLimit: 4, PreflightRateLimit: 5, ClickWriters: 6, ClickGroupMax: 7,
 			InternalToken: internalToken,
 		}
 		if cfg != want {

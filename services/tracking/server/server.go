@@ -86,6 +86,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	limiters, err := httpapi.NewLimiters(httpapi.Limits{
 		Click: cfg.ClickRateLimit, Lead: cfg.LeadRateLimit, Visit: cfg.VisitRateLimit, Config: cfg.ConfigRateLimit,
+		Preflight: cfg.PreflightRateLimit,
 	}, p.Now)
 	if err != nil {
 		return nil, err

@@ -152,7 +152,7 @@ func newHandler(t testing.TB, store ingest.Store, keys apikey.Store) http.Handle
 	if err != nil {
 		t.Fatal(err)
 	}
-	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30}
+	limits := httpapi.Limits{Click: 1 << 30, Lead: 1 << 30, Visit: 1 << 30, Config: 1 << 30, Preflight: 1 << 30}
 	limiters, err := httpapi.NewLimiters(limits, fuzzNow)
 	if err != nil {
 		t.Fatal(err)

@@ -26,17 +26,26 @@ import (
 // service's.)
 type Limits struct {
 	Click, Lead, Visit, Config int
+	// Preflight is the CORS preflights (OPTIONS on the four routes,
+	// together) per client IP: beyond the spec's table, so a flood of
+	// preflights with new origins cannot make a database query each.
+	Preflight int
 }
 
-// DefaultLimits are the spec's Limits table.
+// DefaultLimits are the spec's Limits table, and the preflights'.
 func DefaultLimits() Limits {
-	return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60}
+	return Limits{Click: 60, Lead: 30, Visit: 120, Config: 60, Preflight: DefaultPreflightLimit}
 }
+
+// DefaultPreflightLimit: a browser asks once per route and origin and
+// keeps the answer 10 minutes (Access-Control-Max-Age 600), so a page
+// needs a handful; 120 leaves room for many tabs behind one address.
+const DefaultPreflightLimit = 120
 
 // Limiters are the routes' rate limiters, built from Limits in the wiring
 // (building one fails only on a limit out of range).
 type Limiters struct {
-	Click, Lead, Visit, Config *ratelimit.Limiter
+	Click, Lead, Visit, Config, Preflight *ratelimit.Limiter
 }
 
 // NewLimiters builds one limiter per limited route.
@@ -46,7 +55,8 @@ func NewLimiters(l Limits, now func() time.Time) (Limiters, error) {
 		name  string
 		limit int
 		into  **ratelimit.Limiter
-	}{{"click", l.Click, &out.Click}, {"lead", l.Lead, &out.Lead}, {"visit", l.Visit, &out.Visit}, {"config", l.Config, &out.Config}} {
+	}{{"click", l.Click, &out.Click}, {"lead", l.Lead, &out.Lead}, {"visit", l.Visit, &out.Visit}, {"config", l.Config, &out.Config},
+		{"preflight", l.Preflight, &out.Preflight}} {
 		lim, err := ratelimit.New(ratelimit.Config{Limit: x.limit, Now: now})
 		if err != nil {
 			return Limiters{}, fmt.Errorf("%s rate limit: %w", x.name, err)
@@ -89,19 +99,25 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	keyOptional := clickKey(cfg.Keys)
 	leadKey := cfg.Keys.Middleware(apikey.LeadMessages(), errorEncoder{logger: cfg.Logger, route: leadErrors}.internal)
 
-	click := cors.wrap(byIP("click", cfg.Limiters.Click)(keyOptional(server(set.Click, decodeClick(cfg.Now), clickErrors))))
-	lead := cors.wrap(byIP("lead", cfg.Limiters.Lead)(leadKey(server(set.Lead, decodeLead(cfg.Now), leadErrors))))
-	visit := cors.wrap(byIP("visit", cfg.Limiters.Visit)(server(set.Visit, decodeVisit, visitErrors)))
-	config := cors.wrap(byIP("config", cfg.Limiters.Config)(server(set.Config, decodeConfig, configErrors)))
+	// The limiter runs before the origin check (cors), on the routes and
+	// their preflights alike: a new Origin costs a database query (cached
+	// after), so a refused request must never reach it. A refused request
+	// gets no CORS permission; the page cannot read a 429 either way.
+	click := byIP("click", cfg.Limiters.Click)(cors.wrap(keyOptional(server(set.Click, decodeClick(cfg.Now), clickErrors))))
+	lead := byIP("lead", cfg.Limiters.Lead)(cors.wrap(leadKey(server(set.Lead, decodeLead(cfg.Now), leadErrors))))
+	visit := byIP("visit", cfg.Limiters.Visit)(cors.wrap(server(set.Visit, decodeVisit, visitErrors)))
+	config := byIP("config", cfg.Limiters.Config)(cors.wrap(server(set.Config, decodeConfig, configErrors)))
+	// One preflight bucket per client IP for the four routes.
+	preflight := byIP("preflight", cfg.Limiters.Preflight)(cors.preflight())
 	routes := []httpkit.Route{
 		{Pattern: "POST /api/v1/track/click", Name: "track_click", Handler: click},
 		{Pattern: "POST /api/v1/track/lead", Name: "track_lead", Handler: lead},
 		{Pattern: "POST /api/v1/track/visit", Name: "track_visit", Handler: visit},
 		{Pattern: "GET /api/v1/track/config", Name: "track_config", Handler: config},
-		{Pattern: "OPTIONS /api/v1/track/click", Name: "track_preflight", Handler: cors.preflight()},
-		{Pattern: "OPTIONS /api/v1/track/lead", Name: "track_preflight", Handler: cors.preflight()},
-		{Pattern: "OPTIONS /api/v1/track/visit", Name: "track_preflight", Handler: cors.preflight()},
-		{Pattern: "OPTIONS /api/v1/track/config", Name: "track_preflight", Handler: cors.preflight()},
+		{Pattern: "OPTIONS /api/v1/track/click", Name: "track_preflight", Handler: preflight},
+		{Pattern: "OPTIONS /api/v1/track/lead", Name: "track_preflight", Handler: preflight},
+		{Pattern: "OPTIONS /api/v1/track/visit", Name: "track_preflight", Handler: preflight},
+		{Pattern: "OPTIONS /api/v1/track/config", Name: "track_preflight", Handler: preflight},
 	}
 	// Internal: on tracking's own port only (neither the gateway nor the
 	// Ingress routes /internal/), for the commissions service.
