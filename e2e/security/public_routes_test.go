@@ -252,7 +252,9 @@ func TestOnlyKeyedTestEventsCountTowardVerification(t *testing.T) {
 	}
 
 	owners := e.client("198.51.100.7").withKey(signedSession(t, owner))
-	status := func() reply { return owners.do("GET", fmt.Sprintf("/api/tracking/status/%d", victim.id), nil).want(t, 200) }
+	status := func() reply {
+		return owners.do("GET", fmt.Sprintf("/api/tracking/status/%d", victim.id), nil).want(t, 200)
+	}
 	brand := e.client("198.51.100.8").withKey(victim.key)
 	readiness := func() map[string]string {
 		r := brand.do("GET", "/api/v1/programs/me/readiness", nil).want(t, 200)

@@ -46,10 +46,10 @@ const DefaultSessionTTL = 5 * time.Minute
 
 // Session is a browser sign-in in progress.
 type Session struct {
-	ID         int64
-	StateHash  []byte
-	Nonce      string
-	ReturnTo   string
+	ID        int64
+	StateHash []byte
+	Nonce     string
+	ReturnTo  string
 	// TabNonce is the value the dashboard page stored in its tab before
 	// starting the sign-in ("" when it sent none); it goes back in the
 	// fragment beside the session so the page can tell its own sign-in
