@@ -173,6 +173,10 @@ SELECT 1000000 + i % 1000, 4000000 + i, true, '{tracking:read}', 0 FROM generate
 INSERT INTO partner_programs (id, program_id, partner_id, approved, created_at, catalog_seq)
 SELECT 1000000000 + i, 1000000 + i % 1000, 2000000 + i, true, now() - interval '1 day' * (i % 700), 0 FROM generate_series(1, {N}) i;
 INSERT INTO partners (id, name, catalog_seq) SELECT 2000000 + i, 'p', 0 FROM generate_series(1, {N}) i;
+-- Every member's standing and a day's sign-outs: read on each dashboard request.
+INSERT INTO users (id, blocked, catalog_seq) SELECT 4000000 + i, i % 100 = 0, 0 FROM generate_series(1, {N}) i;
+INSERT INTO session_revocations (session_id, user_id, expires_at, catalog_seq)
+SELECT md5(i::text), 4000000 + i, now() + interval '1 hour' * (i % 12), 0 FROM generate_series(1, {N}) i;
 -- 1,000 programs x 100 quarter hours (or days), ending today.
 INSERT INTO activity_buckets (program_id, bucket, clicks, leads, conversions, sales)
 SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i / 1000), 5, 2, 1, 1 FROM generate_series(1, {N}) i;
