@@ -153,7 +153,7 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	}
 	// Sessions end early (sign-out) through the catalog, which accounts
 	// checks itself and replicates to the other services.
-	sessSvc, err := sessions.NewService(sessions.Config{Catalog: cat, Tokens: sessionVerifier, Now: p.Now})
+	sessSvc, err := sessions.NewService(sessions.Config{Catalog: cat, Tokens: sessionVerifier, Now: p.Now, PropagationTimeout: cfg.SignOutSyncTimeout})
 	if err != nil {
 		return nil, err
 	}

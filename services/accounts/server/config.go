@@ -13,6 +13,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
+	"github.com/svc-dev/svc/services/accounts/internal/sessions"
 )
 
 // Config is accounts' whole configuration: every variable the service reads
@@ -57,7 +58,11 @@ type Config struct {
 	TrackingTimeout      time.Duration `env:"TRACKING_TIMEOUT"`
 	ChainLimitPerHour    int           `env:"CHAIN_LIMIT_PER_HOUR"`
 	TestEventSyncTimeout time.Duration `env:"TEST_EVENT_SYNC_TIMEOUT"`
-	APIKeyDocsURL        string        `env:"API_KEY_DOCS_URL"`
+	// SignOutSyncTimeout bounds how long a sign-out waits for every catalog
+	// replica to hold the revocation before it answers (it answers anyway,
+	// logged, when one lags).
+	SignOutSyncTimeout time.Duration `env:"SIGNOUT_SYNC_TIMEOUT"`
+	APIKeyDocsURL      string        `env:"API_KEY_DOCS_URL"`
 }
 
 // OIDCConfig is the OpenID provider the command-line sign-in trusts. None
@@ -119,6 +124,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		TrackingTimeout:      env.Duration("TRACKING_TIMEOUT", DefaultTrackingTimeout),
 		ChainLimitPerHour:    env.Int("CHAIN_LIMIT_PER_HOUR", integration.DefaultChainLimit),
 		TestEventSyncTimeout: env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout),
+		SignOutSyncTimeout:   env.Duration("SIGNOUT_SYNC_TIMEOUT", sessions.DefaultPropagationTimeout),
 		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
 	}
 	c.OIDC.Enabled = c.OIDC.validate(env)
