@@ -6,6 +6,6 @@
 //
 //	go test -race -count=1 ./e2e/security/
 //
-// Tests elsewhere that belong to the same review name this package in their
-// comment; README.md here lists every one.
+// README.md here lists every test of the review, including the few that
+// live beside their service.
 package security
