@@ -93,12 +93,11 @@ func wantRefused(t *testing.T, r reply, cid, message string, replayed bool) map[
 	return d
 }
 
-// attrRows counts what an attribution may write: decisions, sales, sale
-// events, converted customers, settled leads, all tracking events.
-func (s *stack) attrRows() [6]int {
-	return [6]int{
+// attrRows counts what an attribution may write: decisions, sale events
+// (tracking records no sale: commissions does), converted customers, settled leads, all tracking events.
+func (s *stack) attrRows() [5]int {
+	return [5]int{
 		s.count(`SELECT count(*) FROM attributions`),
-		s.count(`SELECT count(*) FROM sales`),
 		s.count(`SELECT count(*) FROM outbox WHERE event_type = 'tracking.sale.recorded'`),
 		s.count(`SELECT count(*) FROM customers WHERE status = 'conversion' OR sale_recorded_at IS NOT NULL`),
 		s.count(`SELECT count(*) FROM lead_events WHERE status = 'settled'`),
@@ -184,7 +183,7 @@ func TestAttributionDecisions(t *testing.T) {
 		// One decision, one converted customer and its CustomerConverted
 		// event; no sale row, no sale event (the sale ledger is the
 		// commissions service's).
-		if want := [6]int{before[0] + 1, before[1], before[2], before[3] + 1, before[4], before[5] + 1}; after != want {
+		if want := [5]int{before[0] + 1, before[1], before[2] + 1, before[3], before[4] + 1}; after != want {
 			t.Fatalf("rows %v -> %v, want %v", before, after, want)
 		}
 		conv := s.converted(cid)
@@ -518,7 +517,7 @@ func TestAttributionConcurrentCalls(t *testing.T) {
 	after := s.attrRows()
 	// One decision, one converted customer, one settled lead and the two
 	// events (lead, conversion); no sale.
-	if want := [6]int{beforeRows[0] + 1, beforeRows[1], beforeRows[2], beforeRows[3] + 1, beforeRows[4] + 1, beforeRows[5] + 2}; after != want {
+	if want := [5]int{beforeRows[0] + 1, beforeRows[1], beforeRows[2] + 1, beforeRows[3] + 1, beforeRows[4] + 2}; after != want {
 		t.Fatalf("rows %v -> %v, want %v", beforeRows, after, want)
 	}
 	if got := leads(); got != beforeLeads+1 {
