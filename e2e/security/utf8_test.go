@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
@@ -15,7 +16,7 @@ import (
 func TestInvalidUTF8(t *testing.T) {
 	vars := oidctest.Start(t).Env()
 	vars["PUBLIC_URL"] = "http://gateway.test"
-	e := start(t, vars, "accounts", "tracking", "commissions")
+	e := start(t, vars, "accounts", "tracking", "commissions", "analytics")
 	fx := newFuzzFixture(e)
 	c := e.client("198.51.100.20")
 
@@ -39,12 +40,43 @@ func TestInvalidUTF8(t *testing.T) {
 	t.Run("a path parameter that is not UTF-8: 400, in the route's envelope", func(t *testing.T) {
 		admin := e.client("").withAuth("Bearer " + stacktest.AdminToken)
 		admin.do("GET", "/admin/v1/sales/%C0%AF", nil).want(t, 400)
-		// Outside the document on purpose: this refusal comes before the
-		// route's limiter, so it lacks the X-RateLimit-* headers the spec
-		// puts on every sale answer (a gap of the earlier fix, reported).
-		r := c.withKey(fx.key).outsideTheDocument().do("POST", "/api/v1/track/sale?x=%C0%AF", map[string]any{"transaction_id": "t", "amount_cents": 1, "currency": "USD"}).want(t, 400)
+		r := c.withKey(fx.key).do("POST", "/api/v1/track/sale?x=%C0%AF", map[string]any{"transaction_id": "t", "amount_cents": 1, "currency": "USD"}).want(t, 400)
 		if r.str("error", "code") != "invalid_request" {
 			t.Fatalf("sale: %s", r.Raw)
+		}
+	})
+	// The spec puts X-RateLimit-* on every answer of its limited routes:
+	// their limiter counts the request and sets its headers, then refuses
+	// the URL (httpkit.DeferURLCheck). Nothing runs behind it.
+	t.Run("a limited route's 400 for a URL that is not UTF-8 carries its X-RateLimit-* headers", func(t *testing.T) {
+		sale := map[string]any{"transaction_id": "utf8-limited", "amount_cents": 100, "currency": "USD"}
+		for _, tc := range []struct {
+			c            *client
+			method, path string
+			body         any
+			headers      []string
+		}{
+			{c, "POST", "/api/v1/track/click?x=%FF", map[string]any{"affiliate_url": "https://brand.example/?via=FUZZ"}, nil},
+			{c, "POST", "/api/v1/track/visit?x=%FF", map[string]any{"url": "https://brand.example/"}, nil},
+			{c, "GET", "/api/v1/track/config?x=%FF", nil, nil},
+			{c, "OPTIONS", "/api/v1/track/click?x=%FF", nil, []string{"Origin", "https://shop.example", "Access-Control-Request-Method", "POST"}},
+			{c.withKey(fx.key), "POST", "/api/v1/track/lead?x=%FF", map[string]any{"email": "a@b.example"}, nil},
+			{c.withKey(fx.key), "POST", "/api/v1/track/sale?x=%FF", sale, nil},
+			{c.withKey(fx.key), "POST", "/api/v1/track/refund?x=%FF", map[string]any{"transaction_id": "utf8-limited", "amount_cents": 100}, nil},
+			{c.withKey(fx.key), "GET", "/api/v1/programs/me/readiness?x=%FF", nil, nil},
+			{c.withKey(fx.key), "GET", "/api/v1/programs/me/analytics/sources?x=%FF", nil, nil},
+			{c.withKey(fx.key), "GET", "/api/v1/cli/status?x=%FF", nil, nil},
+			{c, "GET", "/api/v1/cli/auth/poll?state=%FF", nil, nil},
+			{c.withKey(fx.session), "GET", "/api/v1/programs/" + fx.params["program"] + "/settings?x=%FF", nil, nil},
+		} {
+			r := tc.c.do(tc.method, tc.path, tc.body, tc.headers...)
+			if r.Status != 400 || r.Header.Get("X-RateLimit-Limit") == "" || r.Header.Get("X-RateLimit-Remaining") == "" || r.Header.Get("X-RateLimit-Reset") == "" {
+				t.Errorf("%s %s: %d, X-RateLimit-Limit %q: %s", tc.method, tc.path, r.Status, r.Header.Get("X-RateLimit-Limit"), r.Raw)
+				continue
+			}
+			if !strings.Contains(r.Raw, "Request URL must be valid UTF-8") {
+				t.Errorf("%s %s: %s", tc.method, tc.path, r.Raw)
+			}
 		}
 	})
 }

@@ -14,6 +14,12 @@ type Route struct {
 	// the platform one with the sale route's error.code. Nil: the
 	// platform envelope.
 	Refuse Refusal
+	// LimitChecksURL: the route's chain passes through a
+	// ratelimit.Middleware before anything reads the URL, and that limiter
+	// refuses a URL that is not UTF-8 after setting X-RateLimit-*, which
+	// the spec puts on every answer of its limited routes. The platform
+	// then defers the check to it (DeferURLCheck) instead of refusing first.
+	LimitChecksURL bool
 }
 
 // Refusal writes a client error with its status and message.

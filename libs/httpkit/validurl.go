@@ -1,6 +1,7 @@
 package httpkit
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"unicode/utf8"
@@ -26,6 +27,36 @@ func ValidURL(next http.Handler, refuse Refusal) http.Handler {
 		}
 		refuse(w, http.StatusBadRequest, MsgInvalidURL)
 	})
+}
+
+// DeferURLCheck is ValidURL for a route whose rate limiter answers every
+// request with the X-RateLimit-* headers (the spec's limited routes): the
+// request goes on with refuse in its context, and the limiter
+// (libs/ratelimit.Middleware) refuses a URL that is not UTF-8 once it has
+// counted the request and set its headers (URLRefusal). The route's chain
+// must pass through such a limiter before anything reads the URL; the
+// route sets Route.LimitChecksURL to say it does.
+func DeferURLCheck(next http.Handler, refuse Refusal) http.Handler {
+	if refuse == nil {
+		refuse = func(w http.ResponseWriter, status int, message string) { _ = WritePlatformError(w, status, message) }
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if storable(r.URL.Path) && storableQuery(r.URL.RawQuery) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), urlRefusalKey{}, refuse)))
+	})
+}
+
+type urlRefusalKey struct{}
+
+// URLRefusal is the refusal DeferURLCheck left for a request whose URL is
+// not UTF-8 (ok false for every other request): the limiter writes it with
+// MsgInvalidURL after its headers, and the route does not run.
+func URLRefusal(ctx context.Context) (Refusal, bool) {
+	r, ok := ctx.Value(urlRefusalKey{}).(Refusal)
+	return r, ok
 }
 
 func storable(s string) bool { return utf8.ValidString(s) }

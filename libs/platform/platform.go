@@ -636,7 +636,11 @@ func (p *Platform) handlers(routes []Route) (public, ops http.Handler) {
 		// mistake, answered before the route (and its queries) runs; a
 		// client closing its side does not cancel the route's work.
 		h := httpkit.OutliveHangup(r.Handler, p.writeTimeout)
-		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, httpkit.ValidURL(h, r.Refuse)))
+		check := httpkit.ValidURL
+		if r.LimitChecksURL {
+			check = httpkit.DeferURLCheck
+		}
+		mux.Handle(r.Pattern, p.metrics.Middleware(r.Name, check(h, r.Refuse)))
 	}
 	op.Handle("GET /metrics", obs.Handler(p.Registry))
 	muxes := []*http.ServeMux{pub}

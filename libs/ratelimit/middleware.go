@@ -58,6 +58,9 @@ func WithOnRefuse(fn func(route string)) Option {
 //
 //	{"error":{"status":429,"code":"rate_limited","message":"Too many requests. Retry after N seconds.","retry_after_seconds":N}}
 //
+// A request whose URL httpkit.DeferURLCheck found not UTF-8 is counted,
+// then refused with 400 in the route's envelope, its headers set.
+//
 // Routes that share an allowance (sale and refund: 120 combined) share one
 // Limiter. Place it inside httpkit.RequestID (so 429s carry the id) and
 // inside the client IP middleware, before authentication (the contract
@@ -68,11 +71,15 @@ func Middleware(l *Limiter, key KeyFunc, opts ...Option) func(http.Handler) http
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			d := l.Allow(key(r))
 			setHeaders(w.Header(), d)
-			if d.Allowed {
-				next.ServeHTTP(w, r)
+			if !d.Allowed {
+				cfg.refuse(w, d)
 				return
 			}
-			cfg.refuse(w, d)
+			if refuse, ok := httpkit.URLRefusal(r.Context()); ok {
+				refuse(w, http.StatusBadRequest, httpkit.MsgInvalidURL)
+				return
+			}
+			next.ServeHTTP(w, r)
 		})
 	}
 }

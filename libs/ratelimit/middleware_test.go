@@ -490,3 +490,43 @@ func TestFailedAuthImplicitStatusAndFlush(t *testing.T) {
 		}
 	}
 }
+
+// A URL that is not UTF-8, passed on by httpkit.DeferURLCheck, is counted
+// and refused 400 in the route's envelope with the bucket's headers; the
+// route never runs. A valid URL is untouched, and over the limit the 429
+// stands.
+func TestMiddlewareRefusesADeferredURL(t *testing.T) {
+	l := newLimiter(t, ratelimit.Config{Limit: 2, Now: newFakeClock(noon).Now})
+	next := &countingHandler{}
+	limited := ratelimit.Middleware(l, ratelimit.ByIP(nil))(next)
+	h := httpkit.DeferURLCheck(limited, httpkit.TypedRefusal)
+
+	bad := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/programs/me/readiness?x=%FF", nil)
+		r.RemoteAddr = "192.0.2.1:1234"
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	rec := bad()
+	if rec.Code != 400 || rec.Header().Get(ratelimit.HeaderLimit) != "2" || rec.Header().Get(ratelimit.HeaderRemaining) != "1" ||
+		!strings.Contains(rec.Body.String(), `"code":"invalid_request"`) || !strings.Contains(rec.Body.String(), httpkit.MsgInvalidURL) {
+		t.Fatalf("bad URL: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, request("192.0.2.1:1234"))
+	if rec.Code != 200 || next.Calls() != 1 || rec.Header().Get(ratelimit.HeaderRemaining) != "0" {
+		t.Fatalf("valid URL: %d, %d calls, %v", rec.Code, next.Calls(), rec.Header())
+	}
+	if rec = bad(); rec.Code != 429 || next.Calls() != 1 {
+		t.Fatalf("over the limit: %d, %d calls", rec.Code, next.Calls())
+	}
+	// Without the deferral the URL is not the limiter's business.
+	rec = httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/x?y=%FF", nil)
+	r.RemoteAddr = "192.0.2.9:1"
+	limited.ServeHTTP(rec, r)
+	if rec.Code != 200 || next.Calls() != 2 {
+		t.Fatalf("not deferred: %d, %d calls", rec.Code, next.Calls())
+	}
+}

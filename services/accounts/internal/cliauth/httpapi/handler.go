@@ -119,14 +119,22 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	poll := route{name: "cli_auth_poll", fail: "Failed to poll auth session"}
 	initR := route{name: "cli_init", fail: "Failed to create program", auth: &initAuth}
 	programs := route{name: "cli_programs", fail: "Failed to list programs", auth: &programsAuth}
+	// A route's limiter refuses a URL that is not UTF-8 after setting its
+	// headers (httpkit.DeferURLCheck), when the route has one.
+	checks := func(rt route) bool {
+		if rt.auth == nil {
+			return cfg.Limit != nil
+		}
+		return cfg.TokenLimit != nil
+	}
 	return []httpkit.Route{
-		{Pattern: "POST /api/v1/cli/auth/start", Name: start.name, Handler: server(start, set.Start, decodeNothing)},
-		{Pattern: "POST /api/v1/cli/auth/callback", Name: callback.name, Handler: server(callback, set.Callback, decodeCallback)},
-		{Pattern: "POST " + endpoints.ConfirmPath, Name: confirm.name, Handler: server(confirm, set.Confirm, decodeConfirm)},
-		{Pattern: "GET /api/v1/cli/auth/poll", Name: poll.name, Handler: server(poll, set.Poll, decodePoll)},
-		{Pattern: "POST /api/v1/cli/init", Name: initR.name, Handler: server(initR, set.Init, decodeInit)},
-		{Pattern: "GET /api/v1/cli/programs", Name: programs.name, Handler: server(programs, set.Programs, decodePrograms)},
-		{Pattern: "POST /api/v1/cli/stripe-connect", Name: "cli_stripe_connect", Handler: limit(http.HandlerFunc(stripeConnectGone))},
+		{Pattern: "POST /api/v1/cli/auth/start", Name: start.name, Handler: server(start, set.Start, decodeNothing), LimitChecksURL: checks(start)},
+		{Pattern: "POST /api/v1/cli/auth/callback", Name: callback.name, Handler: server(callback, set.Callback, decodeCallback), LimitChecksURL: checks(callback)},
+		{Pattern: "POST " + endpoints.ConfirmPath, Name: confirm.name, Handler: server(confirm, set.Confirm, decodeConfirm), LimitChecksURL: checks(confirm)},
+		{Pattern: "GET /api/v1/cli/auth/poll", Name: poll.name, Handler: server(poll, set.Poll, decodePoll), LimitChecksURL: checks(poll)},
+		{Pattern: "POST /api/v1/cli/init", Name: initR.name, Handler: server(initR, set.Init, decodeInit), LimitChecksURL: checks(initR)},
+		{Pattern: "GET /api/v1/cli/programs", Name: programs.name, Handler: server(programs, set.Programs, decodePrograms), LimitChecksURL: checks(programs)},
+		{Pattern: "POST /api/v1/cli/stripe-connect", Name: "cli_stripe_connect", Handler: limit(http.HandlerFunc(stripeConnectGone)), LimitChecksURL: cfg.Limit != nil},
 	}
 }
 

@@ -75,8 +75,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	// their answers follow it too.
 	noRequestID := httpkit.OmitRequestIDWhen(func(s int) bool { return s != http.StatusInternalServerError })
 	return []httpkit.Route{
-		{Pattern: "GET /api/v1/cli/status", Name: "cli_status", Handler: noRequestID(cfg.FailedAuth(auth(MsgStatusFailed)(cfg.Limit(status))))},
-		{Pattern: "POST /api/v1/cli/test-event", Name: "cli_test_event", Handler: cfg.FailedAuth(auth(MsgTestEventFailed)(cfg.Limit(testEvent)))},
+		{Pattern: "GET /api/v1/cli/status", Name: "cli_status", Handler: noRequestID(cfg.FailedAuth(auth(MsgStatusFailed)(cfg.Limit(status)))), LimitChecksURL: true},
+		{Pattern: "POST /api/v1/cli/test-event", Name: "cli_test_event", Handler: cfg.FailedAuth(auth(MsgTestEventFailed)(cfg.Limit(testEvent))), LimitChecksURL: true},
 	}
 }
 

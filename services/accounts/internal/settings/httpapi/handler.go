@@ -63,9 +63,9 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	return []httpkit.Route{
 		{Pattern: "GET /api/v1/programs/{id}/settings", Name: "program_settings_get",
-			Handler: build("Failed to load program settings", set.Get, decodeGet)},
+			Handler: build("Failed to load program settings", set.Get, decodeGet), LimitChecksURL: cfg.Limit != nil},
 		{Pattern: "PATCH /api/v1/programs/{id}/settings", Name: "program_settings_update",
-			Handler: build("Failed to update program settings", set.Update, decodeUpdate)},
+			Handler: build("Failed to update program settings", set.Update, decodeUpdate), LimitChecksURL: cfg.Limit != nil},
 	}
 }
 

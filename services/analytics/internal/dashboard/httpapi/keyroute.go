@@ -78,5 +78,7 @@ func KeyRoutes(set endpoints.Set, cfg KeyConfig) []httpkit.Route {
 	if cfg.FailedAuth != nil {
 		h = cfg.FailedAuth(h)
 	}
-	return []httpkit.Route{{Pattern: "GET " + PathKeySources, Name: "sources", Handler: h, Refuse: httpkit.TypedRefusal}}
+	return []httpkit.Route{{Pattern: "GET " + PathKeySources, Name: "sources", Handler: h, Refuse: httpkit.TypedRefusal,
+		// The limiter refuses a URL that is not UTF-8 after its headers.
+		LimitChecksURL: cfg.Limit != nil}}
 }

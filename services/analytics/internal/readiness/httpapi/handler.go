@@ -57,7 +57,9 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	if cfg.FailedAuth != nil {
 		h = cfg.FailedAuth(h)
 	}
-	return []httpkit.Route{{Pattern: "GET " + Path, Name: "readiness", Handler: h, Refuse: httpkit.TypedRefusal}}
+	return []httpkit.Route{{Pattern: "GET " + Path, Name: "readiness", Handler: h, Refuse: httpkit.TypedRefusal,
+		// The limiter refuses a URL that is not UTF-8 after its headers.
+		LimitChecksURL: cfg.Limit != nil}}
 }
 
 func decode(ctx context.Context, _ *http.Request) (any, error) {

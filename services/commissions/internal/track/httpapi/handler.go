@@ -54,8 +54,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	sale := guard(apikey.SaleMessages(), saleErrors, server(set.Sale, decodeSale(cfg.Now), saleErrors))
 	refund := guard(apikey.RefundMessages(), refundErrors, testKeyRefund(server(set.Refund, decodeRefund, refundErrors)))
 	return []httpkit.Route{
-		{Pattern: "POST " + SalePath, Name: "track_sale", Handler: sale, Refuse: httpkit.CodedRefusal(codeInvalid)},
-		{Pattern: "POST " + RefundPath, Name: "track_refund", Handler: refund, Refuse: httpkit.CodedRefusal(codeInvalid)},
+		{Pattern: "POST " + SalePath, Name: "track_sale", Handler: sale, Refuse: httpkit.CodedRefusal(codeInvalid), LimitChecksURL: true},
+		{Pattern: "POST " + RefundPath, Name: "track_refund", Handler: refund, Refuse: httpkit.CodedRefusal(codeInvalid), LimitChecksURL: true},
 	}
 }
 

@@ -110,14 +110,14 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	// One preflight bucket per client IP for the four routes.
 	preflight := byIP("preflight", cfg.Limiters.Preflight)(cors.preflight())
 	routes := []httpkit.Route{
-		{Pattern: "POST /api/v1/track/click", Name: "track_click", Handler: click},
-		{Pattern: "POST /api/v1/track/lead", Name: "track_lead", Handler: lead},
-		{Pattern: "POST /api/v1/track/visit", Name: "track_visit", Handler: visit},
-		{Pattern: "GET /api/v1/track/config", Name: "track_config", Handler: config},
-		{Pattern: "OPTIONS /api/v1/track/click", Name: "track_preflight", Handler: preflight},
-		{Pattern: "OPTIONS /api/v1/track/lead", Name: "track_preflight", Handler: preflight},
-		{Pattern: "OPTIONS /api/v1/track/visit", Name: "track_preflight", Handler: preflight},
-		{Pattern: "OPTIONS /api/v1/track/config", Name: "track_preflight", Handler: preflight},
+		{Pattern: "POST /api/v1/track/click", Name: "track_click", Handler: click, LimitChecksURL: true},
+		{Pattern: "POST /api/v1/track/lead", Name: "track_lead", Handler: lead, LimitChecksURL: true},
+		{Pattern: "POST /api/v1/track/visit", Name: "track_visit", Handler: visit, LimitChecksURL: true},
+		{Pattern: "GET /api/v1/track/config", Name: "track_config", Handler: config, LimitChecksURL: true},
+		{Pattern: "OPTIONS /api/v1/track/click", Name: "track_preflight", Handler: preflight, LimitChecksURL: true},
+		{Pattern: "OPTIONS /api/v1/track/lead", Name: "track_preflight", Handler: preflight, LimitChecksURL: true},
+		{Pattern: "OPTIONS /api/v1/track/visit", Name: "track_preflight", Handler: preflight, LimitChecksURL: true},
+		{Pattern: "OPTIONS /api/v1/track/config", Name: "track_preflight", Handler: preflight, LimitChecksURL: true},
 	}
 	// Internal: on tracking's own port only (neither the gateway nor the
 	// Ingress routes /internal/), for the commissions service.
