@@ -17,11 +17,9 @@ const MsgInvalidURL = "Request URL must be valid UTF-8"
 // writes the answer in the route's envelope (nil: the platform envelope).
 // A NUL is left to the routes, which name the field it is in.
 func ValidURL(next http.Handler, refuse Refusal) http.Handler {
-	if refuse == nil {
-		refuse = func(w http.ResponseWriter, status int, message string) { _ = WritePlatformError(w, status, message) }
-	}
+	refuse = orPlatform(refuse)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if storable(r.URL.Path) && storableQuery(r.URL.RawQuery) {
+		if storableURL(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -37,11 +35,9 @@ func ValidURL(next http.Handler, refuse Refusal) http.Handler {
 // must pass through such a limiter before anything reads the URL; the
 // route sets Route.LimitChecksURL to say it does.
 func DeferURLCheck(next http.Handler, refuse Refusal) http.Handler {
-	if refuse == nil {
-		refuse = func(w http.ResponseWriter, status int, message string) { _ = WritePlatformError(w, status, message) }
-	}
+	refuse = orPlatform(refuse)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if storable(r.URL.Path) && storableQuery(r.URL.RawQuery) {
+		if storableURL(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -58,6 +54,18 @@ func URLRefusal(ctx context.Context) (Refusal, bool) {
 	r, ok := ctx.Value(urlRefusalKey{}).(Refusal)
 	return r, ok
 }
+
+// orPlatform is refuse, or the platform envelope when it is nil.
+func orPlatform(refuse Refusal) Refusal {
+	if refuse != nil {
+		return refuse
+	}
+	return func(w http.ResponseWriter, status int, message string) { _ = WritePlatformError(w, status, message) }
+}
+
+// storableURL: the decoded path and every decoded query key and value are
+// UTF-8.
+func storableURL(r *http.Request) bool { return storable(r.URL.Path) && storableQuery(r.URL.RawQuery) }
 
 func storable(s string) bool { return utf8.ValidString(s) }
 

@@ -17,10 +17,11 @@ func decodeNothing(context.Context, *http.Request) (any, error) { return struct{
 
 const formBodyLimit = httpkit.DefaultBodyLimit
 
-// decodeCallback reads {state, id_token} as JSON, or as a form post (a
-// sign-in page may submit a plain HTML form). Values that are not strings
-// count as missing.
-func decodeCallback(_ context.Context, r *http.Request) (any, error) {
+// formOrJSON reads a body that is JSON or a plain HTML form post (a
+// sign-in page may submit either) and returns the named fields; a JSON
+// value that is not a string counts as missing.
+func formOrJSON(r *http.Request, names ...string) ([]string, error) {
+	out := make([]string, len(names))
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" {
 		r.Body = http.MaxBytesReader(nil, r.Body, formBodyLimit)
 		if err := r.ParseForm(); err != nil {
@@ -33,15 +34,28 @@ func decodeCallback(_ context.Context, r *http.Request) (any, error) {
 		if err := httpkit.CheckValuesNUL(r.PostForm); err != nil {
 			return nil, err
 		}
-		return endpoints.CallbackRequest{State: r.PostForm.Get("state"), IDToken: r.PostForm.Get("id_token")}, nil
+		for i, n := range names {
+			out[i] = r.PostForm.Get(n)
+		}
+		return out, nil
 	}
 	obj, err := httpkit.DecodeObject(r, 0)
 	if err != nil {
 		return nil, err
 	}
-	state, _, _ := obj.String("state")
-	tok, _, _ := obj.String("id_token")
-	return endpoints.CallbackRequest{State: state, IDToken: tok}, nil
+	for i, n := range names {
+		out[i], _, _ = obj.String(n)
+	}
+	return out, nil
+}
+
+// decodeCallback reads {state, id_token}.
+func decodeCallback(_ context.Context, r *http.Request) (any, error) {
+	v, err := formOrJSON(r, "state", "id_token")
+	if err != nil {
+		return nil, err
+	}
+	return endpoints.CallbackRequest{State: v[0], IDToken: v[1]}, nil
 }
 
 func decodePoll(_ context.Context, r *http.Request) (any, error) {

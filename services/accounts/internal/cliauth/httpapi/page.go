@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"html/template"
 	"mime"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
-	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
 )
 
@@ -105,26 +103,11 @@ func pageEncoder(jsonEnc kithttp.EncodeResponseFunc, page *template.Template) ki
 }
 
 // decodeConfirm reads {confirm_token} as JSON, or as the landing page's
-// form post. A value that is not a string counts as missing.
+// form post.
 func decodeConfirm(_ context.Context, r *http.Request) (any, error) {
-	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "application/x-www-form-urlencoded" {
-		r.Body = http.MaxBytesReader(nil, r.Body, formBodyLimit)
-		if err := r.ParseForm(); err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return nil, &httpkit.DecodeError{Status: http.StatusRequestEntityTooLarge, Message: "Request body must not exceed " + itoa(formBodyLimit) + " bytes", Err: err}
-			}
-			return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body is not a valid form", Err: err}
-		}
-		if err := httpkit.CheckValuesNUL(r.PostForm); err != nil {
-			return nil, err
-		}
-		return endpoints.ConfirmRequest{ConfirmToken: r.PostForm.Get("confirm_token")}, nil
-	}
-	obj, err := httpkit.DecodeObject(r, 0)
+	v, err := formOrJSON(r, "confirm_token")
 	if err != nil {
 		return nil, err
 	}
-	tok, _, _ := obj.String("confirm_token")
-	return endpoints.ConfirmRequest{ConfirmToken: tok}, nil
+	return endpoints.ConfirmRequest{ConfirmToken: v[0]}, nil
 }
