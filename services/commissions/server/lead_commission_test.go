@@ -76,6 +76,23 @@ func TestLeadCommissionThroughTheGateway(t *testing.T) {
 		t.Fatalf("%d lead commissions, want 3 (the test and the provisional lead earn none)", n)
 	}
 	if got := s.balances(t, p.partner); got != "USD 750/0/750" {
+		// Once seen in CI (4 credits for 3 counted commissions): name every
+		// commission and ledger entry so the next failure says which.
+		for q, id := range map[string]int64{
+			`SELECT id, kind, status, amount, customer_id, customer_click_id, created_at FROM commissions WHERE program_id = $1 ORDER BY id`: p.id,
+			`SELECT * FROM balance_entries WHERE partner_id = $1 ORDER BY id`: p.partner,
+		} {
+			rows, err := pool.Query(context.Background(), q, id)
+			if err != nil {
+				t.Logf("%s: %v", q, err)
+				continue
+			}
+			for rows.Next() {
+				v, _ := rows.Values()
+				t.Logf("%v", v)
+			}
+			rows.Close()
+		}
 		t.Fatalf("balances %q, want USD 750/0/750", got)
 	}
 }
