@@ -80,7 +80,7 @@ func TestLeadCommissionThroughTheGateway(t *testing.T) {
 		// commission and ledger entry so the next failure says which.
 		for q, id := range map[string]int64{
 			`SELECT id, kind, status, amount, customer_id, customer_click_id, created_at FROM commissions WHERE program_id = $1 ORDER BY id`: p.id,
-			`SELECT * FROM balance_entries WHERE partner_id = $1 ORDER BY id`: p.partner,
+			`SELECT * FROM balance_entries WHERE partner_id = $1 ORDER BY id`:                                                                p.partner,
 		} {
 			rows, err := pool.Query(context.Background(), q, id)
 			if err != nil {
