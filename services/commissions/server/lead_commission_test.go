@@ -22,22 +22,29 @@ func TestLeadCommissionThroughTheGateway(t *testing.T) {
 		}
 		return n
 	}
-	// waitLeadCommissions waits until the program has n lead commissions.
-	waitLeadCommissions := func(program int64, n int) {
+	// waitLeadOf waits until the customer of click has its lead commission.
+	// Events of one program are applied in order, so every event sent
+	// before that lead has been applied too, and the count that follows is
+	// final (waiting for a count could pass before a wrong extra one came).
+	waitLeadOf := func(click string) {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
-		for count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, program) < n {
+		for count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND customer_click_id = $1`, click) == 0 {
 			if time.Now().After(deadline) {
-				t.Fatalf("program %d: %d lead commissions, want %d", program, count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, program), n)
+				t.Fatalf("no lead commission for click %s", click)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	leadCommissions := func(program int64) int {
+		t.Helper()
+		return count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, program)
 	}
 
 	p := s.program(t, map[string]any{"lead_commission": 2.5}) // hold 0: credited at once
 	cid := s.click(t, p.code)
 	s.lead(t, p.key, cid, "lead-"+s.uniq())
-	waitLeadCommissions(p.id, 1)
+	waitLeadOf(cid)
 	var amount int64
 	var status, currency string
 	if err := pool.QueryRow(context.Background(), `SELECT amount, status, currency FROM commissions WHERE kind = 'lead' AND program_id = $1`, p.id).
@@ -52,27 +59,39 @@ func TestLeadCommissionThroughTheGateway(t *testing.T) {
 	}
 
 	// The same customer's later lead is refused by tracking; a second
-	// customer earns its own reward; a test key's lead earns nothing.
+	// customer earns its own reward; a test key's lead earns nothing, with
+	// or without additional_data.test_mode (until 2026-11-28 a test key's
+	// lead without it settled the customer and paid the partner).
 	cid2 := s.click(t, p.code)
 	testKey, _ := s.newKey(t, p.id, true)
 	s.sync(t)
-	r := s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": s.click(t, p.code), "customer_key": "t-" + s.uniq()}, bearer(testKey)...)
-	if r.status != 200 {
-		t.Fatalf("test lead: %d %s", r.status, r.raw)
+	for _, extra := range []map[string]any{nil, {"test_mode": true}} {
+		body := map[string]any{"click_id": s.click(t, p.code), "customer_key": "t-" + s.uniq()}
+		if extra != nil {
+			body["additional_data"] = extra
+		}
+		r := s.do(t, "POST", "/api/v1/track/lead", body, bearer(testKey)...)
+		if d, _ := r.body["data"].(map[string]any); r.status != 200 || d["test_mode"] != true {
+			t.Fatalf("test lead: %d %s", r.status, r.raw)
+		}
 	}
 	s.lead(t, p.key, cid2, "lead2-"+s.uniq())
-	waitLeadCommissions(p.id, 2)
+	waitLeadOf(cid2)
+	if n := leadCommissions(p.id); n != 2 {
+		t.Fatalf("%d lead commissions, want 2 (a test key's lead earns none)", n)
+	}
 
 	// A provisional lead (no key on a server_required program) earns
 	// nothing. Events of one program are applied in order, so once the
 	// later lead's commission exists, the provisional one was applied too.
-	r = s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": s.click(t, p.code), "customer_key": "prov-" + s.uniq(), "program_id": p.id})
+	r := s.do(t, "POST", "/api/v1/track/lead", map[string]any{"click_id": s.click(t, p.code), "customer_key": "prov-" + s.uniq(), "program_id": p.id})
 	if r.status != 200 || r.body["provisional"] != true {
 		t.Fatalf("provisional lead: %d %s", r.status, r.raw)
 	}
-	s.lead(t, p.key, s.click(t, p.code), "after-"+s.uniq())
-	waitLeadCommissions(p.id, 3)
-	if n := count(`SELECT count(*) FROM commissions WHERE kind = 'lead' AND program_id = $1`, p.id); n != 3 {
+	after := s.click(t, p.code)
+	s.lead(t, p.key, after, "after-"+s.uniq())
+	waitLeadOf(after)
+	if n := leadCommissions(p.id); n != 3 {
 		t.Fatalf("%d lead commissions, want 3 (the test and the provisional lead earn none)", n)
 	}
 	if got := s.balances(t, p.partner); got != "USD 750/0/750" {

@@ -239,6 +239,20 @@ func TestClickTestModeAndKeys(t *testing.T) {
 		}
 	})
 
+	t.Run("a test key without test_mode: a test click too", func(t *testing.T) {
+		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url}), "Authorization", "Bearer "+f.keyTest)
+		d, _ := r.body["data"].(map[string]any)
+		if r.status != 200 || d["test_mode"] != true || d["programId"] != float64(f.progServer) || r.body["click_id"] != nil {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		if n := s.count(`SELECT count(*) FROM affiliate_click_events WHERE is_test AND program_id = $1 AND customer_id IS NULL`, f.progServer); n != 2 {
+			t.Fatalf("%d test clicks, want 2", n)
+		}
+		if n := s.count(`SELECT count(*) FROM customers`); n != 0 {
+			t.Fatal("a test key's click created a customer")
+		}
+	})
+
 	t.Run("a rotating key gets the deprecation signalling", func(t *testing.T) {
 		r := s.call("POST", "/api/v1/track/click", jsonBody(map[string]any{"affiliate_url": url}), "Authorization", "Bearer "+f.keyRotating)
 		if r.status != 200 || r.header.Get("Deprecation") == "" || r.header.Get("Sunset") == "" || r.header.Get("Link") == "" {

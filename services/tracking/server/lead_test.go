@@ -207,6 +207,21 @@ func TestLeadTestMode(t *testing.T) {
 			t.Fatal("keyless test lead not stored")
 		}
 	})
+	t.Run("a test key without test_mode: a test lead, the customer stays a click", func(t *testing.T) {
+		cid := s.click(f.codeA, nil)
+		before := s.count(`SELECT count(*) FROM lead_events WHERE is_test AND via_api_key AND program_id = $1`, f.progServer)
+		r := s.lead(map[string]any{"click_id": cid, "customer_key": "test-key-lead"}, "Authorization", "Bearer "+f.keyTest)
+		d, _ := r.body["data"].(map[string]any)
+		if r.status != 200 || d["test_mode"] != true || d["programId"] != float64(f.progServer) {
+			t.Fatalf("%d %s", r.status, r.raw)
+		}
+		if n := s.count(`SELECT count(*) FROM lead_events WHERE is_test AND via_api_key AND program_id = $1`, f.progServer); n != before+1 {
+			t.Fatalf("test leads %d -> %d", before, n)
+		}
+		if st, _, leads := s.status(cid); st != "click" || leads != 0 {
+			t.Fatalf("status %s leads %d", st, leads)
+		}
+	})
 	t.Run("a test lead settles nothing", func(t *testing.T) {
 		cid := s.click(f.codeB, nil)
 		r := s.lead(map[string]any{"click_id": cid, "additional_data": map[string]any{"test_mode": true}})

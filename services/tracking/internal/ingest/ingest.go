@@ -83,7 +83,13 @@ type Key struct {
 	// Usable is false for a key past its rotation deadline: it still names
 	// its program, but grants nothing.
 	Usable bool
+	// Test is a test key: everything it sends is a test event, with or
+	// without additional_data.test_mode, as on the sale route.
+	Test bool
 }
+
+// test reports whether k is a test key (nil: no key).
+func (k *Key) test() bool { return k != nil && k.Test }
 
 // Program is what tracking knows of a program (from its catalog replica).
 type Program struct {

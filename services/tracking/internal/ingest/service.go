@@ -163,6 +163,7 @@ func referralCode(raw string) (string, error) {
 }
 
 func (s *service) Click(ctx context.Context, in ClickInput) (ClickOutput, error) {
+	in.TestMode = in.TestMode || in.Key.test()
 	if !in.AffiliateURLSent || strings.TrimSpace(in.AffiliateURL) == "" {
 		return ClickOutput{}, fail(errkind.Invalid, MsgAffiliateURLRequired)
 	}
@@ -259,7 +260,9 @@ func hashEmail(email string) string {
 }
 
 func (s *service) Lead(ctx context.Context, in LeadInput) (LeadOutput, error) {
-	if in.TestMode {
+	// A test key's lead converts nobody: it would otherwise settle a real
+	// customer and earn its partner the program's lead commission.
+	if in.TestMode || in.Key.test() {
 		return s.testLead(ctx, in)
 	}
 	server := in.Key != nil

@@ -171,7 +171,7 @@ func requestKey(ctx context.Context, now time.Time) *ingest.Key {
 	if !ok {
 		return nil
 	}
-	return &ingest.Key{ID: k.ID, ProgramID: k.ProgramID, Usable: !k.Retired(now)}
+	return &ingest.Key{ID: k.ID, ProgramID: k.ProgramID, Usable: !k.Retired(now), Test: k.Test}
 }
 
 func clientIP(r *http.Request) netip.Addr {
