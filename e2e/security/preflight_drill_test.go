@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -54,6 +55,22 @@ func TestPreflightFloodIsLimited(t *testing.T) {
 		t.Fatalf("the allowed origin's preflight: %v", r.Header)
 	}
 	wantRateHeaders(t, r, limit, limit-1)
+
+	// An Origin that no program can list (not UTF-8, not http(s), longer
+	// than any origin) is refused without a query: Postgres answered
+	// invalid UTF-8 with an error, logged, on every such request.
+	odd := e.client("198.51.100.52")
+	oddLookups := lookups()
+	for _, o := range []string{"https://\xff.example", "null", "chrome-extension://abcdef", "https://" + strings.Repeat("a", 300) + ".example"} {
+		r := odd.do("OPTIONS", "/api/v1/track/click", nil, "Origin", o, "Access-Control-Request-Method", "POST").want(t, 204)
+		if r.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Fatalf("preflight from %q allowed: %v", o, r.Header)
+		}
+		odd.do("POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://shop.example/?via=FLOOD"}, "Origin", o).want(t, 403)
+	}
+	if got := lookups() - oddLookups; got != 0 {
+		t.Fatalf("%d origin lookups for origins no program can list", got)
+	}
 
 	// clicks sends clicks from one address, paced by 2 workers, until n
 	// are sent (n > 0) or until done is closed, and returns their

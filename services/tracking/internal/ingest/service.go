@@ -412,6 +412,18 @@ func (s *service) Config(ctx context.Context, ref ProgramRef) (Program, error) {
 	return s.program(ctx, ref)
 }
 
+// maxOriginLength bounds what is looked up: a scheme, a host name of at
+// most 253 characters and a port.
+const maxOriginLength = len("https://") + 253 + len(":65535")
+
 func (s *service) OriginAllowedSomewhere(ctx context.Context, origin string) (bool, error) {
+	// Allowed origins are stored as lower-case http(s)://host[:port]
+	// (accounts' settings check), so nothing else can match: answer without
+	// a query, which Postgres would refuse anyway for invalid UTF-8 or NUL
+	// (an error per request, logged, under a flood of such headers).
+	if !strings.HasPrefix(origin, "http://") && !strings.HasPrefix(origin, "https://") ||
+		len(origin) > maxOriginLength || !utf8.ValidString(origin) || strings.IndexByte(origin, 0) >= 0 {
+		return false, nil
+	}
 	return s.store.AnyProgramAllowsOrigin(ctx, origin)
 }
