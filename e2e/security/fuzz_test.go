@@ -145,21 +145,27 @@ type fuzzFixture struct {
 
 func newFuzzFixture(e *env) fuzzFixture {
 	e.t.Helper()
-	adv := e.id("POST", "/admin/v1/advertisers", map[string]any{"name": "Brand", "email": "b@brand.example"})
+	// A stack of its own has no users yet; a running one may have this
+	// run's before (SECURITY_FUZZ_GATEWAY), so the emails are made unique.
+	sfx := ""
+	if e.Stack == nil {
+		sfx = strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	adv := e.id("POST", "/admin/v1/advertisers", map[string]any{"name": "Brand", "email": "b" + sfx + "@brand.example"})
 	prog := func(name string) int64 {
 		return e.id("POST", "/admin/v1/programs", map[string]any{"advertiser_id": adv, "name": name, "domain": "brand.example",
 			"commission_type": "percent", "commission_rate": 10, "allowed_origins": []string{"https://shop.example"}})
 	}
 	p, spare := prog("Fuzz"), prog("Spare")
-	partner := e.id("POST", "/admin/v1/partners", map[string]any{"name": "P", "email": "p@partners.example"})
+	partner := e.id("POST", "/admin/v1/partners", map[string]any{"name": "P", "email": "p" + sfx + "@partners.example"})
 	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/partners", p), map[string]any{"partner_id": partner, "approved": true})
 	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/links", p), map[string]any{"partner_id": partner, "code": "FUZZ", "active": true})
 	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/partners", spare), map[string]any{"partner_id": partner, "approved": true})
 	link := e.id("POST", fmt.Sprintf("/admin/v1/programs/%d/links", spare), map[string]any{"partner_id": partner, "code": "SPARE", "active": true})
 	key := e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", p), map[string]any{"test": false})["key"].(string)
 	spareKey := e.id("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", spare), map[string]any{"test": false})
-	user := e.id("POST", "/admin/v1/users", map[string]any{"email": "owner@brand.example"})
-	spareUser := e.id("POST", "/admin/v1/users", map[string]any{"email": "spare@brand.example"})
+	user := e.id("POST", "/admin/v1/users", map[string]any{"email": "owner" + sfx + "@brand.example"})
+	spareUser := e.id("POST", "/admin/v1/users", map[string]any{"email": "spare" + sfx + "@brand.example"})
 	for _, prog := range []int64{p, spare} {
 		e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", prog), map[string]any{"user_id": user, "active": true, "permissions": []string{"tracking:read", "tracking:write"}})
 	}
@@ -563,10 +569,18 @@ func fuzzRequests(fx fuzzFixture, perRoute int) []fuzzRequest {
 // TestFuzzNoServerErrors is the fuzz run: every answer below 500, every
 // request answered.
 func TestFuzzNoServerErrors(t *testing.T) {
-	vars := oidctest.Start(t).Env()
-	vars["PROCESSOR_WEBHOOK_SECRET"] = "whsec_fuzz_0123456789abcdef0123456789"
-	vars["PUBLIC_URL"] = "http://gateway.test" // turns the dashboard sign-in on
-	e := start(t, vars)
+	var e *env
+	if gw := os.Getenv("SECURITY_FUZZ_GATEWAY"); gw != "" {
+		// The issue's own setting: a stack started by make run (with
+		// ADMIN_TOKEN set to stacktest.AdminToken), its real gateway and
+		// processes, instead of one of the test's own.
+		e = &env{t: t, Gateway: strings.TrimSuffix(gw, "/")}
+	} else {
+		vars := oidctest.Start(t).Env()
+		vars["PROCESSOR_WEBHOOK_SECRET"] = "whsec_fuzz_0123456789abcdef0123456789"
+		vars["PUBLIC_URL"] = "http://gateway.test" // turns the dashboard sign-in on
+		e = start(t, vars)
+	}
 	fx := newFuzzFixture(e)
 	perRoute := 22
 	if v, err := strconv.Atoi(os.Getenv("SECURITY_FUZZ_PER_ROUTE")); err == nil && v > 0 {
@@ -585,7 +599,8 @@ func TestFuzzNoServerErrors(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		failures []failure
-		slowest  []failure // the 10 slowest answers
+		slowest  []failure                    // the 10 slowest answers
+		byRoute  = map[string]time.Duration{} // each route's slowest answer
 	)
 	runStart := time.Now()
 	work := make(chan fuzzRequest)
@@ -603,6 +618,8 @@ func TestFuzzNoServerErrors(t *testing.T) {
 					failures = append(failures, failure{req: req, status: status, body: body, err: err, took: took})
 				}
 				slowest = append(slowest, failure{req: req, status: status, took: took, at: began.Sub(runStart)})
+				route, _, _ := strings.Cut(req.what, " [")
+				byRoute[route] = max(byRoute[route], took)
 				slices.SortFunc(slowest, func(a, b failure) int { return cmp.Compare(b.took, a.took) })
 				slowest = slowest[:min(len(slowest), 10)]
 				mu.Unlock()
@@ -617,6 +634,11 @@ func TestFuzzNoServerErrors(t *testing.T) {
 	t.Logf("%d requests (seed %d); the slowest:", len(reqs), fuzzSeed)
 	for _, f := range slowest {
 		t.Logf("  %s, sent at %s: %s (%d)", f.took.Round(time.Millisecond), f.at.Round(time.Millisecond), short(f.req.what), f.status)
+	}
+	if os.Getenv("SECURITY_FUZZ_PER_ROUTE") != "" {
+		for _, route := range sortedKeys(byRoute) {
+			t.Logf("  slowest %s: %s", route, byRoute[route].Round(time.Millisecond))
+		}
 	}
 	for i, f := range failures {
 		if i == 20 {
