@@ -159,14 +159,22 @@ type Program struct {
 }
 
 type APIKey struct {
-	ID               int64
-	ProgramID        int64
-	Hash             []byte
-	Prefix           string
+	ID        int64
+	ProgramID int64
+	Hash      []byte
+	Prefix    string
+	// Last4 is the key's last 4 characters, kept for masked display; empty
+	// for keys issued before they were kept.
+	Last4            string
 	Test             bool
 	RotationMarkedAt *time.Time
 	RotationDeadline *time.Time
-	CreatedAt        time.Time
+	// RevokedAt is set once the key is revoked; every service refuses it.
+	RevokedAt *time.Time
+	// LastUsedAt is the latest successful authentication reported by the
+	// services that authenticate keys (within their report interval).
+	LastUsedAt *time.Time
+	CreatedAt  time.Time
 }
 
 type Partner struct {

@@ -28,6 +28,9 @@ type Service interface {
 	ImportKey(ctx context.Context, programID int64, plain string, test *bool) (IssuedKey, Seq, error)
 	ListKeys(ctx context.Context, programID int64) ([]APIKey, error)
 	RotateKey(ctx context.Context, keyID int64, deadline time.Time) (APIKey, Seq, error)
+	// RevokeKey revokes a key at once: its event tells every replica to
+	// refuse it. Revoking a revoked key keeps the first revocation time.
+	RevokeKey(ctx context.Context, keyID int64) (APIKey, Seq, error)
 	CreatePartner(ctx context.Context, in PartnerInput) (Partner, Seq, error)
 	AddPartnerToProgram(ctx context.Context, programID int64, in PartnerProgramInput) (PartnerProgram, Seq, error)
 	CreateLink(ctx context.Context, programID int64, in LinkInput) (Link, Seq, error)
@@ -235,11 +238,29 @@ func (s *service) ImportKey(ctx context.Context, programID int64, plain string, 
 // storeKey is the one path by which a key, generated or imported, is stored
 // and its catalog event written.
 func (s *service) storeKey(ctx context.Context, programID int64, plain string, hash []byte, prefix string, test bool) (IssuedKey, Seq, error) {
-	k, seq, err := s.cfg.Store.CreateAPIKey(ctx, APIKey{ProgramID: programID, Hash: hash, Prefix: prefix, Test: test})
+	k, seq, err := s.cfg.Store.CreateAPIKey(ctx, APIKey{ProgramID: programID, Hash: hash, Prefix: prefix, Last4: lastFour(plain), Test: test})
 	if err != nil {
 		return IssuedKey{}, 0, err
 	}
 	return IssuedKey{APIKey: k, Plain: plain}, seq, nil
+}
+
+// lastFour is what masked display keeps of a key besides its prefix.
+func lastFour(plain string) string {
+	if len(plain) < 4 {
+		return ""
+	}
+	return plain[len(plain)-4:]
+}
+
+func (s *service) RevokeKey(ctx context.Context, keyID int64) (APIKey, Seq, error) {
+	now := s.cfg.Now().UTC()
+	return s.cfg.Store.UpdateAPIKey(ctx, keyID, func(k *APIKey) error {
+		if k.RevokedAt == nil {
+			k.RevokedAt = &now
+		}
+		return nil
+	})
 }
 
 func (s *service) RotateKey(ctx context.Context, keyID int64, deadline time.Time) (APIKey, Seq, error) {

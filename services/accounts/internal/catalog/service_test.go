@@ -178,3 +178,41 @@ func TestLookupValidation(t *testing.T) {
 		t.Fatalf("store got %v", st.lookups)
 	}
 }
+
+func (s *keyStore) UpdateAPIKey(_ context.Context, id int64, fn func(*APIKey) error) (APIKey, Seq, error) {
+	k := &s.created[id-1]
+	if err := fn(k); err != nil {
+		return APIKey{}, 0, err
+	}
+	return *k, 20, nil
+}
+
+func TestIssuedKeyKeepsItsLastFourCharacters(t *testing.T) {
+	t.Parallel()
+	st, svc := newKeyService(t)
+	if _, _, err := svc.IssueKey(context.Background(), 3, false); err != nil || st.created[0].Last4 != "ated" {
+		t.Fatalf("%v %+v", err, st.created)
+	}
+	if _, _, err := svc.ImportKey(context.Background(), 3, "live:abcdef", nil); err != nil || st.created[1].Last4 != "cdef" {
+		t.Fatalf("%v %+v", err, st.created)
+	}
+}
+
+func TestRevokeKeyKeepsTheFirstRevocationTime(t *testing.T) {
+	t.Parallel()
+	st, svc := newKeyService(t)
+	if _, _, err := svc.IssueKey(context.Background(), 3, false); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC)
+	st.created[0].RevokedAt = &first
+	k, _, err := svc.RevokeKey(context.Background(), 1)
+	if err != nil || k.RevokedAt == nil || !k.RevokedAt.Equal(first) {
+		t.Fatalf("%+v %v", k, err)
+	}
+	st.created[0].RevokedAt = nil
+	k, _, err = svc.RevokeKey(context.Background(), 1)
+	if err != nil || k.RevokedAt == nil || !k.RevokedAt.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("%+v %v", k, err)
+	}
+}

@@ -310,6 +310,7 @@ func keyEvent(k catalog.APIKey) *eventsv1.ApiKey {
 	return &eventsv1.ApiKey{
 		Id: k.ID, ProgramId: k.ProgramID, KeyHash: k.Hash, Prefix: k.Prefix, Test: k.Test,
 		RotationMarkedAt: tsPtr(k.RotationMarkedAt), RotationDeadline: tsPtr(k.RotationDeadline), CreatedAt: ts(k.CreatedAt),
+		Revoked: k.RevokedAt != nil,
 	}
 }
 
@@ -321,9 +322,9 @@ func keyEvent(k catalog.APIKey) *eventsv1.ApiKey {
 func (s *Store) CreateAPIKey(ctx context.Context, k catalog.APIKey) (catalog.APIKey, catalog.Seq, error) {
 	var seq catalog.Seq
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO api_keys (program_id, key_hash, prefix, test) VALUES ($1,$2,$3,$4)
+		err := tx.QueryRow(ctx, `INSERT INTO api_keys (program_id, key_hash, prefix, last4, test) VALUES ($1,$2,$3,NULLIF($4,''),$5)
 			ON CONFLICT (key_hash) DO NOTHING RETURNING id, created_at`,
-			k.ProgramID, k.Hash, k.Prefix, k.Test).Scan(&k.ID, &k.CreatedAt)
+			k.ProgramID, k.Hash, k.Prefix, k.Last4, k.Test).Scan(&k.ID, &k.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
 			exists := &catalog.KeyExistsError{}
 			if err := tx.QueryRow(ctx, `SELECT id, program_id FROM api_keys WHERE key_hash = $1`, k.Hash).
@@ -347,9 +348,8 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id int64, fn func(*catalog.API
 		k   catalog.APIKey
 	)
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT id, program_id, key_hash, prefix, test, rotation_marked_at, rotation_deadline, created_at
-			FROM api_keys WHERE id = $1 FOR UPDATE`, id).
-			Scan(&k.ID, &k.ProgramID, &k.Hash, &k.Prefix, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.CreatedAt)
+		var err error
+		k, err = scanAPIKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("api key", id)
 		}
@@ -359,8 +359,8 @@ func (s *Store) UpdateAPIKey(ctx context.Context, id int64, fn func(*catalog.API
 		if err := fn(&k); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE api_keys SET rotation_marked_at = $2, rotation_deadline = $3 WHERE id = $1`,
-			id, k.RotationMarkedAt, k.RotationDeadline); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET rotation_marked_at = $2, rotation_deadline = $3, revoked_at = $4 WHERE id = $1`,
+			id, k.RotationMarkedAt, k.RotationDeadline, k.RevokedAt); err != nil {
 			return fmt.Errorf("update api key %d: %w", id, err)
 		}
 		seq, err = s.publish(ctx, tx, eventsv1.TypeAPIKeyUpserted, k.ProgramID, keyEvent(k))
@@ -538,9 +538,14 @@ func (s *Store) ListLinks(ctx context.Context, programID int64, code *string) ([
 		WHERE program_id = $1 AND ($2::text IS NULL OR code = $2) ORDER BY id`, programID, code)
 }
 
+// keyColumns are the columns scanAPIKey reads, in its order.
+const keyColumns = `id, program_id, key_hash, prefix, coalesce(last4, ''), test, rotation_marked_at, rotation_deadline,
+	revoked_at, last_used_at, created_at`
+
 func scanAPIKey(row pgx.Row) (catalog.APIKey, error) {
 	var k catalog.APIKey
-	err := row.Scan(&k.ID, &k.ProgramID, &k.Hash, &k.Prefix, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.CreatedAt)
+	err := row.Scan(&k.ID, &k.ProgramID, &k.Hash, &k.Prefix, &k.Last4, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline,
+		&k.RevokedAt, &k.LastUsedAt, &k.CreatedAt)
 	return k, err
 }
 
@@ -552,8 +557,7 @@ func (s *Store) ListAPIKeys(ctx context.Context, programID int64) ([]catalog.API
 	if !ok {
 		return nil, notFound("program", programID)
 	}
-	return list(ctx, s, "api keys", scanAPIKey, `SELECT id, program_id, key_hash, prefix, test, rotation_marked_at,
-		rotation_deadline, created_at FROM api_keys WHERE program_id = $1 ORDER BY id`, programID)
+	return list(ctx, s, "api keys", scanAPIKey, `SELECT `+keyColumns+` FROM api_keys WHERE program_id = $1 ORDER BY id`, programID)
 }
 
 // AppliedSeqs reads the consumers' acknowledged progress.

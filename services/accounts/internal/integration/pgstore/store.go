@@ -38,11 +38,12 @@ var (
 )
 
 // LookupKeyByHash finds a program API key by the SHA-256 of its value.
-// Accounts deletes no keys and has no revocation yet, so Revoked is false.
+// A key revoked from the console is found with Revoked set (refused).
 func (s *Store) LookupKeyByHash(ctx context.Context, hash []byte) (apikey.Key, error) {
 	var k apikey.Key
-	err := s.pool.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline FROM api_keys WHERE key_hash = $1`, hash).
-		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline)
+	err := s.pool.QueryRow(ctx, `SELECT id, program_id, test, rotation_marked_at, rotation_deadline, revoked_at IS NOT NULL
+		FROM api_keys WHERE key_hash = $1`, hash).
+		Scan(&k.ID, &k.ProgramID, &k.Test, &k.RotationMarkedAt, &k.RotationDeadline, &k.Revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return apikey.Key{}, apikey.ErrKeyNotFound
 	}
