@@ -26,6 +26,8 @@ import (
 	dashendpoints "github.com/svc-dev/svc/services/accounts/internal/dashauth/endpoints"
 	dashhttpapi "github.com/svc-dev/svc/services/accounts/internal/dashauth/httpapi"
 	dashstore "github.com/svc-dev/svc/services/accounts/internal/dashauth/pgstore"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
+	idstore "github.com/svc-dev/svc/services/accounts/internal/identity/pgstore"
 	"github.com/svc-dev/svc/services/accounts/internal/sessions"
 	sessionsendpoints "github.com/svc-dev/svc/services/accounts/internal/sessions/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
@@ -161,7 +163,12 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	if err != nil {
 		return nil, err
 	}
-	settingsSvc, err := settings.NewService(store, cat)
+	// One permission check for every dashboard route.
+	authz, err := identity.NewAuthorizer(idstore.New(p.Pool))
+	if err != nil {
+		return nil, err
+	}
+	settingsSvc, err := settings.NewService(authz, cat)
 	if err != nil {
 		return nil, err
 	}

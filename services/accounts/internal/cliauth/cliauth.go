@@ -13,33 +13,25 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
-// Error is a refusal whose Message (and Code, when set) the client sees as
-// the contract writes them. Kind is one of libs/errkind's kinds.
-type Error struct {
-	Kind    error
-	Message string
-	Code    string
-}
-
-func (e *Error) Error() string { return e.Message }
-func (e *Error) Unwrap() error { return e.Kind }
+// Error is the person's refusal type, shared with the dashboard sign-in
+// and routes (identity.Error): the service's one error encoder words them
+// all the same way.
+type Error = identity.Error
 
 // Refusals of the sign-in routes, with the contract's messages.
 var (
 	ErrMissingCallbackFields = &Error{Kind: errkind.Invalid, Message: "Missing required fields: state, id_token"}
 	ErrSessionNotFoundOrUsed = &Error{Kind: errkind.NotFound, Message: "Session not found or already used"}
 	ErrSessionExpired        = &Error{Kind: errkind.Invalid, Message: "Session expired"}
-	ErrAccountBlocked        = &Error{Kind: errkind.Forbidden, Message: "Your account has been suspended.", Code: "ACCOUNT_BLOCKED"}
-	ErrEmailNotVerified      = &Error{Kind: errkind.Forbidden, Message: "Your email address is not verified with your sign-in provider. Verify it there, then try again.", Code: "PROVIDER_EMAIL_NOT_VERIFIED"}
+	ErrAccountBlocked        = identity.ErrAccountBlocked
+	ErrEmailNotVerified      = identity.ErrEmailNotVerified
 	ErrMissingState          = &Error{Kind: errkind.Invalid, Message: "Missing state parameter"}
 	ErrSessionNotFound       = &Error{Kind: errkind.NotFound, Message: "Session not found"}
 	ErrSessionConsumed       = &Error{Kind: errkind.Invalid, Message: "Session already consumed"}
-	// ErrInvalidIDToken covers every id_token the provider's keys, issuer,
-	// audience, expiry or the session's nonce refuse, and one without an
-	// email: the cure is the same, sign in again.
-	ErrInvalidIDToken = &Error{Kind: errkind.Unauthenticated, Message: "Invalid id_token"}
+	ErrInvalidIDToken        = identity.ErrInvalidIDToken
 	// ErrNotConfigured answers the sign-in routes of a server started
 	// without an OpenID provider.
 	ErrNotConfigured = &Error{Kind: errkind.Unavailable, Message: "Command-line sign-in is not configured on this server"}
@@ -73,10 +65,6 @@ const (
 	// leaked-secret scan and never mistaken for program keys.
 	LoginTokenPrefix = "svc_cli_"
 )
-
-// DefaultMemberPermissions are given to the user who creates a program with
-// init, so the dashboard routes work for them at once.
-var DefaultMemberPermissions = []string{"tracking:read", "tracking:write"}
 
 // Session is a command-line sign-in in progress.
 type Session struct {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
 // The device-flow step (issue 23): whoever calls auth/start can send the
@@ -60,7 +61,7 @@ func (s *service) Confirm(ctx context.Context, confirmToken string) (Confirmed, 
 	if len(confirmToken) > 128 {
 		return Confirmed{}, ErrConfirmNotFound
 	}
-	sess, err := s.cfg.Store.SessionByConfirm(ctx, HashSecret(confirmToken))
+	sess, err := s.cfg.Store.SessionByConfirm(ctx, identity.HashSecret(confirmToken))
 	if errors.Is(err, ErrConfirmNotFound) {
 		return Confirmed{}, ErrConfirmNotFound
 	}

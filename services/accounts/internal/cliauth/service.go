@@ -2,10 +2,7 @@ package cliauth
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
 // Config wires the service.
@@ -60,31 +58,15 @@ func NewService(cfg Config) (Service, error) {
 	return &service{cfg: cfg}, nil
 }
 
-// HashSecret is how states and login tokens are stored: SHA-256. Both carry
-// 256 random bits, so a slow hash would add cost and no protection.
-func HashSecret(s string) []byte {
-	sum := sha256.Sum256([]byte(s))
-	return sum[:]
-}
-
-// RandomString is n random bytes, base64url without padding.
-func RandomString(n int) (string, error) {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("random: %w", err)
-	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
-}
-
 func (s *service) Start(ctx context.Context) (Started, error) {
 	if s.cfg.Verifier == nil {
 		return Started{}, ErrNotConfigured
 	}
-	state, err := RandomString(32)
+	state, err := identity.RandomString(32)
 	if err != nil {
 		return Started{}, fmt.Errorf("new state: %w", err)
 	}
-	nonce, err := RandomString(16)
+	nonce, err := identity.RandomString(16)
 	if err != nil {
 		return Started{}, fmt.Errorf("new nonce: %w", err)
 	}
@@ -103,7 +85,7 @@ func (s *service) Start(ctx context.Context) (Started, error) {
 		return Started{}, fmt.Errorf("sweep sign-in sessions: %w", err)
 	}
 	sess, err := s.cfg.Store.CreateSession(ctx, Session{
-		StateHash: HashSecret(state), Nonce: nonce, UserCode: code, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL),
+		StateHash: identity.HashSecret(state), Nonce: nonce, UserCode: code, CreatedAt: now, ExpiresAt: now.Add(s.cfg.SessionTTL),
 	})
 	if err != nil {
 		return Started{}, fmt.Errorf("create sign-in session: %w", err)
@@ -138,7 +120,7 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 	if s.cfg.Verifier == nil {
 		return SignedIn{}, ErrNotConfigured
 	}
-	sess, err := s.cfg.Store.SessionByState(ctx, HashSecret(state))
+	sess, err := s.cfg.Store.SessionByState(ctx, identity.HashSecret(state))
 	if errors.Is(err, ErrSessionNotFound) {
 		return SignedIn{}, ErrSessionNotFoundOrUsed
 	}
@@ -159,11 +141,11 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 	// The value that confirms the codes match goes only to whoever
 	// presented the id_token (the landing page), never to the poller: the
 	// poller may be someone who sent the link to the person signing in.
-	confirm, err := RandomString(32)
+	confirm, err := identity.RandomString(32)
 	if err != nil {
 		return SignedIn{}, fmt.Errorf("new confirmation value: %w", err)
 	}
-	ok, err := s.cfg.Store.LinkSession(ctx, sess.ID, user.ID, now, HashSecret(confirm))
+	ok, err := s.cfg.Store.LinkSession(ctx, sess.ID, user.ID, now, identity.HashSecret(confirm))
 	if err != nil {
 		return SignedIn{}, fmt.Errorf("link sign-in session: %w", err)
 	}
@@ -248,7 +230,7 @@ func (s *service) Poll(ctx context.Context, state string) (PollResult, error) {
 	if state == "" {
 		return PollResult{}, ErrMissingState
 	}
-	sess, err := s.cfg.Store.SessionByState(ctx, HashSecret(state))
+	sess, err := s.cfg.Store.SessionByState(ctx, identity.HashSecret(state))
 	if err != nil {
 		if errors.Is(err, ErrSessionNotFound) {
 			return PollResult{}, ErrSessionNotFound
@@ -279,7 +261,7 @@ func (s *service) Poll(ctx context.Context, state string) (PollResult, error) {
 	if !now.Before(sess.ConfirmedAt.Add(s.cfg.SessionTTL)) {
 		return PollResult{Status: StatusExpired}, nil
 	}
-	secret, err := RandomString(32)
+	secret, err := identity.RandomString(32)
 	if err != nil {
 		return PollResult{}, fmt.Errorf("new login token: %w", err)
 	}
@@ -287,7 +269,7 @@ func (s *service) Poll(ctx context.Context, state string) (PollResult, error) {
 	now = now.UTC()
 	exp := now.Add(s.cfg.TokenTTL).Truncate(time.Second)
 	ok, err := s.cfg.Store.ConsumeSession(ctx, sess.ID, now, LoginToken{
-		Hash: HashSecret(token), UserID: sess.UserID, SessionID: sess.ID, CreatedAt: now, ExpiresAt: exp,
+		Hash: identity.HashSecret(token), UserID: sess.UserID, SessionID: sess.ID, CreatedAt: now, ExpiresAt: exp,
 	})
 	if err != nil {
 		return PollResult{}, fmt.Errorf("consume sign-in session: %w", err)
@@ -308,7 +290,7 @@ func (s *service) Authenticate(ctx context.Context, token string) (catalog.User,
 	if !strings.HasPrefix(token, LoginTokenPrefix) || len(token) > 128 {
 		return catalog.User{}, ErrTokenInvalid
 	}
-	u, err := s.cfg.Store.UserByToken(ctx, HashSecret(token), s.cfg.Now())
+	u, err := s.cfg.Store.UserByToken(ctx, identity.HashSecret(token), s.cfg.Now())
 	if err != nil {
 		if errors.Is(err, errkind.Unauthenticated) {
 			return catalog.User{}, err
@@ -353,7 +335,7 @@ func (s *service) Init(ctx context.Context, user catalog.User, in InitInput) (In
 		return Initialized{}, fmt.Errorf("create program: %w", err)
 	}
 	_, mseq, err := s.cfg.Catalog.PutMember(ctx, prog.ID, catalog.MemberInput{
-		UserID: &user.ID, Active: ptr(true), Permissions: DefaultMemberPermissions,
+		UserID: &user.ID, Active: ptr(true), Permissions: identity.CreatorPermissions(),
 	})
 	if err != nil {
 		return Initialized{}, fmt.Errorf("add creator to program %d: %w", prog.ID, err)

@@ -15,24 +15,25 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
-// Refusals. They are cliauth.Errors (one kind, a client message and an
+// Refusals. They are identity.Errors (one kind, a client message and an
 // optional code) so the service's one error encoder words them the same
-// way; the id_token refusals are cliauth's own.
+// way; the refusals of the person and their id_token are identity's, the
+// same as the command-line sign-in's.
 var (
-	ErrBadReturnTo      = &cliauth.Error{Kind: errkind.Invalid, Message: "return_to must be a path under " + DashboardPrefix + ", like " + DashboardPrefix}
-	ErrBadTabNonce      = &cliauth.Error{Kind: errkind.Invalid, Message: "tab_nonce must be 16 to 128 letters, digits, '-' or '_'"}
-	ErrMissingFields    = &cliauth.Error{Kind: errkind.Invalid, Message: "Missing required fields: state, id_token"}
-	ErrSessionNotFound  = &cliauth.Error{Kind: errkind.NotFound, Message: "Sign-in not found or already used. Sign in again."}
-	ErrSessionExpired   = &cliauth.Error{Kind: errkind.Invalid, Message: "Sign-in expired. Sign in again."}
-	ErrOtherBrowser     = &cliauth.Error{Kind: errkind.Invalid, Message: "This sign-in was started in another browser. Sign in again.", Code: "SIGNIN_BROWSER_MISMATCH"}
-	ErrNotConfigured    = &cliauth.Error{Kind: errkind.Unavailable, Message: "Dashboard sign-in is not configured on this server"}
-	ErrUserNotFound     = &cliauth.Error{Kind: errkind.Unauthenticated, Message: "Invalid session token. Sign in again."}
-	ErrAccountBlocked   = cliauth.ErrAccountBlocked
-	ErrInvalidIDToken   = cliauth.ErrInvalidIDToken
-	ErrEmailNotVerified = cliauth.ErrEmailNotVerified
+	ErrBadReturnTo      = &identity.Error{Kind: errkind.Invalid, Message: "return_to must be a path under " + DashboardPrefix + ", like " + DashboardPrefix}
+	ErrBadTabNonce      = &identity.Error{Kind: errkind.Invalid, Message: "tab_nonce must be 16 to 128 letters, digits, '-' or '_'"}
+	ErrMissingFields    = &identity.Error{Kind: errkind.Invalid, Message: "Missing required fields: state, id_token"}
+	ErrSessionNotFound  = &identity.Error{Kind: errkind.NotFound, Message: "Sign-in not found or already used. Sign in again."}
+	ErrSessionExpired   = &identity.Error{Kind: errkind.Invalid, Message: "Sign-in expired. Sign in again."}
+	ErrOtherBrowser     = &identity.Error{Kind: errkind.Invalid, Message: "This sign-in was started in another browser. Sign in again.", Code: "SIGNIN_BROWSER_MISMATCH"}
+	ErrNotConfigured    = &identity.Error{Kind: errkind.Unavailable, Message: "Dashboard sign-in is not configured on this server"}
+	ErrUserNotFound     = &identity.Error{Kind: errkind.Unauthenticated, Message: "Invalid session token. Sign in again."}
+	ErrAccountBlocked   = identity.ErrAccountBlocked
+	ErrInvalidIDToken   = identity.ErrInvalidIDToken
+	ErrEmailNotVerified = identity.ErrEmailNotVerified
 )
 
 // DashboardPrefix is the dashboard page's path: a sign-in returns only
@@ -86,7 +87,7 @@ type Store interface {
 }
 
 // Identifier checks an id_token against a nonce and resolves its user
-// (cliauth.Service.Identify).
+// (the command-line sign-in's Identify, wired in server).
 type Identifier interface {
 	Identify(ctx context.Context, idToken, nonce string) (catalog.User, error)
 }

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/errkind"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
 // Config wires the service.
@@ -114,11 +114,11 @@ func (s *service) Start(ctx context.Context, returnTo, tabNonce string) (Started
 	if s.cfg.Identifier == nil {
 		return Started{}, ErrNotConfigured
 	}
-	state, err := cliauth.RandomString(32)
+	state, err := identity.RandomString(32)
 	if err != nil {
 		return Started{}, fmt.Errorf("new state: %w", err)
 	}
-	nonce, err := cliauth.RandomString(16)
+	nonce, err := identity.RandomString(16)
 	if err != nil {
 		return Started{}, fmt.Errorf("new nonce: %w", err)
 	}
@@ -144,7 +144,7 @@ func (s *service) Start(ctx context.Context, returnTo, tabNonce string) (Started
 	}
 	exp := now.Add(s.cfg.SessionTTL)
 	if err := s.cfg.Store.CreateSession(ctx, Session{
-		StateHash: cliauth.HashSecret(state), Nonce: nonce, ReturnTo: returnTo, TabNonce: tabNonce, CreatedAt: now, ExpiresAt: exp,
+		StateHash: identity.HashSecret(state), Nonce: nonce, ReturnTo: returnTo, TabNonce: tabNonce, CreatedAt: now, ExpiresAt: exp,
 	}); err != nil {
 		return Started{}, fmt.Errorf("create dashboard sign-in: %w", err)
 	}
@@ -163,7 +163,7 @@ func (s *service) Callback(ctx context.Context, state, idToken, browserState str
 	if subtle.ConstantTimeCompare([]byte(state), []byte(browserState)) != 1 {
 		return SignedIn{}, ErrOtherBrowser
 	}
-	sess, err := s.cfg.Store.SessionByState(ctx, cliauth.HashSecret(state))
+	sess, err := s.cfg.Store.SessionByState(ctx, identity.HashSecret(state))
 	if errors.Is(err, ErrSessionNotFound) {
 		return SignedIn{}, ErrSessionNotFound
 	}

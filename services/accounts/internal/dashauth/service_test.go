@@ -8,8 +8,8 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
 func TestSafeReturnTo(t *testing.T) {
@@ -125,7 +125,7 @@ func TestMeOfAGoneUserIsUnauthenticated(t *testing.T) {
 	if _, err := svc.Start(context.Background(), "/dashboard/", ""); !errors.Is(err, dashauth.ErrNotConfigured) {
 		t.Fatalf("start without a provider: %v", err)
 	}
-	var ce *cliauth.Error
+	var ce *identity.Error
 	if _, err := svc.Callback(context.Background(), "s", "t", "s"); !errors.As(err, &ce) || ce != dashauth.ErrNotConfigured {
 		t.Fatalf("callback without a provider: %v", err)
 	}

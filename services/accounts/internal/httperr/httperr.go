@@ -19,9 +19,8 @@ import (
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
-	"github.com/svc-dev/svc/services/accounts/internal/settings"
 )
 
 // Status is the service's one error → HTTP status table.
@@ -97,8 +96,7 @@ func (rt Route) Refusal(ctx context.Context, err error, w http.ResponseWriter) {
 		de      *httpkit.DecodeError
 		fe      *catalog.FieldError
 		hfe     *httpkit.FieldError
-		ce      *cliauth.Error
-		se      *settings.Error
+		ie      *identity.Error
 		ke      *catalog.KeyExistsError
 	)
 	switch {
@@ -117,13 +115,11 @@ func (rt Route) Refusal(ctx context.Context, err error, w http.ResponseWriter) {
 		if rt.FieldDetails {
 			opts = append(opts, httpkit.WithDetail("field", hfe.Field))
 		}
-	case errors.As(err, &ce):
-		message = ce.Message
-		if ce.Code != "" {
-			opts = append(opts, httpkit.WithDetail("code", ce.Code))
+	case errors.As(err, &ie):
+		message = ie.Message
+		if ie.Code != "" {
+			opts = append(opts, httpkit.WithDetail("code", ie.Code))
 		}
-	case errors.As(err, &se):
-		message = se.Message
 	case errors.As(err, &ke):
 		// Admin-only routes: naming the stored key lets a client that
 		// imports a fixed key recognise its own.

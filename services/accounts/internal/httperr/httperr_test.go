@@ -12,9 +12,13 @@ import (
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 )
+
+// notConfigured is a refusal of kind unavailable (cliauth's unconfigured
+// sign-in).
+var notConfigured = &identity.Error{Kind: errkind.Unavailable, Message: "Command-line sign-in is not configured on this server"}
 
 func TestStatus(t *testing.T) {
 	for _, tc := range []struct {
@@ -26,13 +30,13 @@ func TestStatus(t *testing.T) {
 		{"sync barrier timeout is 504, not unavailable", fmt.Errorf("seq 3: %w", catalog.ErrSyncTimeout), 504},
 		{"counted rate limit is 429", &integration.ChainLimitError{Limit: 10, RetryAfter: time.Minute}, 429},
 		{"invalid", &catalog.FieldError{Field: "name", Message: "name is required"}, 400},
-		{"unauthenticated", cliauth.ErrInvalidIDToken, 401},
-		{"forbidden", cliauth.ErrAccountBlocked, 403},
+		{"unauthenticated", identity.ErrInvalidIDToken, 401},
+		{"forbidden", identity.ErrAccountBlocked, 403},
 		{"not found", &catalog.NotFoundError{What: "program 4"}, 404},
 		{"conflict", &catalog.KeyExistsError{KeyID: 1, ProgramID: 2}, 409},
 		{"gone", errkind.Gone, 410},
 		{"unprocessable", errkind.Unprocessable, 422},
-		{"unavailable is 503", cliauth.ErrNotConfigured, 503},
+		{"unavailable is 503", notConfigured, 503},
 		{"no kind is 500", errors.New("connection reset"), 500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,7 +62,7 @@ func TestRoute(t *testing.T) {
 		}
 	})
 	t.Run("refusal of kind unavailable says what happened", func(t *testing.T) {
-		code, body := write(Route{}.Refusal, cliauth.ErrNotConfigured)
+		code, body := write(Route{}.Refusal, notConfigured)
 		if code != 503 || body != `{"data":null,"error":{"status":503,"name":"ServiceUnavailableError","message":"Command-line sign-in is not configured on this server","details":{}}}` {
 			t.Errorf("%d %s", code, body)
 		}
@@ -72,8 +76,13 @@ func TestRoute(t *testing.T) {
 			t.Errorf("cli: %s", body)
 		}
 	})
-	t.Run("code of a cliauth refusal in details", func(t *testing.T) {
-		if _, body := write(Route{}.Refusal, cliauth.ErrAccountBlocked); body != `{"data":null,"error":{"status":403,"name":"ForbiddenError","message":"Your account has been suspended.","details":{"code":"ACCOUNT_BLOCKED"}}}` {
+	t.Run("code of an identity refusal in details", func(t *testing.T) {
+		if _, body := write(Route{}.Refusal, identity.ErrAccountBlocked); body != `{"data":null,"error":{"status":403,"name":"ForbiddenError","message":"Your account has been suspended.","details":{"code":"ACCOUNT_BLOCKED"}}}` {
+			t.Errorf("%s", body)
+		}
+	})
+	t.Run("an access refusal has no code", func(t *testing.T) {
+		if _, body := write(Route{}.Refusal, identity.ErrNoAccess); body != `{"data":null,"error":{"status":403,"name":"ForbiddenError","message":"You do not have access to this program","details":{}}}` {
 			t.Errorf("%s", body)
 		}
 	})

@@ -9,12 +9,13 @@ import (
 
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	idstore "github.com/svc-dev/svc/services/accounts/internal/identity/pgstore"
 )
 
 // UserByIdentity reads the user bound to (issuer, subject), through the
 // partial unique index users_oidc_identity_key.
 func (s *Store) UserByIdentity(ctx context.Context, issuer, subject string) (catalog.User, error) {
-	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2`, issuer, subject))
+	u, err := idstore.ScanUser(s.pool.QueryRow(ctx, `SELECT `+idstore.UserColumns+` FROM users WHERE oidc_issuer = $1 AND oidc_subject = $2`, issuer, subject))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.User{}, &catalog.NotFoundError{What: "user"}
 	}

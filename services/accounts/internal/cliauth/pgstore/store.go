@@ -1,6 +1,6 @@
 // Package pgstore is the Postgres side of the command-line account routes
-// (cliauth.Store) and of the program settings routes' access check
-// (settings.Access). It only reads catalog tables; catalog writes go
+// (cliauth.Store); user reads by id are identity's (identity/pgstore). It
+// only reads catalog tables; catalog writes go
 // through the catalog service and its store, so their events are published.
 package pgstore
 
@@ -17,24 +17,22 @@ import (
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
-	"github.com/svc-dev/svc/services/accounts/internal/settings"
+	idstore "github.com/svc-dev/svc/services/accounts/internal/identity/pgstore"
 )
 
 // sweepBatch bounds the rows one Sweep deletes, so a backlog never turns a
 // sign-in start into a long transaction.
 const sweepBatch = 500
 
-// Store implements cliauth.Store and settings.Access.
+// Store implements cliauth.Store.
 type Store struct {
 	pool *pgxpool.Pool
+	*idstore.Store
 }
 
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, Store: idstore.New(pool)} }
 
-var (
-	_ cliauth.Store   = (*Store)(nil)
-	_ settings.Access = (*Store)(nil)
-)
+var _ cliauth.Store = (*Store)(nil)
 
 const sessionColumns = `id, state_hash, nonce, user_code, created_at, expires_at, user_id, signed_in_at, confirm_hash, confirmed_at, consumed_at`
 
@@ -98,37 +96,14 @@ func (s *Store) ConsumeSession(ctx context.Context, id int64, at time.Time, tok 
 	return consumed, err
 }
 
-const userColumns = `id, email, name, advertiser_id, blocked, created_at`
-
-func scanUser(row pgx.Row) (catalog.User, error) {
-	var u catalog.User
-	var adv *int64
-	err := row.Scan(&u.ID, &u.Email, &u.Name, &adv, &u.Blocked, &u.CreatedAt)
-	if adv != nil {
-		u.AdvertiserID = *adv
-	}
-	return u, err
-}
-
 func (s *Store) UserByEmail(ctx context.Context, email string) (catalog.User, error) {
 	// lower(email) is the unique index of users.
-	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1)`, email))
+	u, err := idstore.ScanUser(s.pool.QueryRow(ctx, `SELECT `+idstore.UserColumns+` FROM users WHERE lower(email) = lower($1)`, email))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.User{}, &catalog.NotFoundError{What: "user"}
 	}
 	if err != nil {
 		return catalog.User{}, fmt.Errorf("load user by email: %w", err)
-	}
-	return u, nil
-}
-
-func (s *Store) UserByID(ctx context.Context, id int64) (catalog.User, error) {
-	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return catalog.User{}, &catalog.NotFoundError{What: fmt.Sprintf("user %d", id)}
-	}
-	if err != nil {
-		return catalog.User{}, fmt.Errorf("load user %d: %w", id, err)
 	}
 	return u, nil
 }
@@ -175,21 +150,4 @@ func (s *Store) Sweep(ctx context.Context, before time.Time) error {
 		return fmt.Errorf("sweep login tokens: %w", err)
 	}
 	return nil
-}
-
-// MemberAccess reports whether userID may use programID's settings: the
-// program exists, the user is an active member of it, and the user is not
-// blocked.
-func (s *Store) MemberAccess(ctx context.Context, userID, programID int64) (settings.AccessResult, error) {
-	var r settings.AccessResult
-	err := s.pool.QueryRow(ctx, `SELECT m.active, u.blocked, m.permissions
-		FROM memberships m JOIN users u ON u.id = m.user_id
-		WHERE m.program_id = $1 AND m.user_id = $2`, programID, userID).Scan(&r.ActiveMember, &r.Blocked, &r.Permissions)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return settings.AccessResult{}, nil
-	}
-	if err != nil {
-		return settings.AccessResult{}, fmt.Errorf("load membership of user %d in program %d: %w", userID, programID, err)
-	}
-	return r, nil
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/obs"
-	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
 // Set holds one endpoint per use case.
@@ -95,7 +95,7 @@ var (
 
 // public reports whether err is a refusal the client is told about.
 func public(err error) bool {
-	var ce *cliauth.Error
+	var ce *identity.Error
 	return errors.As(err, &ce) || errors.Is(err, errkind.Invalid)
 }
 

@@ -1,6 +1,6 @@
 // Package pgstore is the Postgres side of the dashboard sign-in
 // (dashauth.Store): its sign-in sessions, and reads of the catalog tables
-// (users through cliauth's store, memberships and programs). Every query
+// (users through identity's store, memberships and programs). Every query
 // is parameterised.
 package pgstore
 
@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
-	clistore "github.com/svc-dev/svc/services/accounts/internal/cliauth/pgstore"
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
+	idstore "github.com/svc-dev/svc/services/accounts/internal/identity/pgstore"
 )
 
 // sweepBatch bounds the rows one Sweep deletes.
@@ -24,11 +24,11 @@ const sweepBatch = 500
 // Store implements dashauth.Store.
 type Store struct {
 	pool  *pgxpool.Pool
-	users *clistore.Store
+	users *idstore.Store
 }
 
 // New makes the store.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, users: clistore.New(pool)} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, users: idstore.New(pool)} }
 
 var _ dashauth.Store = (*Store)(nil)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
 )
 
@@ -84,7 +85,7 @@ func NewView(s settings.Settings) View {
 }
 
 func public(err error) bool {
-	var se *settings.Error
+	var se *identity.Error
 	return errors.As(err, &se) || errors.Is(err, errkind.Invalid) ||
 		errors.As(err, new(*httpkit.DecodeError))
 }
