@@ -76,6 +76,9 @@ type Authenticator struct {
 	// count apikey_lookups_total{outcome}. A request refused before
 	// authentication (a failed-auth limit) never calls it.
 	OnLookup func(Outcome)
+	// Uses, when set, records every key that authenticated (OutcomeOK or
+	// OutcomeRotating) for the service's last-use reports.
+	Uses *Uses
 }
 
 func (a *Authenticator) now() time.Time {
@@ -108,6 +111,9 @@ func (a *Authenticator) AuthenticateHeader(ctx context.Context, header string) (
 	key, outcome, err := a.lookup(ctx, token)
 	if a.OnLookup != nil {
 		a.OnLookup(outcome)
+	}
+	if a.Uses != nil && outcome.Authenticated() {
+		a.Uses.Record(key, a.now())
 	}
 	return key, outcome, err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	// key rotation warnings.
 	SaleRateLimit int    `env:"TRACK_SALE_RATE_LIMIT"`
 	APIKeyDocsURL string `env:"API_KEY_DOCS_URL"`
+	// KeyUseInterval is how often the keys that authenticated are reported
+	// to accounts (the console's last use of a key).
+	KeyUseInterval time.Duration `env:"KEY_USE_REPORT_INTERVAL"`
 
 	// Runners.
 	ApproveInterval  time.Duration `env:"APPROVE_INTERVAL"`
@@ -76,6 +80,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
 		SaleRateLimit:       env.Int("TRACK_SALE_RATE_LIMIT", DefaultSaleRateLimit),
 		APIKeyDocsURL:       env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
+		KeyUseInterval:      env.Duration("KEY_USE_REPORT_INTERVAL", catalogsync.DefaultKeyUseInterval),
 		ApproveInterval:     env.Duration("APPROVE_INTERVAL", DefaultApproveInterval),
 		BackstopInterval:    env.Duration("BACKSTOP_INTERVAL", DefaultBackstopInterval),
 		BackstopGrace:       env.Duration("BACKSTOP_GRACE", DefaultBackstopGrace),
@@ -92,6 +97,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 	}
 	for name, d := range map[string]time.Duration{
 		"APPROVE_INTERVAL": c.ApproveInterval, "BACKSTOP_INTERVAL": c.BackstopInterval, "ATTRIBUTION_TIMEOUT": c.AttributionTimeout,
+		"KEY_USE_REPORT_INTERVAL": c.KeyUseInterval,
 	} {
 		if d <= 0 {
 			env.Fail(fmt.Errorf("%s must be positive, got %s", name, d))

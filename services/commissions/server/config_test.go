@@ -33,7 +33,7 @@ func TestLoadConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Config{AdminRateLimit: 1200, FailedAuthRateLimit: 30, SaleRateLimit: 120, APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ApproveInterval: 30 * time.Second,
-			BackstopInterval: time.Minute, BackstopGrace: time.Minute, AttributionTimeout: 5 * time.Second}
+			BackstopInterval: time.Minute, BackstopGrace: time.Minute, AttributionTimeout: 5 * time.Second, KeyUseInterval: time.Minute}
 		if c != want {
 			t.Errorf("defaults: %+v, want %+v", c, want)
 		}
@@ -41,13 +41,13 @@ func TestLoadConfig(t *testing.T) {
 	t.Run("set", func(t *testing.T) {
 		c, err := load(map[string]string{"ADMIN_TOKEN": adminTok, "APPROVE_INTERVAL": "5s", "BACKSTOP_INTERVAL": "2m", "BACKSTOP_GRACE": "0s",
 			"TRACKING_URL": "http://tracking:8080", "INTERNAL_TOKEN": internalTok, "ATTRIBUTION_TIMEOUT": "2s", "TRACK_SALE_RATE_LIMIT": "7",
-			"API_KEY_DOCS_URL": "https://docs.brand.example/keys"})
+			"API_KEY_DOCS_URL": "https://docs.brand.example/keys", "KEY_USE_REPORT_INTERVAL": "5s"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if c.AdminToken != adminTok || c.ApproveInterval != 5*time.Second || c.BackstopInterval != 2*time.Minute || c.BackstopGrace != 0 ||
 			c.TrackingURL != "http://tracking:8080" || c.InternalToken != internalTok || c.AttributionTimeout != 2*time.Second ||
-			c.SaleRateLimit != 7 || c.APIKeyDocsURL != "https://docs.brand.example/keys" {
+			c.SaleRateLimit != 7 || c.APIKeyDocsURL != "https://docs.brand.example/keys" || c.KeyUseInterval != 5*time.Second {
 			t.Errorf("%+v", c)
 		}
 	})
@@ -67,12 +67,12 @@ func TestLoadConfig(t *testing.T) {
 	})
 	t.Run("every problem at once", func(t *testing.T) {
 		_, err := load(map[string]string{"APPROVE_INTERVAL": "0s", "BACKSTOP_INTERVAL": "-1s", "BACKSTOP_GRACE": "-1m", "ATTRIBUTION_TIMEOUT": "0s",
-			"API_KEY_DOCS_URL": "docs"})
+			"API_KEY_DOCS_URL": "docs", "KEY_USE_REPORT_INTERVAL": "0s"})
 		if err == nil {
 			t.Fatal("no error")
 		}
 		for _, want := range []string{"APPROVE_INTERVAL must be positive", "BACKSTOP_INTERVAL must be positive", "BACKSTOP_GRACE must not be negative",
-			"ATTRIBUTION_TIMEOUT must be positive", "API_KEY_DOCS_URL"} {
+			"ATTRIBUTION_TIMEOUT must be positive", "API_KEY_DOCS_URL", "KEY_USE_REPORT_INTERVAL must be positive"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %q", err, want)
 			}

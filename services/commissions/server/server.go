@@ -47,7 +47,7 @@ func Spec() platform.Spec {
 		// Commissions keeps a replica of the catalog: the barrier's
 		// progress tables live in its schema.
 		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
-		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions},
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions, eventsv1.TopicAPIKeyUsed},
 		// The ledger's events are the history of the money: kept forever,
 		// like the catalog (not compacted: the key is the program id).
 		TopicConfigs: map[string]map[string]string{eventsv1.TopicCommissions: {"retention.ms": "-1"}},
@@ -147,12 +147,16 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	p.AddRunner(keys.Run)
+	// Keys that worked are reported to accounts once per interval (the
+	// console's last use), never written on the request path.
+	uses := apikey.NewUses()
+	p.AddRunner(catalogsync.KeyUseReporter{Pool: p.Pool, Uses: uses, Service: p.Name, Interval: cfg.KeyUseInterval, Logger: p.Logger}.Run)
 	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
 	failedAuth := ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc))
 	routes := trackhttp.Routes(trackendpoints.New(tracker, tracing), trackhttp.Config{
 		Logger: p.Logger,
 		Now:    p.Now,
-		Keys:   &apikey.Authenticator{Store: keys, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
+		Keys:   &apikey.Authenticator{Store: keys, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe, Uses: uses},
 		// One bucket per key for sale and refund together: the same
 		// middleware (and limiter) wraps both routes.
 		Limit:      ratelimit.Middleware(saleLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sale"), ratelimit.WithOnRefuse(refusals.Inc)),

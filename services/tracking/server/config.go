@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest/httpapi"
 )
@@ -40,6 +42,9 @@ type Config struct {
 	// /internal/v1 routes; empty: they answer 503. A secret: never logged,
 	// hashed by wire and handed on only as its hash.
 	InternalToken string `env:"INTERNAL_TOKEN"`
+	// KeyUseInterval is how often the keys that authenticated are reported
+	// to accounts (the console's last use of a key).
+	KeyUseInterval time.Duration `env:"KEY_USE_REPORT_INTERVAL"`
 }
 
 // LoadConfig reads Config from env (every problem at once, with the
@@ -57,6 +62,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		ClickWriters:       env.Int("CLICK_WRITERS", 2),
 		ClickGroupMax:      env.Int("CLICK_GROUP_MAX", 64),
 		InternalToken:      env.Token("INTERNAL_TOKEN"),
+		KeyUseInterval:     env.Duration("KEY_USE_REPORT_INTERVAL", catalogsync.DefaultKeyUseInterval),
 	}
 	if err := env.Err(); err != nil {
 		return Config{}, err
@@ -78,6 +84,9 @@ func (c Config) validate() error {
 		if x.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: %d is not a positive number", x.name, x.v))
 		}
+	}
+	if c.KeyUseInterval <= 0 {
+		errs = append(errs, fmt.Errorf("KEY_USE_REPORT_INTERVAL must be positive, got %s", c.KeyUseInterval))
 	}
 	if u, err := url.Parse(c.APIKeyDocsURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("API_KEY_DOCS_URL: %q is not an http(s) URL", c.APIKeyDocsURL))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
@@ -74,7 +75,7 @@ func TestLoadConfig(t *testing.T) {
 		}
 		want := Config{
 			APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ClickRateLimit: 60, LeadRateLimit: 30, VisitRateLimit: 120,
-			ConfigRateLimit: 60, PreflightRateLimit: 120, ClickWriters: 2, ClickGroupMax: 64,
+			ConfigRateLimit: 60, PreflightRateLimit: 120, ClickWriters: 2, ClickGroupMax: 64, KeyUseInterval: time.Minute,
 		}
 		if cfg != want {
 			t.Fatalf("got %+v, want %+v", cfg, want)
@@ -85,6 +86,7 @@ func TestLoadConfig(t *testing.T) {
 			"GEOIP_DB": "/geo.mmdb", "API_KEY_DOCS_URL": "https://docs.example/rotation", "TRACK_CLICK_RATE_LIMIT": "1",
 			"TRACK_LEAD_RATE_LIMIT": "2", "TRACK_VISIT_RATE_LIMIT": "3", "TRACK_CONFIG_RATE_LIMIT": "4",
 			"TRACK_PREFLIGHT_RATE_LIMIT": "5", "CLICK_WRITERS": "6", "CLICK_GROUP_MAX": "7", "INTERNAL_TOKEN": internalToken,
+			"KEY_USE_REPORT_INTERVAL": "5s",
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -92,18 +94,18 @@ func TestLoadConfig(t *testing.T) {
 		want := Config{
 			GeoIPDB: "/geo.mmdb", APIKeyDocsURL: "https://docs.example/rotation", ClickRateLimit: 1, LeadRateLimit: 2,
 			VisitRateLimit: 3, ConfigRateLimit: 4, PreflightRateLimit: 5, ClickWriters: 6, ClickGroupMax: 7,
-			InternalToken: internalToken,
+			InternalToken: internalToken, KeyUseInterval: 5 * time.Second,
 		}
 		if cfg != want {
 			t.Fatalf("got %+v, want %+v", cfg, want)
 		}
 	})
 	t.Run("every problem reported", func(t *testing.T) {
-		_, err := LoadConfig(env(map[string]string{"TRACK_CLICK_RATE_LIMIT": "0", "CLICK_WRITERS": "-1", "API_KEY_DOCS_URL": "docs"}))
+		_, err := LoadConfig(env(map[string]string{"TRACK_CLICK_RATE_LIMIT": "0", "CLICK_WRITERS": "-1", "API_KEY_DOCS_URL": "docs", "KEY_USE_REPORT_INTERVAL": "0s"}))
 		if err == nil {
 			t.Fatal("no error")
 		}
-		for _, name := range []string{"TRACK_CLICK_RATE_LIMIT", "CLICK_WRITERS", "API_KEY_DOCS_URL"} {
+		for _, name := range []string{"TRACK_CLICK_RATE_LIMIT", "CLICK_WRITERS", "API_KEY_DOCS_URL", "KEY_USE_REPORT_INTERVAL"} {
 			if !strings.Contains(err.Error(), name) {
 				t.Errorf("error %q does not name %s", err, name)
 			}

@@ -42,7 +42,7 @@ func Spec() platform.Spec {
 		// One event per click: published rows are deleted rather than kept
 		// (Kafka's retention is the record), halving outbox writes.
 		RelayDeleteSent: true,
-		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicAPIKeyUsed},
 		Commands:        commands(),
 		Wire:            wire,
 	}
@@ -101,10 +101,14 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		p.Logger.Info("no INTERNAL_TOKEN: " + httpapi.AttributionsPath + " answers 503 (the commissions service cannot ask for attributions)")
 	}
 	cfg.InternalToken = ""
+	// Keys that worked are reported to accounts once per interval (the
+	// console's last use), never written on the request path.
+	uses := apikey.NewUses()
+	p.AddRunner(catalogsync.KeyUseReporter{Pool: p.Pool, Uses: uses, Service: p.Name, Interval: cfg.KeyUseInterval, Logger: p.Logger}.Run)
 	return httpapi.Routes(set, httpapi.Config{
 		Logger:   p.Logger,
 		Now:      p.Now,
-		Keys:     &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
+		Keys:     &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe, Uses: uses},
 		IPs:      p.IPs,
 		Limiters: limiters,
 		OnLimit:  refusals.Inc,

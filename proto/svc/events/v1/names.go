@@ -17,6 +17,9 @@ const (
 	// BalanceChanged, NotificationCreated and WithdrawalChanged events. It
 	// is kept without expiry: it is the history of the money.
 	TopicCommissions = "commissions.events.v1"
+	// TopicAPIKeyUsed carries ApiKeyUsed reports (tracking, commissions ->
+	// accounts): at most one per key per minute per service process.
+	TopicAPIKeyUsed = "apikeys.used.v1"
 )
 
 // Envelope.Type values, one per payload message. Consumers switch on these to
@@ -37,6 +40,7 @@ const (
 	TypeVisitRecorded          = "tracking.visit.recorded"
 	TypeSaleRecorded           = "tracking.sale.recorded"
 	TypeCustomerConverted      = "tracking.customer.converted"
+	TypeAPIKeyUsed             = "apikeys.key.used"
 
 	TypeLedgerSaleRecorded      = "commissions.sale.recorded"
 	TypeCommissionCreated       = "commissions.commission.created"
