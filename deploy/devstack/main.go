@@ -176,10 +176,14 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err != nil {
 		return fmt.Errorf("gateway: listen on %s (set GATEWAY_ADDR to use another address): %w", addr, err)
 	}
+	// The gateway's /readyz says ready only once the demo catalog is
+	// seeded (through this gateway), so a script waiting on it can use the
+	// demo program at once.
+	started := make(chan struct{})
 	// The services' own servers are bypassed (the gateway calls their
 	// handlers), so the gateway's server has their timeouts.
 	srv := &http.Server{
-		Handler:           gateway.New(st.Handlers()),
+		Handler:           gateway.New(st.Handlers(), gateway.StartedWhen(started)),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
 		WriteTimeout:      70 * time.Second, // the sync barrier may wait up to 60s
@@ -198,6 +202,9 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		return err
 	}
 	printDashboardLink(out, baseURL)
+	close(started)
+	fmt.Fprintf(out, "health    %s/healthz (the gateway serves) and %s/readyz (200 once every service is ready and the demo is seeded, 503 naming each service's state until then)\n", baseURL, baseURL)
+	fmt.Fprintf(out, "          a script can wait for the stack with: until curl -fs %s/readyz >/dev/null; do sleep 1; done\n", baseURL)
 	fmt.Fprintln(out, "stack is up; Ctrl-C stops it")
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")

@@ -131,9 +131,14 @@ func (p Ports) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.Public.Serv
 // exactly as it does behind the production ingress (the chain is believed
 // only when the peer is in TRUSTED_PROXIES, replaced by the peer otherwise),
 // and no second HTTP hop over loopback halves the click path. Services not
-// running are answered 503.
-func New(services map[string]http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// running are answered 503. The gateway answers /healthz and /readyz
+// itself (health.go).
+func New(services map[string]http.Handler, opts ...Option) http.Handler {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return withProbes(services, o, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rule, ok := Route(r.URL.Path)
 		if !ok {
 			_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.URL.Path)
@@ -148,5 +153,5 @@ func New(services map[string]http.Handler) http.Handler {
 			h = p.Ops
 		}
 		h.ServeHTTP(w, r)
-	})
+	}))
 }

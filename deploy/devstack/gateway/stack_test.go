@@ -58,6 +58,26 @@ func TestAdminRoutesReachTheirOwnerThroughTheGateway(t *testing.T) {
 		return resp.StatusCode, env.Data
 	}
 
+	t.Run("the gateway's /readyz is 200 and names every running service ready", func(t *testing.T) {
+		resp, err := c.Get(gw.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got gateway.Readiness
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || got.Status != "ready" || len(got.Services) != len(st.Names()) {
+			t.Fatalf("%d %+v, want 200 ready with %v", resp.StatusCode, got, st.Names())
+		}
+		for _, name := range st.Names() {
+			if s := got.Services[name]; s.Status != "ready" || s.Checks["postgres"] != "ok" {
+				t.Errorf("%s: %+v, want ready with postgres ok", name, s)
+			}
+		}
+	})
+
 	const email = "gateway-admin@partner.example"
 	status, data := call(t, http.MethodPost, "/admin/v1/partners", map[string]string{"name": "Gateway", "email": email})
 	var partner struct{ ID int64 }
