@@ -209,7 +209,7 @@ func TestInitWithFlags(t *testing.T) {
 			t.Fatalf("body[%s] = %v, want %v (%s)", k, body[k], v, reqs[0].Body)
 		}
 	}
-	mustContain(t, "stdout", r.stdout, "Created program 7: Acme (acme.example)", "Commission: 12.5% of each sale for life, 60-day cookie", fakeKey)
+	mustContain(t, "stdout", r.stdout, "Created program 7: Acme (acme.example)", "Commission: 12.5% of each sale for life, cookie duration 60 days", fakeKey)
 	if strings.Count(r.stdout+r.stderr, fakeKey) != 1 {
 		t.Fatalf("key shown more than once:\n%s%s", r.stdout, r.stderr)
 	}
@@ -468,12 +468,14 @@ func TestStatus(t *testing.T) {
 		"Payments                 pending   mode processor_connect, processor not connected",
 		"Partners                           none approved yet",
 		`"svc test lead" sends a test lead`,
-		// The payments step names the exact request that completes it.
-		"curl -X PATCH '"+f.URL()+"/api/v1/programs/7/settings' \\\n",
-		`-H "Authorization: Bearer $DASHBOARD_SESSION_TOKEN"`,
-		`-d '{"payment_tracking_mode":"s2s"}'`,
+		// The payments step names where a person completes it: the
+		// dashboard, signed in as the svc login account.
+		"connect your payment processor, or switch program 7 to server-to-server sale tracking (s2s),\n",
+		`in the dashboard's Settings (sign in with the account you used for "svc login"):`,
+		"\n      "+f.URL()+"/dashboard/\n",
 		`then "svc test sale" sends a test sale`)
-	mustNotContain(t, "stdout", r.stdout, `"svc test click"`, "dashboard,", "in the dashboard")
+	// No request needing a credential svc never gave the person.
+	mustNotContain(t, "stdout", r.stdout, `"svc test click"`, "curl", "PATCH", "DASHBOARD_SESSION_TOKEN", "session token")
 	if f.routeRequests("GET /api/v1/cli/status")[0].Auth != "Bearer "+fakeKey {
 		t.Fatal("key not sent")
 	}

@@ -50,7 +50,10 @@ func (a *app) initCmd() *cobra.Command {
 	fl.StringVar(&f.commissionType, "commission-type", "", "one of "+strings.Join(commissionTypes(), ", ")+" (required)")
 	fl.Float64Var(&f.commissionRate, "commission-rate", 0, "percentage for percent types (0 < rate <= 100), amount for fixed types (required)")
 	fl.IntVar(&f.durationMonths, "duration-months", 0, "months a partner earns on a customer; 0 = lifetime")
-	fl.IntVar(&f.cookieDuration, "cookie-duration", 0, "attribution cookie lifetime in days, 1 to 365")
+	// The spec stores cookie_duration and nothing reads it: the tracker's
+	// cookie lives as long as the attribution window. The help says so, so
+	// nobody expects it to change how long a click counts.
+	fl.IntVar(&f.cookieDuration, "cookie-duration", 0, "days, 1 to 365, stored with the program as its cookie duration; the tracker's cookie lasts the program's attribution window (60 days unless changed), not this value")
 	fl.StringVar(&f.advertiserID, "advertiser-id", "", "your advertiser id (optional; must match your account)")
 	fl.BoolVar(&f.saveKey, "save-key", false, "save the new API key as the default program key (asked in a terminal when not given)")
 	setExample(cmd, "commission-rate", "20")
@@ -233,7 +236,7 @@ func (a *app) initFields(f *initFlags, sent map[string]bool) []initField {
 			f.durationMonths, sent["duration-months"] = n, true
 			return nil
 		}},
-		{"cookie-duration", "cookie_duration", "Cookie duration in days (1 to 365)", false, func(s string) error {
+		{"cookie-duration", "cookie_duration", "Cookie duration in days, stored with the program (1 to 365)", false, func(s string) error {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < minCookieDays || n > maxCookieDays {
 				return fmt.Errorf("enter a whole number of days from %d to %d", minCookieDays, maxCookieDays)
@@ -423,7 +426,7 @@ func commissionText(p map[string]any) string {
 		s += " for " + field(p, "duration_months") + " months"
 	}
 	if c, ok := p["cookie_duration"].(float64); ok {
-		s += fmt.Sprintf(", %s-day cookie", strconv.FormatFloat(c, 'f', -1, 64))
+		s += fmt.Sprintf(", cookie duration %s days", strconv.FormatFloat(c, 'f', -1, 64))
 	}
 	return s
 }

@@ -164,7 +164,7 @@ func TestInitServerRefusalAsksThatFieldAgain(t *testing.T) {
 		{
 			name: "cookie_duration", args: []string{"--cookie-duration", "400"},
 			message:  "cookie_duration must be a whole number of days from 1 to 365",
-			question: "Cookie duration in days (1 to 365): ", answer: "30",
+			question: "Cookie duration in days, stored with the program (1 to 365): ", answer: "30",
 			first: with("cookie_duration", 400.0), second: with("cookie_duration", 30.0),
 		},
 	}
@@ -281,7 +281,7 @@ func TestCommissionText(t *testing.T) {
 		{"fixed as a decimal string", map[string]any{"commission_type": "fixed", "commission_rate": "0.1234"}, "0.1234 per sale"},
 		{"recurring_percent", map[string]any{"commission_type": "recurring_percent", "commission_rate": 20, "duration_months": 12}, "20% recurring for 12 months"},
 		{"recurring_percent lifetime", map[string]any{"commission_type": "recurring_percent", "commission_rate": 12.5, "duration_months": 0}, "12.5% recurring for life"},
-		{"recurring_fixed", map[string]any{"commission_type": "recurring_fixed", "commission_rate": 9.99, "duration_months": 3, "cookie_duration": 30}, "9.99 per payment, recurring for 3 months, 30-day cookie"},
+		{"recurring_fixed", map[string]any{"commission_type": "recurring_fixed", "commission_rate": 9.99, "duration_months": 3, "cookie_duration": 30}, "9.99 per payment, recurring for 3 months, cookie duration 30 days"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -348,4 +348,24 @@ func TestTerminalInitAsksAgain(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, tm.Output())
 	}
 	sameBody(t, initBody(t, f, 1), map[string]any{"commission_rate": 20.0, "commission_type": "recurring_percent", "domain": "shop.example", "name": "Acme"})
+}
+
+// --cookie-duration's help says what the value does: it is stored with the
+// program, and the tracker's cookie follows the attribution window (the
+// spec's cookie rule), so nobody sets it expecting clicks to count longer.
+func TestInitHelpSaysWhatCookieDurationDoes(t *testing.T) {
+	f := newFake(t)
+	c := newCLI(t, f.URL())
+	r := c.run("init", "--help")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	help := strings.Join(strings.Fields(r.stdout), " ")
+	mustContain(t, "svc init --help", help,
+		"--cookie-duration int days, 1 to 365, stored with the program as its cookie duration;",
+		"the tracker's cookie lasts the program's attribution window (60 days unless changed), not this value")
+	mustNotContain(t, "svc init --help", help, "cookie lifetime")
+	if n := len(f.routeRequests("POST /api/v1/cli/init")); n != 0 {
+		t.Fatalf("--help sent %d init requests", n)
+	}
 }

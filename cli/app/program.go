@@ -186,20 +186,18 @@ func (a *app) printStatus(s statusData, baseURL string) {
 	}
 }
 
-// paymentsNext is what completes the payments step from a terminal:
-// switching the program to server-to-server sale tracking with the settings
-// route (PATCH /api/v1/programs/:id/settings). svc has no command for it:
-// that route takes a dashboard session token, which svc does not hold (its
-// login token and program keys are refused there). Connecting a payment
-// processor, the other way to complete the step, has no route a client can
-// call, so it is not suggested.
+// paymentsNext is what completes the payments step: connecting the payment
+// processor or switching the program to server-to-server sale tracking,
+// both in the dashboard. svc has no command for either: the settings route
+// takes a dashboard session, which svc does not hold (its login token and
+// program keys are refused there), and the processor's connect flow runs in
+// a browser. The dashboard signs in with the same account as svc login, so
+// its link is something a person can follow; a curl needing a session
+// token they were never given is not.
 func paymentsNext(baseURL, programID string) string {
-	return `to track sales from your server (s2s), switch the program's payment tracking with the settings route
-    (it takes a dashboard session token; svc's login token and program keys are refused there):
-      curl -X PATCH '` + baseURL + `/api/v1/programs/` + programID + `/settings' \
-        -H "Authorization: Bearer $DASHBOARD_SESSION_TOKEN" \
-        -H 'Content-Type: application/json' \
-        -d '{"payment_tracking_mode":"s2s"}'
+	return `connect your payment processor, or switch program ` + programID + ` to server-to-server sale tracking (s2s),
+    in the dashboard's Settings (sign in with the account you used for "svc login"):
+      ` + strings.TrimRight(baseURL, "/") + `/dashboard/
     then "svc test sale" sends a test sale`
 }
 

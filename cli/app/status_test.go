@@ -8,8 +8,9 @@ import (
 	"github.com/svc-dev/svc/cli/app"
 )
 
-// Every recommendation of status names the command or request that does
-// it; a complete program gets none.
+// Every recommendation of status names the command that does it (the
+// payments step also the dashboard link where it is done); a complete
+// program gets none.
 func TestStatusNextStepsNameCommands(t *testing.T) {
 	complete := statusBody()
 	complete["stepStatuses"] = map[string]any{"pageview": "complete", "referrals": "complete", "payments": "complete"}
@@ -36,10 +37,16 @@ func TestStatusNextStepsNameCommands(t *testing.T) {
 				t.Fatalf("%d next steps, want 3\n%s", len(items), r.stdout)
 			}
 			for _, it := range items {
-				if !strings.Contains(it, `"svc `) && !strings.Contains(it, "curl ") {
+				if !strings.Contains(it, `"svc `) {
 					t.Fatalf("next step names no command:\n%s", it)
 				}
 			}
+			// The payments step is done in the dashboard, whose link is
+			// printed; no curl needing a dashboard session token.
+			if !strings.Contains(items[2], f.URL()+"/dashboard/") {
+				t.Fatalf("payments step names no dashboard link:\n%s", items[2])
+			}
+			mustNotContain(t, "stdout", r.stdout, "curl", "DASHBOARD_SESSION_TOKEN")
 		})
 	}
 }

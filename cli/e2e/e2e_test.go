@@ -61,7 +61,7 @@ func TestCLIAgainstTheRunningStack(t *testing.T) {
 			t.Fatalf("stdout:\n%s", r.stdout)
 		}
 		fmt.Sscan(m[1], &programID)
-		mustContain(t, "stdout", r.stdout, "Commission: 20% of each sale for life, 30-day cookie")
+		mustContain(t, "stdout", r.stdout, "Commission: 20% of each sale for life, cookie duration 30 days")
 		key = regexp.MustCompile(`svc_(live|test)_[A-Za-z0-9]+`).FindString(r.stdout)
 		if key == "" || strings.Count(r.stdout+r.stderr, key) != 1 {
 			t.Fatalf("the key must be shown exactly once:\n%s%s", r.stdout, r.stderr)

@@ -108,10 +108,10 @@ func TestCLIInATerminal(t *testing.T) {
 	// The flag's value is the server's to judge: its message, exactly as
 	// the spec words it, and only that field is asked again.
 	tm.Expect("The server refused cookie_duration: cookie_duration must be a whole number of days from 1 to 365")
-	tm.Expect("Cookie duration in days (1 to 365): ")
+	tm.Expect("Cookie duration in days, stored with the program (1 to 365): ")
 	tm.Send("30\r")
 	tm.Expect("Created program ")
-	tm.Expect("Commission: 20% of each sale for life, 30-day cookie")
+	tm.Expect("Commission: 20% of each sale for life, cookie duration 30 days")
 	tm.Expect("[Y/n] ")
 	tm.Send("n\r")
 	if code := tm.Wait(); code != 0 {
