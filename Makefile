@@ -31,6 +31,13 @@ seed: ## Load the demo catalog into a running stack (deploy/seed/demo.json)
 	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/devstack ./deploy/devstack
 	@exec $(BIN)/devstack seed
 
+.PHONY: cli
+# A binary, not `go run`: go run exits 1 whenever the program exits
+# non-zero, so the client's documented exit codes (2 usage, 3 sign-in, ...)
+# would all reach a script as 1.
+cli: ## Build the command-line client into bin/svc (run it as bin/svc)
+	@mkdir -p $(BIN) && $(GO) build -o $(BIN)/svc ./cli/cmd/svc && echo "built $(BIN)/svc"
+
 .PHONY: build
 build: ## Build every service binary into bin/
 	@mkdir -p $(BIN)

@@ -246,7 +246,7 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, page
 	fmt.Fprintf(out, "\nTry it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n", token, baseURL, res.ProgramID)
 	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo.example/?via=%s\"}'\n", baseURL, res.LinkCode)
 	if hasLive {
-		fmt.Fprintf(out, "  SVC_BASE_URL=%s SVC_API_KEY=%s go run ./cli/cmd/svc status\n", baseURL, live.Key)
+		fmt.Fprintf(out, "  make cli && SVC_BASE_URL=%s SVC_API_KEY=%s bin/svc status\n", baseURL, live.Key)
 		fmt.Fprintf(out, "\nA sale and a refund (the sale needs the click_id the click above answered):\n")
 		fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/sale -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"transaction_id\":\"order_1\",\"amount_cents\":4900,\"currency\":\"USD\",\"click_id\":\"<click_id>\"}'\n", baseURL, live.Key)
 		fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/refund -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"transaction_id\":\"order_1\",\"refund_amount_cents\":1000,\"refund_id\":\"re_1\"}'\n", baseURL, live.Key)
