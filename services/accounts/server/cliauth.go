@@ -17,6 +17,7 @@ import (
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	catalogpg "github.com/svc-dev/svc/services/accounts/internal/catalog/pgstore"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	cliendpoints "github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
 	clihttpapi "github.com/svc-dev/svc/services/accounts/internal/cliauth/httpapi"
@@ -33,6 +34,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
 	settingsendpoints "github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
+	"github.com/svc-dev/svc/services/accounts/internal/signup"
 )
 
 // discoveryTimeout bounds the fetch of the discovery document at start, so
@@ -193,6 +195,17 @@ func (d dashIssuer) IssueDashboard(userID int64) (string, time.Time, error) {
 	return d.Issue(userID, session.KindDashboard)
 }
 
+// dashIdentifier is the dashboard's identity check: the command-line
+// sign-in's, with the dashboard's sign-up rule for newcomers.
+type dashIdentifier struct {
+	cli       cliauth.Service
+	newcomers identity.Newcomers
+}
+
+func (d dashIdentifier) Identify(ctx context.Context, idToken, nonce string) (catalog.User, error) {
+	return d.cli.IdentifyWith(ctx, idToken, nonce, d.newcomers)
+}
+
 // wireDashAuth builds the dashboard's browser sign-in over the same OpenID
 // provider and id_token check as the command-line sign-in (cliauth's
 // Identify), and the signed-in user's program list. Without a provider or
@@ -202,9 +215,15 @@ func wireDashAuth(p *platform.Platform, cfg Config, oenv OIDCConfig, cli cliauth
 	dcfg := dashauth.Config{
 		Store: dashstore.New(p.Pool), Tokens: dashIssuer{issuer}, Now: p.Now, DashboardPath: cfg.DashboardURL,
 	}
+	// The dashboard's newcomers follow SIGNUP; the workspace writes are
+	// the catalog store's (one transaction, its events).
+	newcomers, err := signup.New(cfg.Signup, catalogpg.New(p.Pool, p.Now))
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case oidcOn && cfg.PublicURL != "":
-		dcfg.Identifier = cli
+		dcfg.Identifier = dashIdentifier{cli: cli, newcomers: newcomers}
 		dcfg.AuthURL, dcfg.ClientID, dcfg.CallbackURL = oenv.AuthURL, oenv.Audience, cfg.PublicURL+dashhttpapi.PathCallback
 	case oidcOn:
 		p.Logger.Warn("dashboard sign-in is off: PUBLIC_URL is unset (the provider needs the callback's address)")

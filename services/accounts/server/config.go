@@ -12,6 +12,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
 	"github.com/svc-dev/svc/services/accounts/internal/sessions"
 )
@@ -49,6 +50,11 @@ type Config struct {
 	// is the path a sign-in without return_to lands on.
 	PublicURL    string `env:"PUBLIC_URL"`
 	DashboardURL string `env:"DASHBOARD_URL"`
+	// Signup is who may become a user by signing in to the dashboard:
+	// open (anyone with a verified email gets a user and a workspace) or
+	// invite (people who have a user already). Invite unless set: a
+	// server is not open to the world by accident.
+	Signup identity.Signup `env:"SIGNUP"`
 
 	// Command-line status and test events.
 	TrackingURL string `env:"TRACKING_URL"`
@@ -118,6 +124,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		CLITokenTTL:         env.Duration("CLI_TOKEN_TTL", cliauth.DefaultTokenTTL),
 		PublicURL:           strings.TrimRight(env.String("PUBLIC_URL", ""), "/"),
 		DashboardURL:        env.String("DASHBOARD_URL", DefaultDashboardURL),
+		Signup:              identity.Signup(env.String("SIGNUP", string(identity.SignupInvite))),
 
 		TrackingURL:          env.String("TRACKING_URL", ""),
 		CommissionsURL:       env.String("COMMISSIONS_URL", ""),
@@ -130,6 +137,9 @@ func LoadConfig(env *obs.Env) (Config, error) {
 	c.OIDC.Enabled = c.OIDC.validate(env)
 	if _, err := dashauth.SafeReturnTo(c.DashboardURL); err != nil {
 		env.Fail(fmt.Errorf("DASHBOARD_URL must be a path on this site under /dashboard/, got %q", c.DashboardURL))
+	}
+	if _, err := identity.ParseSignup(string(c.Signup)); err != nil {
+		env.Fail(fmt.Errorf("SIGNUP %w", err))
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" {

@@ -77,6 +77,19 @@ func TestLoadConfig(t *testing.T) {
 			}
 		}
 	})
+	t.Run("sign-up is invite-only unless SIGNUP says open; anything else refuses to start", func(t *testing.T) {
+		if c, err := load(nil); err != nil || c.Signup != "invite" {
+			t.Fatalf("default SIGNUP %q, %v", c.Signup, err)
+		}
+		if c, err := load(map[string]string{"SIGNUP": "open"}); err != nil || c.Signup != "open" {
+			t.Fatalf("SIGNUP=open: %q, %v", c.Signup, err)
+		}
+		for _, v := range []string{"Open", "closed", "INVITE"} {
+			if _, err := load(map[string]string{"SIGNUP": v}); err == nil || !strings.Contains(err.Error(), `SIGNUP must be "open" or "invite", got "`+v+`"`) {
+				t.Errorf("SIGNUP=%q: %v", v, err)
+			}
+		}
+	})
 	t.Run("oidc on", func(t *testing.T) {
 		c, err := load(map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_AUDIENCE": "cli"})
 		if err != nil || !c.OIDC.Enabled {

@@ -39,7 +39,9 @@ type dash struct {
 	verify  *session.Verifier
 }
 
-func startDash(t *testing.T) *dash {
+// startDash starts it; extra variables (SIGNUP=invite) replace the
+// stack's.
+func startDash(t *testing.T, extra ...map[string]string) *dash {
 	t.Helper()
 	clock := platformtest.NewClock(time.Now().UTC().Truncate(time.Second))
 	p := oidctest.Start(t, oidctest.WithClock(clock.Now))
@@ -50,6 +52,11 @@ func startDash(t *testing.T) *dash {
 	base := "http://" + ln.Addr().String()
 	env := p.Env()
 	env["PUBLIC_URL"] = base
+	for _, e := range extra {
+		for k, v := range e {
+			env[k] = v
+		}
+	}
 	st := stacktest.StartOn(t, clock, env, "accounts")
 	gw := httptest.NewUnstartedServer(gateway.New(st.Handlers()))
 	_ = gw.Listener.Close()
@@ -236,9 +243,10 @@ func TestDashboardSignIn(t *testing.T) {
 		if err := d.pool.QueryRow(context.Background(), `SELECT count(*) FROM dashboard_signin_sessions WHERE state_hash = sha256($1::bytea) AND consumed_at IS NOT NULL`, []byte(req.State)).Scan(&n); err != nil || n != 1 {
 			t.Fatalf("consumed rows by hash %d %v", n, err)
 		}
-		// The programs route: active memberships only, with permissions.
+		// The programs route: active memberships only, with permissions,
+		// and the owner's workspace.
 		me := d.get(http.DefaultClient, d.base+"/api/v1/dashboard/me", tok)
-		want := `{"data":{"programs":[{"domain":"shop.example","id":` + strconv.FormatInt(prog, 10) + `,"name":"Shop","permissions":["tracking:read","tracking:write"]}],"user":{"email":"owner@brand.example","id":` + strconv.FormatInt(owner, 10) + `,"name":"Owner"}}}`
+		want := `{"data":{"programs":[{"advertiser_id":` + strconv.FormatInt(adv, 10) + `,"domain":"shop.example","id":` + strconv.FormatInt(prog, 10) + `,"name":"Shop","permissions":["tracking:read","tracking:write"]}],"user":{"email":"owner@brand.example","id":` + strconv.FormatInt(owner, 10) + `,"name":"Owner"},"workspaces":[{"id":` + strconv.FormatInt(adv, 10) + `,"name":"Brand","owner":true}]}}`
 		if me.status != 200 || strings.TrimSpace(me.raw) != want {
 			t.Fatalf("me: %d %s\nwant %s", me.status, me.raw, want)
 		}
@@ -257,12 +265,12 @@ func TestDashboardSignIn(t *testing.T) {
 		d.sessionFrom(d.callback(c, req.State, d.token("owner@brand.example", req.Nonce)), "/dashboard/")
 	})
 
-	t.Run("a new user is created and has no programs", func(t *testing.T) {
+	t.Run("a new user is created with a workspace and has no programs (SIGNUP=open, the local stack's)", func(t *testing.T) {
 		c := d.newBrowser()
 		req := d.start(c, "/dashboard/")
 		tok := d.sessionFrom(d.callback(c, req.State, d.token("new@brand.example", req.Nonce)), "/dashboard/")
 		me := d.get(http.DefaultClient, d.base+"/api/v1/dashboard/me", tok)
-		if me.status != 200 || !strings.Contains(me.raw, `"programs":[]`) {
+		if me.status != 200 || !strings.Contains(me.raw, `"programs":[]`) || !strings.Contains(me.raw, `"name":"new@brand.example","owner":true}]`) {
 			t.Fatalf("me: %d %s", me.status, me.raw)
 		}
 	})

@@ -25,8 +25,8 @@ const InternalToken = "stacktest-internal-token-0123456789abcdef"
 
 // Defaults are the variables the services require that platformtest.Env
 // does not set: the admin token, the internal token shared by tracking and
-// commissions, a fixed session signing key and small database pools. A
-// test's own values replace them.
+// commissions, a fixed session signing key, small database pools and the
+// local stack's open sign-up. A test's own values replace them.
 func Defaults() map[string]string {
 	return map[string]string{
 		"ADMIN_TOKEN":         AdminToken,
@@ -40,6 +40,10 @@ func Defaults() map[string]string {
 		// service). A request then waits for a connection instead of the
 		// server refusing one.
 		"DB_MAX_CONNS": "6",
+		// As make run: the first dashboard sign-in of a new person makes
+		// their user and workspace (accounts; the service's own default is
+		// invite-only).
+		"SIGNUP": "open",
 	}
 }
 

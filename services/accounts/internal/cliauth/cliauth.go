@@ -206,6 +206,9 @@ type Service interface {
 	// (created when new), with the sign-in refusals: ErrInvalidIDToken,
 	// ErrEmailNotVerified, ErrAccountBlocked, ErrNotConfigured.
 	Identify(ctx context.Context, idToken, nonce string) (catalog.User, error)
+	// IdentifyWith is Identify with another rule for newcomers (the
+	// dashboard's sign-up, internal/signup).
+	IdentifyWith(ctx context.Context, idToken, nonce string, n identity.Newcomers) (catalog.User, error)
 	Poll(ctx context.Context, state string) (PollResult, error)
 	// Authenticate resolves a login token to its user.
 	Authenticate(ctx context.Context, token string) (catalog.User, error)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/identity"
 )
 
 // ErrIdentityMismatch refuses a sign-in whose verified email belongs to an
@@ -41,10 +42,13 @@ type IdentityStore interface {
 //     has no identity yet (users made by the admin API, or before identities
 //     were stored); a user bound to another identity is refused
 //     (ErrIdentityMismatch), never taken over;
-//  3. else a new user with that email and identity.
+//  3. else a new user with that email and identity, as n makes it (or
+//     refuses: the dashboard's invite-only sign-up).
+//
+// n then finishes the user (n.Known).
 //
 // A suspended user is refused before anything is bound.
-func (s *service) userForIdentity(ctx context.Context, id Identity, email string) (catalog.User, error) {
+func (s *service) userForIdentity(ctx context.Context, id Identity, email string, n identity.Newcomers) (catalog.User, error) {
 	if id.Issuer == "" || id.Subject == "" {
 		return catalog.User{}, &refusal{public: ErrInvalidIDToken, reason: errors.New("no issuer or subject")}
 	}
@@ -53,12 +57,12 @@ func (s *service) userForIdentity(ctx context.Context, id Identity, email string
 		if u.Blocked {
 			return catalog.User{}, ErrAccountBlocked
 		}
-		return u, nil
+		return known(ctx, n, u)
 	}
 	if !errors.Is(err, errkind.NotFound) {
 		return catalog.User{}, fmt.Errorf("find user by identity: %w", err)
 	}
-	u, err = s.userFor(ctx, email, id.Name)
+	u, err = s.userFor(ctx, email, id.Name, n)
 	if err != nil {
 		return catalog.User{}, err
 	}
@@ -72,5 +76,15 @@ func (s *service) userForIdentity(ctx context.Context, id Identity, email string
 	if !bound {
 		return catalog.User{}, &refusal{public: ErrIdentityMismatch, reason: fmt.Errorf("user %d is bound to another identity than %s of %s", u.ID, id.Subject, id.Issuer)}
 	}
-	return u, nil
+	return known(ctx, n, u)
+}
+
+// known lets the sign-in's newcomer rule finish a resolved user (the
+// dashboard's open sign-up gives one without a workspace its own).
+func known(ctx context.Context, n identity.Newcomers, u catalog.User) (catalog.User, error) {
+	out, err := n.Known(ctx, u)
+	if err != nil {
+		return catalog.User{}, fmt.Errorf("finish sign-in of user %d: %w", u.ID, err)
+	}
+	return out, nil
 }

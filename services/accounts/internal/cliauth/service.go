@@ -159,11 +159,17 @@ func (s *service) Callback(ctx context.Context, state, idToken string) (SignedIn
 // Identify checks an id_token the way every sign-in does (the provider's
 // signature, issuer, audience, expiry; the session's nonce in constant
 // time; an email the provider has verified) and resolves it to its user by
-// the provider's issuer and subject, created when new; a blocked user, and
-// a known email arriving with another identity, are refused. The dashboard's browser
-// sign-in (internal/dashauth) calls it so both sign-ins accept and refuse
-// exactly the same tokens.
+// the provider's issuer and subject, created when new (a plain user,
+// without a workspace); a blocked user, and a known email arriving with
+// another identity, are refused. The dashboard's browser sign-in
+// (internal/dashauth) calls IdentifyWith, so both sign-ins accept and
+// refuse exactly the same tokens and differ only in what they make of a
+// newcomer.
 func (s *service) Identify(ctx context.Context, idToken, nonce string) (catalog.User, error) {
+	return s.IdentifyWith(ctx, idToken, nonce, plainUsers{s.cfg.Catalog})
+}
+
+func (s *service) IdentifyWith(ctx context.Context, idToken, nonce string, n identity.Newcomers) (catalog.User, error) {
 	if s.cfg.Verifier == nil {
 		return catalog.User{}, ErrNotConfigured
 	}
@@ -188,19 +194,15 @@ func (s *service) Identify(ctx context.Context, idToken, nonce string) (catalog.
 	}
 	// Matched on the provider's issuer and subject, not the email
 	// (identity.go).
-	return s.userForIdentity(ctx, id, email)
+	return s.userForIdentity(ctx, id, email, n)
 }
 
-// userFor finds the user with this email, or creates one without an
-// advertiser through the catalog (so its event reaches the replicas).
-func (s *service) userFor(ctx context.Context, email, name string) (catalog.User, error) {
-	u, err := s.cfg.Store.UserByEmail(ctx, email)
-	if err == nil {
-		return u, nil
-	}
-	if !errors.Is(err, errkind.NotFound) {
-		return catalog.User{}, fmt.Errorf("find user by email: %w", err)
-	}
+// plainUsers is the command-line sign-in's newcomer rule: a user without
+// an advertiser, made through the catalog (so its event reaches the
+// replicas); nothing more for a known user.
+type plainUsers struct{ cat catalog.Service }
+
+func (p plainUsers) NewUser(ctx context.Context, email, name string) (catalog.User, error) {
 	in := catalog.UserInput{Email: &email}
 	if name = strings.TrimSpace(name); name != "" {
 		if len(name) > 200 {
@@ -208,10 +210,28 @@ func (s *service) userFor(ctx context.Context, email, name string) (catalog.User
 		}
 		in.Name = &name
 	}
-	u, _, err = s.cfg.Catalog.CreateUser(ctx, in)
+	u, _, err := p.cat.CreateUser(ctx, in)
+	return u, err
+}
+
+func (plainUsers) Known(_ context.Context, u catalog.User) (catalog.User, error) { return u, nil }
+
+// userFor finds the user with this email, or has n make one.
+func (s *service) userFor(ctx context.Context, email, name string, n identity.Newcomers) (catalog.User, error) {
+	u, err := s.cfg.Store.UserByEmail(ctx, email)
+	if err == nil {
+		return u, nil
+	}
+	if !errors.Is(err, errkind.NotFound) {
+		return catalog.User{}, fmt.Errorf("find user by email: %w", err)
+	}
+	u, err = n.NewUser(ctx, email, name)
+	var ie *identity.Error
 	switch {
 	case err == nil:
 		return u, nil
+	case errors.As(err, &ie):
+		return catalog.User{}, err
 	case errors.Is(err, errkind.Conflict):
 		// A concurrent sign-in created it first.
 		u, err = s.cfg.Store.UserByEmail(ctx, email)

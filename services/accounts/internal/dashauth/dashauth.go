@@ -63,10 +63,20 @@ type Session struct {
 
 // Membership is one program the user may open in the dashboard.
 type Membership struct {
-	ProgramID   int64
-	Name        string
-	Domain      string
-	Permissions []string
+	ProgramID int64
+	// AdvertiserID is the program's workspace.
+	AdvertiserID int64
+	Name         string
+	Domain       string
+	Permissions  []string
+}
+
+// Workspace is an advertiser the user owns (their own, users.advertiser_id)
+// or works in (the workspace of a program they are an active member of).
+type Workspace struct {
+	ID    int64
+	Name  string
+	Owner bool
 }
 
 // Store keeps sign-in sessions and reads the catalog tables.
@@ -84,6 +94,9 @@ type Store interface {
 	UserByID(ctx context.Context, id int64) (catalog.User, error)
 	// Memberships lists the programs the user is an active member of, by id.
 	Memberships(ctx context.Context, userID int64) ([]Membership, error)
+	// Workspaces lists the user's own workspace and those of the programs
+	// they are an active member of, by id.
+	Workspaces(ctx context.Context, userID int64) ([]Workspace, error)
 }
 
 // Identifier checks an id_token against a nonce and resolves its user
@@ -115,10 +128,12 @@ type SignedIn struct {
 	User      catalog.User
 }
 
-// Me is the signed-in user and the programs they can open.
+// Me is the signed-in user, their workspaces and the programs they can
+// open.
 type Me struct {
-	User     catalog.User
-	Programs []Membership
+	User       catalog.User
+	Workspaces []Workspace
+	Programs   []Membership
 }
 
 // Service is the dashboard sign-in's use cases.
@@ -129,6 +144,6 @@ type Service interface {
 	// Callback finishes it. browserState is the state the browser that
 	// started it holds (its cookie); it must equal state.
 	Callback(ctx context.Context, state, idToken, browserState string) (SignedIn, error)
-	// Me lists the programs of the session's user.
+	// Me lists the workspaces and programs of the session's user.
 	Me(ctx context.Context, userID int64) (Me, error)
 }

@@ -210,5 +210,9 @@ func (s *service) Me(ctx context.Context, userID int64) (Me, error) {
 	if err != nil {
 		return Me{}, fmt.Errorf("list programs of user %d: %w", userID, err)
 	}
-	return Me{User: u, Programs: ps}, nil
+	ws, err := s.cfg.Store.Workspaces(ctx, userID)
+	if err != nil {
+		return Me{}, fmt.Errorf("list workspaces of user %d: %w", userID, err)
+	}
+	return Me{User: u, Workspaces: ws, Programs: ps}, nil
 }

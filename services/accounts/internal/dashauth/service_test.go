@@ -66,6 +66,9 @@ func (m *memStore) UserByID(_ context.Context, id int64) (catalog.User, error) {
 func (m *memStore) Memberships(context.Context, int64) ([]dashauth.Membership, error) {
 	return nil, nil
 }
+func (m *memStore) Workspaces(context.Context, int64) ([]dashauth.Workspace, error) {
+	return nil, nil
+}
 
 type identifier struct{ nonce string }
 

@@ -62,10 +62,19 @@ type MeResponse struct {
 	Err  error  `json:"-"`
 }
 
-// MeData is the user and their programs.
+// MeData is the user, their workspaces and their programs.
 type MeData struct {
-	Programs []ProgramView `json:"programs"`
-	User     UserView      `json:"user"`
+	Programs   []ProgramView   `json:"programs"`
+	User       UserView        `json:"user"`
+	Workspaces []WorkspaceView `json:"workspaces"`
+}
+
+// WorkspaceView is one workspace (advertiser) of the user: owner when it
+// is their own, false when they work in it through a program membership.
+type WorkspaceView struct {
+	ID    int64  `json:"id"`
+	Name  string `json:"name"`
+	Owner bool   `json:"owner"`
 }
 
 // UserView is the signed-in user.
@@ -77,10 +86,11 @@ type UserView struct {
 
 // ProgramView is one program of the picker.
 type ProgramView struct {
-	Domain      string   `json:"domain"`
-	ID          int64    `json:"id"`
-	Name        string   `json:"name"`
-	Permissions []string `json:"permissions"`
+	AdvertiserID int64    `json:"advertiser_id"`
+	Domain       string   `json:"domain"`
+	ID           int64    `json:"id"`
+	Name         string   `json:"name"`
+	Permissions  []string `json:"permissions"`
 }
 
 func (r StartResponse) Failed() error    { return r.Err }
@@ -130,9 +140,13 @@ func makeMe(svc dashauth.Service) endpoint.Endpoint {
 			}
 			return nil, err
 		}
-		d := MeData{User: UserView{Email: m.User.Email, ID: m.User.ID, Name: m.User.Name}, Programs: make([]ProgramView, 0, len(m.Programs))}
+		d := MeData{User: UserView{Email: m.User.Email, ID: m.User.ID, Name: m.User.Name},
+			Programs: make([]ProgramView, 0, len(m.Programs)), Workspaces: make([]WorkspaceView, 0, len(m.Workspaces))}
 		for _, p := range m.Programs {
-			d.Programs = append(d.Programs, ProgramView{Domain: p.Domain, ID: p.ProgramID, Name: p.Name, Permissions: p.Permissions})
+			d.Programs = append(d.Programs, ProgramView{AdvertiserID: p.AdvertiserID, Domain: p.Domain, ID: p.ProgramID, Name: p.Name, Permissions: p.Permissions})
+		}
+		for _, w := range m.Workspaces {
+			d.Workspaces = append(d.Workspaces, WorkspaceView{ID: w.ID, Name: w.Name, Owner: w.Owner})
 		}
 		return MeResponse{Data: d}, nil
 	}

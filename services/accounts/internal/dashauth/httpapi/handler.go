@@ -171,7 +171,9 @@ func encodeCallback(enc httperr.Route) kithttp.EncodeResponseFunc {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		if r.Err != nil {
-			enc.Refusal(ctx, r.Err, w)
+			if !writeNotInvited(ctx, w, req, r.Err) {
+				enc.Refusal(ctx, r.Err, w)
+			}
 			return nil
 		}
 		frag := "session=" + url.QueryEscape(r.SignedIn.Token) + "&expires_at=" + url.QueryEscape(endpoints.RFC3339(r.SignedIn.ExpiresAt))

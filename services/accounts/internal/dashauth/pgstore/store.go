@@ -78,7 +78,7 @@ func (s *Store) UserByID(ctx context.Context, id int64) (catalog.User, error) {
 }
 
 func (s *Store) Memberships(ctx context.Context, userID int64) ([]dashauth.Membership, error) {
-	rows, err := s.pool.Query(ctx, `SELECT p.id, p.name, p.domain, m.permissions
+	rows, err := s.pool.Query(ctx, `SELECT p.id, p.advertiser_id, p.name, p.domain, m.permissions
 		FROM memberships m JOIN programs p ON p.id = m.program_id
 		WHERE m.user_id = $1 AND m.active ORDER BY p.id`, userID)
 	if err != nil {
@@ -86,7 +86,7 @@ func (s *Store) Memberships(ctx context.Context, userID int64) ([]dashauth.Membe
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dashauth.Membership, error) {
 		var m dashauth.Membership
-		err := r.Scan(&m.ProgramID, &m.Name, &m.Domain, &m.Permissions)
+		err := r.Scan(&m.ProgramID, &m.AdvertiserID, &m.Name, &m.Domain, &m.Permissions)
 		if m.Permissions == nil {
 			m.Permissions = []string{}
 		}
@@ -94,6 +94,26 @@ func (s *Store) Memberships(ctx context.Context, userID int64) ([]dashauth.Membe
 	})
 	if err != nil {
 		return nil, fmt.Errorf("scan memberships: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) Workspaces(ctx context.Context, userID int64) ([]dashauth.Workspace, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.id, a.name, coalesce(a.id = u.advertiser_id, false)
+		FROM users u JOIN advertisers a ON a.id = u.advertiser_id OR a.id IN (
+			SELECT p.advertiser_id FROM memberships m JOIN programs p ON p.id = m.program_id
+			WHERE m.user_id = u.id AND m.active)
+		WHERE u.id = $1 ORDER BY a.id`, userID)
+	if err != nil {
+		return nil, fmt.Errorf("select workspaces: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (dashauth.Workspace, error) {
+		var w dashauth.Workspace
+		err := r.Scan(&w.ID, &w.Name, &w.Owner)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan workspaces: %w", err)
 	}
 	return out, nil
 }
