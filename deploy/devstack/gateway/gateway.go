@@ -58,7 +58,10 @@ func Rules() []Rule {
 		// The integrator's API reference (api/openapi.yaml as JSON).
 		{Prefix: "/api/openapi.json", Service: "accounts", Public: true},
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},
-		{Prefix: "/api/v1/programs/", Service: "accounts", Public: true},
+		// No trailing slash: the console's POST and GET /api/v1/programs
+		// are accounts' too (as the Ingress's Prefix /api/v1/programs routes
+		// them).
+		{Prefix: "/api/v1/programs", Service: "accounts", Public: true},
 		{Prefix: "/api/tracking/", Service: "analytics", Public: true},
 		// The brand dashboard page (analytics serves it and its assets).
 		{Prefix: "/dashboard", Service: "analytics", Public: true},

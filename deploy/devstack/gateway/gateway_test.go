@@ -132,6 +132,8 @@ func TestRouteLongestPrefixWins(t *testing.T) {
 		"/api/v1/track/lead":            "tracking",
 		"/api/v1/programs/me/readiness": "analytics",
 		"/api/v1/programs/7/settings":   "accounts",
+		"/api/v1/programs":              "accounts",
+		"/api/v1/programs/":             "accounts",
 		"/api/openapi.json":             "accounts",
 	} {
 		r, ok := gateway.Route(path)
