@@ -39,6 +39,10 @@ var wantOperations = []string{
 	"OPTIONS /api/v1/track/lead",
 	"OPTIONS /api/v1/track/visit",
 	"PATCH /api/v1/programs/{id}/settings",
+	"GET /api/v1/programs/{id}/keys",
+	"POST /api/v1/programs/{id}/keys",
+	"POST /api/v1/programs/{id}/keys/{keyId}/rotation",
+	"DELETE /api/v1/programs/{id}/keys/{keyId}",
 	"POST /api/v1/cli/auth/callback",
 	"POST /api/v1/cli/auth/confirm",
 	"POST /api/v1/cli/auth/start",
@@ -471,7 +475,7 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 						t.Fatal(err)
 					}
 					n++
-					concrete := strings.ReplaceAll(path, "{id}", "42")
+					concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7").Replace(path)
 					req := httptest.NewRequest(strings.ToUpper(method), "http://localhost:8080"+concrete, nil)
 					if err := v.ValidateResponse(req, reply{code, headers, string(body)}.response(req)); err != nil {
 						t.Errorf("%s %s %s example %q:\n%v", strings.ToUpper(method), path, status, name, err)
@@ -552,7 +556,7 @@ func TestRequestExamplesMatchTheirSchemas(t *testing.T) {
 					t.Fatal(err)
 				}
 				n++
-				concrete := strings.ReplaceAll(path, "{id}", "42")
+				concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7").Replace(path)
 				req := httptest.NewRequest(strings.ToUpper(method), "http://localhost:8080"+concrete, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer example-token")

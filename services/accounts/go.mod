@@ -10,6 +10,7 @@ require (
 	github.com/svc-dev/svc/api v0.0.0
 	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
+	github.com/svc-dev/svc/libs/catalogsync v0.0.0
 	github.com/svc-dev/svc/libs/errkind v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
 	github.com/svc-dev/svc/libs/obs v0.0.0
@@ -26,7 +27,6 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/mileusna/useragent v1.3.5 // indirect
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0 // indirect
-	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -65,8 +66,12 @@ func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trac
 		return nil, err
 	}
 	set := endpoints.New(svc, trace)
+	// The CLI routes' keys count as uses too, reported as tracking and
+	// commissions report theirs (apikeys.used.v1, consumed back here).
+	uses := apikey.NewUses()
+	p.AddRunner(catalogsync.KeyUseReporter{Pool: p.Pool, Uses: uses, Service: p.Name, Logger: p.Logger}.Run)
 	return httpapi.Routes(set, httpapi.Config{
-		Keys:       &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe},
+		Keys:       &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe, Uses: uses},
 		Limit:      cli.byToken,
 		FailedAuth: cli.failedAuth,
 		Logger:     p.Logger,

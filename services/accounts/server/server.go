@@ -35,7 +35,7 @@ func Spec() platform.Spec {
 	return platform.Spec{
 		Name:       Name,
 		Migrations: migrations.FS,
-		Topics:     []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking},
+		Topics:     []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicAPIKeyUsed},
 		TopicConfigs: map[string]map[string]string{
 			// Nothing replays the catalog: a replica that starts later (a new
 			// service, or a group whose offsets expired) builds its copy from
@@ -134,6 +134,13 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	routes = append(routes, cliAuthRoutes...)
+
+	// The console's program API keys: see keys.go.
+	keyRoutes, err := wireKeys(p, cfg, svc, priv, trace, failedAuth, refusals)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, keyRoutes...)
 
 	return routes, nil
 }

@@ -1,0 +1,105 @@
+// Package httpapi is the HTTP transport of the console's program API key
+// routes, GET and POST /api/v1/programs/{id}/keys, POST
+// /api/v1/programs/{id}/keys/{keyId}/rotation and DELETE
+// /api/v1/programs/{id}/keys/{keyId}, for a signed-in dashboard session
+// (the Ed25519 session token accounts issues), over the endpoints of
+// apikeys/endpoints. A program API key is never accepted here: it is
+// refused like any other invalid session token.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-kit/kit/endpoint"
+	kithttp "github.com/go-kit/kit/transport/http"
+
+	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/accounts/internal/apikeys/endpoints"
+	"github.com/svc-dev/svc/services/accounts/internal/httperr"
+	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
+)
+
+// Config carries what the transport needs.
+type Config struct {
+	// Sessions checks dashboard session tokens, revocations included.
+	Sessions *session.Checker
+	Logger   *slog.Logger
+	// Limit is every key route's limit, the settings routes' (30 a minute
+	// per sign-in token), once the token has verified and before the
+	// endpoint.
+	Limit func(http.Handler) http.Handler
+	// FailedAuth wraps the session check: a client IP whose 401s used up
+	// its allowance is refused 429 before the token is verified.
+	FailedAuth func(http.Handler) http.Handler
+}
+
+// Routes lists the key routes.
+func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	limit, failedAuth := cfg.Limit, cfg.FailedAuth
+	if limit == nil {
+		limit = func(h http.Handler) http.Handler { return h }
+	}
+	if failedAuth == nil {
+		failedAuth = func(h http.Handler) http.Handler { return h }
+	}
+	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
+		enc := httperr.Route{Fail: fail}
+		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
+		check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
+		return failedAuth(requireSession(cfg.Sessions, check, limit(srv)))
+	}
+	limited := cfg.Limit != nil
+	return []httpkit.Route{
+		{Pattern: "GET /api/v1/programs/{id}/keys", Name: "program_keys_list",
+			Handler: build("Failed to load API keys", set.List, decodeList), LimitChecksURL: limited},
+		{Pattern: "POST /api/v1/programs/{id}/keys", Name: "program_keys_create",
+			Handler: build("Failed to create API key", set.Create, decodeCreate), LimitChecksURL: limited},
+		{Pattern: "POST /api/v1/programs/{id}/keys/{keyId}/rotation", Name: "program_keys_rotation",
+			Handler: build("Failed to mark API key for rotation", set.MarkRotation, decodeRotation), LimitChecksURL: limited},
+		{Pattern: "DELETE /api/v1/programs/{id}/keys/{keyId}", Name: "program_keys_revoke",
+			Handler: build("Failed to revoke API key", set.Revoke, decodeRevoke), LimitChecksURL: limited},
+	}
+}
+
+type userKey struct{}
+
+// requireSession checks the dashboard session token as the settings
+// routes do (their messages), signed-out sessions refused; CLI login
+// tokens and program API keys are refused like any other invalid token. A
+// failed revocation lookup is the route's 500.
+func requireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
+		switch res {
+		case apikey.ParseMissing:
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgMissingSession)
+			return
+		case apikey.ParseEmpty:
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
+			return
+		}
+		claims, err := c.Check(r.Context(), token)
+		if errors.Is(err, session.ErrExpired) {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgExpiredSession)
+			return
+		}
+		if errors.Is(err, session.ErrInvalidToken) {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
+			return
+		}
+		if err != nil {
+			enc.Failure(r.Context(), err, w)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
+	})
+}
