@@ -9,6 +9,13 @@ PKGS      := $(addsuffix /...,$(MODULES))
 BIN       := bin
 SERVICES  := accounts tracking commissions analytics
 GOTESTFLAGS ?= -race -count=1 -timeout=20m
+# Images are $(REGISTRY)/svc-<service>:$(TAG), the names the charts derive
+# (charts/svc-lib, "svc-lib.image") and the production values example uses;
+# TAG defaults to the umbrella chart's appVersion, the tag a chart pulls when
+# none is set. charts/lint.sh checks they agree, and skaffold.yaml (make image-refs).
+REGISTRY  ?= ghcr.io/svc-dev
+TAG       ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/svc/Chart.yaml)
+PLATFORMS ?=
 
 export TEST_DATABASE_URL ?= postgres://postgres@localhost:5432/postgres?sslmode=disable
 
@@ -42,6 +49,16 @@ cli: ## Build the command-line client into bin/svc (run it as bin/svc)
 build: ## Build every service binary into bin/
 	@mkdir -p $(BIN)
 	@for s in $(SERVICES); do echo "build $$s"; CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/$$s ./services/$$s/cmd/$$s || exit 1; done
+
+.PHONY: images
+images: ## Build the service images <registry>/svc-<service>:<tag> with docker buildx (REGISTRY=ghcr.io/svc-dev, TAG=the charts' appVersion; PUSH=1 pushes)
+	@for s in $(SERVICES); do ref="$(if $(REGISTRY),$(REGISTRY)/)svc-$$s:$(TAG)"; echo "image $$ref"; \
+	  docker buildx build -f docker/Dockerfile --build-arg SERVICE=$$s -t "$$ref" \
+	    $(if $(PLATFORMS),--platform $(PLATFORMS)) $(if $(PUSH),--push) . || exit 1; done
+
+.PHONY: image-refs
+image-refs: ## Print the image references `make images` builds, one a line
+	@for s in $(SERVICES); do echo "$(if $(REGISTRY),$(REGISTRY)/)svc-$$s:$(TAG)"; done
 
 BROWSERTESTS := services/tracking/browsertest services/analytics/browsertest
 

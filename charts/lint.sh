@@ -6,8 +6,11 @@
 #                         the output checked by deploy/manifestcheck; then
 #                         prove both /admin guards, the in-cluster rules
 #                         (operations port, NetworkPolicies, TRUSTED_PROXIES,
-#                         token lengths) and the CATALOG_CONSUMERS check
-#                         fire. (make helm-lint; make test runs it through
+#                         token lengths), the CATALOG_CONSUMERS check and
+#                         the image names check (charts, production
+#                         example, make image-refs, skaffold.yaml) and the
+#                         charts README's table check fire. (make
+#                         helm-lint; make test runs it through
 #                         deploy/manifestcheck's TestChartsLint)
 #   charts/lint.sh deps   only build the file:// dependencies, bottom-up
 #                         (skaffold runs this before deploying).
@@ -277,5 +280,75 @@ if [[ ${#handler_files[@]} -gt 0 ]]; then
 else
   log "no $handler_go: NOTES.txt admin calls not checked"
 fi
+
+# The images the charts pull are the ones `make images` builds and pushes
+# (<registry>/svc-<service>:<tag>, the tag the umbrella's appVersion): the
+# production example's exactly, and with no registry set the umbrella's
+# default render (each service chart's appVersion); skaffold.yaml builds the
+# same names for the same services. An image renamed in a chart, the example
+# or the Makefile, or a tag bumped in one place only, fails here.
+images_in() { # images_in <render>: every container image of it, sorted
+  sed -nE 's/^[[:space:]]+image: "?([^" ]+)"?[[:space:]]*$/\1/p' "$1" | sort -u
+}
+images_agree() { # images_agree <what> <render> [make variables]: diff in $tmp/images.diff
+  local what="$1" rendered="$2"
+  shift 2
+  make -s --no-print-directory -C "$root_dir" image-refs "$@" | sort -u >"$tmp/make.images"
+  [[ -s "$tmp/make.images" ]] || die "make image-refs printed no image"
+  images_in "$rendered" >"$tmp/chart.images"
+  diff -u --label "make image-refs $*" "$tmp/make.images" --label "$what" "$tmp/chart.images" >"$tmp/images.diff"
+}
+prod_values=(-f "$charts_dir/svc/values-production.example.yaml" -f "$charts_dir/svc/ci/production-values.yaml")
+render_prod() { "$HELM" template "$RELEASE" "$charts_dir/svc" --namespace "$NAMESPACE" "${prod_values[@]}" "$@"; }
+log "compare the images of the production example and the default render with make image-refs"
+render_prod >"$tmp/prod.yaml"
+images_agree "the production example's images" "$tmp/prod.yaml" \
+  || { cat "$tmp/images.diff" >&2; die "the production example's images are not what make images builds (see diff above)"; }
+images_agree "the umbrella's default images" "$tmp/default.yaml" REGISTRY= \
+  || { cat "$tmp/images.diff" >&2; die "the umbrella's default images are not what make images builds (see diff above)"; }
+make -s --no-print-directory -C "$root_dir" image-refs REGISTRY= TAG=t | sed 's/:t$//' | sort -u >"$tmp/make.names"
+awk '/^[[:space:]]*- image: /{img=$3} /^[[:space:]]*SERVICE: /{print img; if (img != "svc-" $2) bad=1} END{exit bad}' \
+    "$root_dir/skaffold.yaml" | sort -u >"$tmp/skaffold.names" \
+  || die "a skaffold.yaml artifact is not named svc-<its SERVICE build-arg>"
+diff -u --label "make image-refs" "$tmp/make.names" --label skaffold.yaml "$tmp/skaffold.names" >&2 \
+  || die "skaffold.yaml builds other images than make images (see diff above)"
+for name in $(cat "$tmp/make.names"); do
+  grep -qF "IMAGE_REPO_${name//-/_}}}" "$root_dir/skaffold.yaml" \
+    || die "skaffold.yaml sets no image.repository from its $name artifact (setValueTemplates)"
+done
+# ...and the check fires: a chart image renamed, a tag bumped in the example
+# only, images pushed under another registry.
+for args in analytics.image.repository=analytics global.image.tag=9.9.9; do
+  log "expect the image check to refuse the production example with $args"
+  render_prod --set "$args" >"$tmp/bad.yaml"
+  if images_agree "the production example with $args" "$tmp/bad.yaml"; then
+    die "the image check accepted the production example with $args"
+  fi
+  grep -qE '^\+.*(/analytics:|:9\.9\.9)' "$tmp/images.diff" || { cat "$tmp/images.diff" >&2; die "the image check refused $args for another reason"; }
+done
+log "expect the image check to refuse images pushed under another registry"
+if images_agree "the production example" "$tmp/prod.yaml" REGISTRY=registry.example.com/other; then
+  die "the image check accepted make images REGISTRY=registry.example.com/other"
+fi
+
+# charts/README.md's table of charts names every chart here (analytics and
+# every service added later).
+charts_listed() { # charts_listed <README>: the missing ones in $tmp/missing
+  awk '/^\|/{t=1; print; next} t{exit}' "$1" >"$tmp/chart-table"
+  : >"$tmp/missing"
+  local chart
+  for chart in $(ordered_charts); do
+    grep -qF "\`$chart\`" "$tmp/chart-table" || echo "$chart" >>"$tmp/missing"
+  done
+  [[ ! -s "$tmp/missing" ]]
+}
+log "check charts/README.md's table names every chart"
+charts_listed "$charts_dir/README.md" || die "charts/README.md's table of charts leaves out: $(tr '\n' ' ' <"$tmp/missing")"
+log "expect the chart table check to refuse a table without analytics"
+sed '/^|/s/`analytics`, //; /^|/s/, `analytics`//' "$charts_dir/README.md" >"$tmp/README.md"
+if charts_listed "$tmp/README.md"; then
+  die "the chart table check accepted a table without analytics"
+fi
+grep -qx analytics "$tmp/missing" || die "the chart table check refused a table without analytics for another reason"
 
 log "all charts ok"

@@ -12,7 +12,9 @@ import (
 // checks the renders with this command and proves its guards fire: the
 // admin and internal routes never on the Ingress, the operations port on
 // no Service behind it, a NetworkPolicy for every service, TRUSTED_PROXIES
-// trusting nothing by default, no short token. lint.sh installs helm with
+// trusting nothing by default, no short token, the images named alike in
+// the charts, the production example, the Makefile and skaffold.yaml, every
+// chart in charts/README.md's table. lint.sh installs helm with
 // `go install` when it is missing (about a minute, once).
 func TestChartsLint(t *testing.T) {
 	t.Parallel()
@@ -25,6 +27,11 @@ func TestChartsLint(t *testing.T) {
 		"expect manifestcheck to refuse a public Service leading to the operations port",
 		"expect manifestcheck to refuse a release without NetworkPolicies",
 		"expect svc's default render to trust no proxy",
+		// The images the charts pull are what `make images` builds.
+		"compare the images of the production example and the default render with make image-refs",
+		"expect the image check to refuse the production example with analytics.image.repository=analytics",
+		"expect the image check to refuse images pushed under another registry",
+		"expect the chart table check to refuse a table without analytics",
 		"all charts ok",
 	} {
 		if !strings.Contains(string(out), want) {
