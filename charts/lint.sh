@@ -235,6 +235,24 @@ if [[ -f "$gateway_go" ]]; then
     | sort -u >"$tmp/ingress.routes"
   diff -u --label gateway "$tmp/gateway.routes" --label ingress "$tmp/ingress.routes" >&2 \
     || die "the Ingress routes differ from deploy/devstack/gateway (see diff above)"
+  # ...and charts/README.md's table of them names every path (routes and
+  # services added later included).
+  ingress_table_lists() { # ingress_table_lists <README>: the first path left out on stdout
+    sed -n '/^## The public Ingress/,/^## /p' "$1" | grep '^|' >"$tmp/ingress-table"
+    local path
+    while read -r path _; do
+      grep -qF "\`$path\`" "$tmp/ingress-table" || { echo "$path"; return 1; }
+    done <"$tmp/ingress.routes"
+  }
+  log "check charts/README.md's Ingress table names every rendered path"
+  missing="$(ingress_table_lists "$charts_dir/README.md")" \
+    || die "charts/README.md's Ingress table (\"The public Ingress\") leaves out $missing"
+  log "expect the Ingress table check to refuse a table without /dashboard"
+  grep -v '^| `/dashboard`' "$charts_dir/README.md" >"$tmp/README.md"
+  if missing="$(ingress_table_lists "$tmp/README.md")"; then
+    die "the Ingress table check accepted a table without /dashboard"
+  fi
+  [[ "$missing" == /dashboard ]] || die "the Ingress table check refused a table without /dashboard for another reason ($missing)"
 else
   log "no deploy/devstack/gateway: route parity not checked"
 fi

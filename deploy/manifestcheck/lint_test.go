@@ -32,6 +32,7 @@ func TestChartsLint(t *testing.T) {
 		"expect the image check to refuse the production example with analytics.image.repository=analytics",
 		"expect the image check to refuse images pushed under another registry",
 		"expect the chart table check to refuse a table without analytics",
+		"expect the Ingress table check to refuse a table without /dashboard",
 		"all charts ok",
 	} {
 		if !strings.Contains(string(out), want) {
