@@ -32,6 +32,8 @@ var wantOperations = []string{
 	"GET /api/v1/programs/me/analytics/sources",
 	"GET /api/v1/programs/me/readiness",
 	"GET /api/v1/programs/{id}/settings",
+	"GET /api/v1/programs",
+	"POST /api/v1/programs",
 	"GET /api/v1/track/config",
 	"GET /svc.js",
 	"OPTIONS /api/v1/track/click",

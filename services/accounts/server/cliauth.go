@@ -181,6 +181,13 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	limit := ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("program_settings"), ratelimit.WithOnRefuse(refusals.Inc))
 	routes = append(routes, settingshttpapi.Routes(settingsendpoints.New(settingsSvc, trace), settingshttpapi.Config{Sessions: checker, Logger: p.Logger, Limit: limit, FailedAuth: cli.failedAuth})...)
 
+	// The console's programs: see programs.go.
+	progRoutes, err := wirePrograms(p, cfg, cat, checker, trace, cli.failedAuth, refusals)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, progRoutes...)
+
 	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, checker, sessionsendpoints.New(sessSvc, trace), trace, cli, refusals)
 	if err != nil {
 		return nil, err
