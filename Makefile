@@ -12,7 +12,8 @@ GOTESTFLAGS ?= -race -count=1 -timeout=20m
 # Images are $(REGISTRY)/svc-<service>:$(TAG), the names the charts derive
 # (charts/svc-lib, "svc-lib.image") and the production values example uses;
 # TAG defaults to the umbrella chart's appVersion, the tag a chart pulls when
-# none is set. charts/lint.sh checks they agree, and skaffold.yaml (make image-refs).
+# none is set. charts/lint.sh checks the charts, the example and skaffold.yaml
+# use exactly the names `make image-refs` prints.
 REGISTRY  ?= ghcr.io/svc-dev
 TAG       ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/svc/Chart.yaml)
 PLATFORMS ?=
