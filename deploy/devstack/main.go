@@ -132,6 +132,9 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"OPS_HTTP_ADDR": "127.0.0.1:0",
 		// Commissions serves the processor's webhook only with a secret.
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
+		// Anyone the dev provider signs in gets a user and a workspace at
+		// their first dashboard sign-in (accounts' own default is invite).
+		"SIGNUP": "open",
 	}
 	gatewayURL := "http://" + addr
 	// Where the provider sends the dashboard's browser sign-in back to.
