@@ -92,6 +92,8 @@ func fuzzRoutes() []fuzzRoute {
 		{method: "POST", path: "/api/v1/dashboard/auth/callback", form: true, body: map[string]any{"state": "s", "id_token": "a.b.c"}},
 		{method: "POST", path: "/api/v1/dashboard/auth/signout", auth: "session"},
 		{method: "GET", path: "/api/v1/dashboard/me", auth: "session"},
+		{method: "POST", path: "/api/v1/programs", auth: "session", body: map[string]any{"name": "N", "domain": "brand.example", "commission_type": "percent", "commission_rate": 10, "advertiser_id": "{advertiser}", "allowed_origins": []any{"https://brand.example"}}},
+		{method: "GET", path: "/api/v1/programs", auth: "session", query: map[string]string{"limit": "10", "cursor": "1"}},
 		{method: "GET", path: "/api/v1/programs/me/readiness", auth: "key"},
 		{method: "GET", path: "/api/v1/programs/me/analytics/sources", auth: "key", query: rng},
 		{method: "GET", path: "/api/tracking/performance/{program}", auth: "session", query: rng},
