@@ -280,6 +280,28 @@ func TestConsolePrograms(t *testing.T) {
 		}
 	})
 
+	t.Run("30 a minute per session token, a bucket of its own; then 429 with Retry-After, nothing written", func(t *testing.T) {
+		tok, _, _ := c.signUp("busy@brand-d.example")
+		for i := 0; i < 30; i++ {
+			if a := c.call("GET", "/api/v1/programs", tok, ""); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != strconv.Itoa(29-i) {
+				t.Fatalf("request %d: %d %v %s", i+1, a.status, a.header, a.raw)
+			}
+		}
+		before := programs()
+		a := c.call("POST", "/api/v1/programs", tok, `{`+shop+`}`)
+		if a.status != 429 || a.header.Get("Retry-After") == "" {
+			t.Fatalf("31st: %d %v %s", a.status, a.header, a.raw)
+		}
+		if programs() != before {
+			t.Fatal("a limited create wrote a program")
+		}
+		// Another person keeps their own bucket.
+		other, _, _ := c.signUp("calm@brand-e.example")
+		if a := c.call("GET", "/api/v1/programs", other, ""); a.status != 200 || a.header.Get("X-RateLimit-Remaining") != "29" {
+			t.Fatalf("another person: %d %s", a.status, a.raw)
+		}
+	})
+
 	t.Run("a suspended person is refused", func(t *testing.T) {
 		tok, uid, _ := c.signUp("later-blocked@brand-c.example")
 		if _, err := c.pool.Exec(context.Background(), `UPDATE users SET blocked = true WHERE id = $1`, uid); err != nil {
