@@ -9,6 +9,7 @@ import (
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	catalogpg "github.com/svc-dev/svc/services/accounts/internal/catalog/pgstore"
 	"github.com/svc-dev/svc/services/accounts/internal/programs"
 	programsendpoints "github.com/svc-dev/svc/services/accounts/internal/programs/endpoints"
 	programshttpapi "github.com/svc-dev/svc/services/accounts/internal/programs/httpapi"
@@ -20,7 +21,7 @@ import (
 // routes' rate (SETTINGS_RATE_LIMIT a minute per session token).
 func wirePrograms(p *platform.Platform, cfg Config, cat catalog.Service, sessions *session.Checker, trace obs.EndpointMiddleware,
 	failedAuth func(http.Handler) http.Handler, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
-	svc, err := programs.NewService(programsstore.New(p.Pool), cat)
+	svc, err := programs.NewService(programsstore.New(p.Pool), catalogpg.New(p.Pool, p.Now), cat)
 	if err != nil {
 		return nil, err
 	}

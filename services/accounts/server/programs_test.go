@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,7 +12,10 @@ import (
 	"testing"
 
 	"github.com/svc-dev/svc/api/openapivalidate"
+	"github.com/svc-dev/svc/libs/errkind"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	catalogpg "github.com/svc-dev/svc/services/accounts/internal/catalog/pgstore"
 )
 
 // console drives the console's routes through the gateway and checks
@@ -314,6 +318,32 @@ func TestConsolePrograms(t *testing.T) {
 			t.Fatal("a suspended person created a program")
 		}
 	})
+}
+
+// The program and its creator's membership are one transaction: a
+// membership that cannot be written (no such user) leaves no program and
+// no event behind.
+func TestCreateOwnedProgramIsOneTransaction(t *testing.T) {
+	c := startConsole(t)
+	_, uid, ws := c.signUp("owner@atomic.example")
+	store := catalogpg.New(c.pool, c.clock.Now)
+	adv := itoa(ws)
+	name, domain, ctype, rate := "Shop", "shop.example", "percent", "10"
+	p, err := catalog.NewProgram(catalog.ProgramInput{AdvertiserID: &adv, Name: &name, Domain: &domain, CommissionType: &ctype, CommissionRate: &rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, events := c.count(`SELECT count(*) FROM programs`), c.lastOutboxID()
+	if _, _, err := store.CreateOwnedProgram(context.Background(), p, uid+1000, []string{"tracking:read"}); !errors.Is(err, errkind.NotFound) {
+		t.Fatalf("membership of a missing user: %v", err)
+	}
+	if n := c.count(`SELECT count(*) FROM programs`); n != before || len(c.catalogEvents(events)) != 0 {
+		t.Fatalf("programs %d -> %d, events %v", before, n, c.catalogEvents(events))
+	}
+	got, seq, err := store.CreateOwnedProgram(context.Background(), p, uid, []string{"tracking:read", "tracking:write"})
+	if err != nil || seq == 0 || c.count(`SELECT count(*) FROM memberships WHERE program_id = $1 AND user_id = $2 AND active`, got.ID, uid) != 1 {
+		t.Fatalf("program %+v seq %d: %v", got, seq, err)
+	}
 }
 
 func toStrings(v any) []string {

@@ -125,6 +125,17 @@ func (s *service) CreateUser(ctx context.Context, in UserInput) (User, Seq, erro
 }
 
 func (s *service) CreateProgram(ctx context.Context, in ProgramInput) (Program, Seq, error) {
+	p, err := NewProgram(in)
+	if err != nil {
+		return Program{}, 0, err
+	}
+	return s.cfg.Store.CreateProgram(ctx, p)
+}
+
+// NewProgram is a new program with the defaults and in applied, validated
+// in the order and with the messages of CreateProgram (the admin API's and
+// init's); nothing is stored.
+func NewProgram(in ProgramInput) (Program, error) {
 	p := Program{
 		AttributionWindowDays: DefaultAttributionWindowDays,
 		HoldDays:              DefaultHoldDays,
@@ -137,12 +148,12 @@ func (s *service) CreateProgram(ctx context.Context, in ProgramInput) (Program, 
 		LeadCommission:        DefaultLeadCommission,
 	}
 	if err := in.validateFields(true); err != nil {
-		return Program{}, 0, err
+		return Program{}, err
 	}
 	if err := in.apply(&p); err != nil {
-		return Program{}, 0, err
+		return Program{}, err
 	}
-	return s.cfg.Store.CreateProgram(ctx, p)
+	return p, nil
 }
 
 func (s *service) UpdateProgram(ctx context.Context, id int64, in ProgramInput) (Program, Seq, error) {

@@ -95,15 +95,18 @@ type Service interface {
 
 type service struct {
 	store   Store
+	owned   catalog.OwnedProgramStore
 	catalog catalog.Service
 }
 
-// NewService checks the wiring.
-func NewService(store Store, cat catalog.Service) (Service, error) {
-	if store == nil || cat == nil {
-		return nil, errors.New("programs: store and catalog service are required")
+// NewService checks the wiring. owned writes a program with its creator's
+// membership (the catalog's store); cat reads programs as the catalog
+// shows them.
+func NewService(store Store, owned catalog.OwnedProgramStore, cat catalog.Service) (Service, error) {
+	if store == nil || owned == nil || cat == nil {
+		return nil, errors.New("programs: store, catalog store and catalog service are required")
 	}
-	return &service{store: store, catalog: cat}, nil
+	return &service{store: store, owned: owned, catalog: cat}, nil
 }
 
 // person loads the session's user: gone is a 401, suspended the settings
@@ -155,23 +158,18 @@ func (s *service) Create(ctx context.Context, userID int64, in CreateInput) (cat
 	pin := in.Program
 	adv := strconv.FormatInt(u.AdvertiserID, 10)
 	pin.AdvertiserID = &adv
-	// The admin API's and init's own path: same validation, order and
-	// messages, and the program's catalog event.
-	prog, seq, err := s.catalog.CreateProgram(ctx, pin)
+	// The admin API's and init's own validation: same order and messages.
+	p, err := catalog.NewProgram(pin)
 	if err != nil {
-		if errors.Is(err, errkind.Invalid) {
-			return catalog.Program{}, 0, err
-		}
-		return catalog.Program{}, 0, fmt.Errorf("create program: %w", err)
+		return catalog.Program{}, 0, err
 	}
-	active := true
-	_, mseq, err := s.catalog.PutMember(ctx, prog.ID, catalog.MemberInput{
-		UserID: &u.ID, Active: &active, Permissions: identity.CreatorPermissions(),
-	})
+	// The program and its creator's membership in one transaction, with
+	// both catalog events.
+	prog, seq, err := s.owned.CreateOwnedProgram(ctx, p, u.ID, identity.CreatorPermissions())
 	if err != nil {
-		return catalog.Program{}, 0, fmt.Errorf("add creator to program %d: %w", prog.ID, err)
+		return catalog.Program{}, 0, fmt.Errorf("create program with its creator: %w", err)
 	}
-	return prog, max(seq, mseq), nil
+	return prog, seq, nil
 }
 
 func (s *service) List(ctx context.Context, userID int64, p Page) (Listed, error) {

@@ -222,23 +222,30 @@ func programEvent(p catalog.Program) *eventsv1.Program {
 func (s *Store) CreateProgram(ctx context.Context, p catalog.Program) (catalog.Program, catalog.Seq, error) {
 	var seq catalog.Seq
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		row := tx.QueryRow(ctx, `INSERT INTO programs (advertiser_id, name, domain, commission_type, commission_rate,
+		var err error
+		p, seq, err = s.insertProgram(ctx, tx, p)
+		return err
+	})
+	return p, seq, err
+}
+
+// insertProgram inserts p and its event in tx.
+func (s *Store) insertProgram(ctx context.Context, tx pgx.Tx, p catalog.Program) (catalog.Program, catalog.Seq, error) {
+	row := tx.QueryRow(ctx, `INSERT INTO programs (advertiser_id, name, domain, commission_type, commission_rate,
 			duration_months, cookie_duration, attribution_window_days, hold_days, lead_auth_policy, payment_tracking_mode,
 			processor_status, processor_account_id, charges_enabled, payouts_enabled, details_submitted, connected_at, allowed_origins,
 			currency, lead_commission, created_at, updated_at)
 			VALUES ($1,$2,$3,$4,$5::numeric,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19,$20::numeric,$21,$21)
 			RETURNING `+programColumns,
-			p.AdvertiserID, p.Name, p.Domain, p.CommissionType, p.CommissionRate, p.DurationMonths, p.CookieDuration,
-			p.AttributionWindowDays, p.HoldDays, p.LeadAuthPolicy, p.PaymentTrackingMode, p.Processor.Status,
-			p.Processor.AccountID, p.Processor.ChargesEnabled, p.Processor.PayoutsEnabled, p.Processor.DetailsSubmitted,
-			p.Processor.ConnectedAt, p.AllowedOrigins, p.Currency, p.LeadCommission, s.now().UTC())
-		var err error
-		if p, err = scanProgram(row); err != nil {
-			return fmt.Errorf("insert program: %w", err)
-		}
-		seq, err = s.publish(ctx, tx, eventsv1.TypeProgramUpserted, p.ID, programEvent(p))
-		return err
-	})
+		p.AdvertiserID, p.Name, p.Domain, p.CommissionType, p.CommissionRate, p.DurationMonths, p.CookieDuration,
+		p.AttributionWindowDays, p.HoldDays, p.LeadAuthPolicy, p.PaymentTrackingMode, p.Processor.Status,
+		p.Processor.AccountID, p.Processor.ChargesEnabled, p.Processor.PayoutsEnabled, p.Processor.DetailsSubmitted,
+		p.Processor.ConnectedAt, p.AllowedOrigins, p.Currency, p.LeadCommission, s.now().UTC())
+	p, err := scanProgram(row)
+	if err != nil {
+		return catalog.Program{}, 0, fmt.Errorf("insert program: %w", err)
+	}
+	seq, err := s.publish(ctx, tx, eventsv1.TypeProgramUpserted, p.ID, programEvent(p))
 	return p, seq, err
 }
 
@@ -292,18 +299,23 @@ func (s *Store) UpdateProgram(ctx context.Context, id int64, fn func(*catalog.Pr
 func (s *Store) UpsertMembership(ctx context.Context, m catalog.Membership) (catalog.Membership, catalog.Seq, error) {
 	var seq catalog.Seq
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO memberships (program_id, user_id, active, permissions) VALUES ($1,$2,$3,$4)
-			ON CONFLICT (program_id, user_id) DO UPDATE SET active = EXCLUDED.active, permissions = EXCLUDED.permissions, updated_at = now()`,
-			m.ProgramID, m.UserID, m.Active, m.Permissions); err != nil {
-			return fmt.Errorf("upsert membership: %w", err)
-		}
 		var err error
-		seq, err = s.publish(ctx, tx, eventsv1.TypeMembershipUpserted, m.ProgramID, &eventsv1.Membership{
-			ProgramId: m.ProgramID, UserId: m.UserID, Active: m.Active, Permissions: m.Permissions,
-		})
+		seq, err = s.upsertMembership(ctx, tx, m)
 		return err
 	})
 	return m, seq, err
+}
+
+// upsertMembership writes m and its event in tx.
+func (s *Store) upsertMembership(ctx context.Context, tx pgx.Tx, m catalog.Membership) (catalog.Seq, error) {
+	if _, err := tx.Exec(ctx, `INSERT INTO memberships (program_id, user_id, active, permissions) VALUES ($1,$2,$3,$4)
+			ON CONFLICT (program_id, user_id) DO UPDATE SET active = EXCLUDED.active, permissions = EXCLUDED.permissions, updated_at = now()`,
+		m.ProgramID, m.UserID, m.Active, m.Permissions); err != nil {
+		return 0, fmt.Errorf("upsert membership: %w", err)
+	}
+	return s.publish(ctx, tx, eventsv1.TypeMembershipUpserted, m.ProgramID, &eventsv1.Membership{
+		ProgramId: m.ProgramID, UserId: m.UserID, Active: m.Active, Permissions: m.Permissions,
+	})
 }
 
 func keyEvent(k catalog.APIKey) *eventsv1.ApiKey {
