@@ -110,7 +110,7 @@ func listed(t *testing.T, r reply) map[int64]map[string]any {
 
 func TestConsoleKeys(t *testing.T) {
 	t.Parallel()
-	e := start(t, map[string]string{"KEY_USE_REPORT_INTERVAL": "100ms", "SETTINGS_RATE_LIMIT": "500"}, "accounts", "tracking", "commissions")
+	e := start(t, map[string]string{"KEY_USE_REPORT_INTERVAL": "100ms", "SETTINGS_RATE_LIMIT": "500"}, "accounts", "tracking", "commissions", "analytics")
 	f := e.consoleKeys()
 
 	// Issue: the whole key once, stored only as its hash, prefix and last 4.
@@ -273,12 +273,16 @@ func TestConsoleKeys(t *testing.T) {
 			map[string]any{"transaction_id": uniqueID("txn"), "amount_cents": 1000, "currency": "USD", "click_id": clickID})
 	}
 
-	t.Run("last use is reported by tracking and commissions", func(t *testing.T) {
-		lead(test, click()).want(t, 200) // tracking only
-		sale(live, click()).want(t, 200) // commissions only
-		waitFor(t, "both keys' last use", func() bool { return f.row(liveID).use && f.row(testID).use })
+	t.Run("last use is reported by tracking, commissions and analytics", func(t *testing.T) {
+		r := f.console(f.owner, "POST", f.a.id, "", map[string]any{"mode": "live"}).want(t, 201)
+		reader, readerID := r.str("data", "key"), int64(r.get("data", "id").(float64))
+		e.sync()
+		lead(test, click()).want(t, 200)                                                                      // tracking only
+		sale(live, click()).want(t, 200)                                                                      // commissions only
+		e.client("203.0.113.77").withKey(reader).do("GET", "/api/v1/programs/me/readiness", nil).want(t, 200) // analytics only
+		waitFor(t, "the keys' last use", func() bool { return f.row(liveID).use && f.row(testID).use && f.row(readerID).use })
 		keys := listed(t, f.console(f.reader, "GET", f.a.id, "", nil).want(t, 200))
-		for _, id := range []int64{liveID, testID} {
+		for _, id := range []int64{liveID, testID, readerID} {
 			used, err := time.Parse(time.RFC3339, fmt.Sprint(keys[id]["last_used_at"]))
 			if err != nil || time.Since(used) > time.Minute || time.Until(used) > time.Second {
 				t.Fatalf("key %d last used %v (%v)", id, keys[id]["last_used_at"], err)
@@ -326,13 +330,14 @@ func TestConsoleKeys(t *testing.T) {
 			"sale":                   sale(live, clickID),
 			"refund":                 e.client("203.0.113.75").withKey(live).do("POST", "/api/v1/track/refund", map[string]any{"transaction_id": "t1", "refund_amount_cents": 100, "currency": "USD"}),
 			"CLI status":             e.client("203.0.113.76").withKey(live).do("GET", "/api/v1/cli/status", nil),
+			"readiness":              e.client("203.0.113.78").withKey(live).do("GET", "/api/v1/programs/me/readiness", nil),
 		} {
 			if r.Status != 401 {
 				t.Errorf("%s with a revoked key: %d %s", name, r.Status, r.Raw)
 			}
 		}
 		keys := listed(t, f.console(f.owner, "GET", f.a.id, "", nil).want(t, 200))
-		if _, still := keys[liveID]; still || len(keys) != 1 {
+		if _, still := keys[liveID]; still || len(keys) != 2 {
 			t.Fatalf("revoked keys listed: %v", keys)
 		}
 		wantRefusal(t, f.console(f.owner, "DELETE", f.a.id, fmt.Sprintf("/%d", liveID), nil), 404, "API key not found")

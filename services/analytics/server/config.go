@@ -2,8 +2,10 @@ package server
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 )
 
@@ -26,6 +28,9 @@ type Config struct {
 	// minute per client IP; past it both routes answer 429 before any key
 	// lookup, as sale and refund do.
 	FailedAuthRateLimit int `env:"FAILED_AUTH_RATE_LIMIT"`
+	// KeyUseInterval is how often the keys that authenticated are reported
+	// to accounts (the console's last use of a key).
+	KeyUseInterval time.Duration `env:"KEY_USE_REPORT_INTERVAL"`
 }
 
 // The spec's 30 per minute per key, for each route.
@@ -47,6 +52,10 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		ReadinessRateLimit:  env.Int("READINESS_RATE_LIMIT", DefaultReadinessRateLimit),
 		SourcesRateLimit:    env.Int("SOURCES_RATE_LIMIT", DefaultSourcesRateLimit),
 		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
+		KeyUseInterval:      env.Duration("KEY_USE_REPORT_INTERVAL", catalogsync.DefaultKeyUseInterval),
+	}
+	if c.KeyUseInterval <= 0 {
+		env.Fail(fmt.Errorf("KEY_USE_REPORT_INTERVAL must be positive, got %s", c.KeyUseInterval))
 	}
 	if c.ReadinessRateLimit <= 0 {
 		env.Fail(fmt.Errorf("READINESS_RATE_LIMIT must be positive, got %d", c.ReadinessRateLimit))

@@ -49,7 +49,7 @@ func Spec() platform.Spec {
 		Name:            Name,
 		Migrations:      migrations.FS,
 		ExtraMigrations: []platform.MigrateFunc{catalogsync.Migrate},
-		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions},
+		Topics:          []string{eventsv1.TopicCatalog, eventsv1.TopicCatalogApplied, eventsv1.TopicTracking, eventsv1.TopicCommissions, eventsv1.TopicAPIKeyUsed},
 		Commands:        commands(),
 		Wire:            wire,
 	}
@@ -124,8 +124,13 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, fmt.Errorf("FAILED_AUTH_RATE_LIMIT: %w", err)
 	}
 	failedAuth := ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("failed_auth"), ratelimit.WithOnRefuse(refusals.Inc))
+	// Keys that worked on readiness and sources are reported to accounts
+	// once per interval (the console's last use), as tracking's and
+	// commissions' are.
+	uses := apikey.NewUses()
+	p.AddRunner(catalogsync.KeyUseReporter{Pool: p.Pool, Uses: uses, Service: p.Name, Interval: cfg.KeyUseInterval, Logger: p.Logger}.Run)
 	routes = append(routes, readinesshttp.Routes(readinessendpoints.New(ready, tracing), readinesshttp.Config{
-		Keys:       &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
+		Keys:       &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL, Uses: uses},
 		Logger:     p.Logger,
 		Limit:      ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("readiness"), ratelimit.WithOnRefuse(refusals.Inc)),
 		FailedAuth: failedAuth,
@@ -137,7 +142,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	routes = append(routes, httpapi.KeyRoutes(set, httpapi.KeyConfig{
-		Keys:       &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL},
+		Keys:       &apikey.Authenticator{Store: rstore, Now: p.Now, DocsURL: apikey.DefaultDocsURL, Uses: uses},
 		Logger:     p.Logger,
 		Limit:      ratelimit.Middleware(sourcesLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sources"), ratelimit.WithOnRefuse(refusals.Inc)),
 		FailedAuth: failedAuth,
