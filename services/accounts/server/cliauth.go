@@ -188,6 +188,13 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	}
 	routes = append(routes, progRoutes...)
 
+	// The console's program API keys: see keys.go.
+	keyRoutes, err := wireKeys(p, cfg, cat, checker, trace, cli.failedAuth, refusals)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, keyRoutes...)
+
 	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, checker, sessionsendpoints.New(sessSvc, trace), trace, cli, refusals)
 	if err != nil {
 		return nil, err

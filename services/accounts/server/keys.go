@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/ed25519"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -19,33 +17,15 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/identity"
 	idstore "github.com/svc-dev/svc/services/accounts/internal/identity/pgstore"
-	"github.com/svc-dev/svc/services/accounts/internal/sessions"
 )
 
 // wireKeys builds the console's program API key routes (behind their own
-// 30-a-minute limiter per sign-in token, as the settings routes) and the
-// consumer of the keys' last-use reports.
-func wireKeys(p *platform.Platform, cfg Config, cat catalog.Service, priv ed25519.PrivateKey, trace obs.EndpointMiddleware,
+// 30-a-minute limiter per sign-in token, as the settings routes, and the
+// same dashboard session checker) and the consumer of the keys' last-use
+// reports.
+func wireKeys(p *platform.Platform, cfg Config, cat catalog.Service, checker *session.Checker, trace obs.EndpointMiddleware,
 	failedAuth func(http.Handler) http.Handler, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
 	if err := p.Consume(eventsv1.TopicAPIKeyUsed, keyconsumer.Group, keyconsumer.Handler(keystore.RecordUse)); err != nil {
-		return nil, err
-	}
-	pub, ok := priv.Public().(ed25519.PublicKey)
-	if !ok {
-		return nil, errors.New("SESSION_SIGNING_KEY: no Ed25519 public key")
-	}
-	verifier, err := session.NewVerifier(pub, SessionIssuer, p.Now)
-	if err != nil {
-		return nil, fmt.Errorf("session verifier: %w", err)
-	}
-	// The same revocation check as every dashboard route (sign-outs are
-	// catalog revocations).
-	revocations, err := sessions.NewService(sessions.Config{Catalog: cat, Tokens: verifier, Now: p.Now, PropagationTimeout: cfg.SignOutSyncTimeout})
-	if err != nil {
-		return nil, err
-	}
-	checker, err := session.NewChecker(verifier, session.KindDashboard, revocations)
-	if err != nil {
 		return nil, err
 	}
 	authz, err := identity.NewAuthorizer(idstore.New(p.Pool))

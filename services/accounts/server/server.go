@@ -135,13 +135,6 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	routes = append(routes, cliAuthRoutes...)
 
-	// The console's program API keys: see keys.go.
-	keyRoutes, err := wireKeys(p, cfg, svc, priv, trace, failedAuth, refusals)
-	if err != nil {
-		return nil, err
-	}
-	routes = append(routes, keyRoutes...)
-
 	return routes, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/apikeys"
 	"github.com/svc-dev/svc/services/accounts/internal/apikeys/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
 
 // pathID reads a positive integer path value; anything else is 0, which
@@ -22,8 +23,7 @@ func pathID(r *http.Request, name string) int64 {
 }
 
 func base(ctx context.Context, r *http.Request) endpoints.Request {
-	uid, _ := ctx.Value(userKey{}).(int64)
-	return endpoints.Request{UserID: uid, ProgramID: pathID(r, "id"), KeyID: pathID(r, "keyId")}
+	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: pathID(r, "id"), KeyID: pathID(r, "keyId")}
 }
 
 func decodeList(ctx context.Context, r *http.Request) (any, error) { return base(ctx, r), nil }

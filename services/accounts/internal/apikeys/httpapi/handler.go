@@ -8,15 +8,12 @@
 package httpapi
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/go-kit/kit/endpoint"
 	kithttp "github.com/go-kit/kit/transport/http"
 
-	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/apikeys/endpoints"
@@ -55,7 +52,9 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		enc := httperr.Route{Fail: fail}
 		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
 		check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
-		return failedAuth(requireSession(cfg.Sessions, check, limit(srv)))
+		// The settings routes' session check: every dashboard route answers a
+		// bad session (or a program API key) alike.
+		return failedAuth(settingshttpapi.RequireSession(cfg.Sessions, check, limit(srv)))
 	}
 	limited := cfg.Limit != nil
 	return []httpkit.Route{
@@ -68,38 +67,4 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "DELETE /api/v1/programs/{id}/keys/{keyId}", Name: "program_keys_revoke",
 			Handler: build("Failed to revoke API key", set.Revoke, decodeRevoke), LimitChecksURL: limited},
 	}
-}
-
-type userKey struct{}
-
-// requireSession checks the dashboard session token as the settings
-// routes do (their messages), signed-out sessions refused; CLI login
-// tokens and program API keys are refused like any other invalid token. A
-// failed revocation lookup is the route's 500.
-func requireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
-		switch res {
-		case apikey.ParseMissing:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgMissingSession)
-			return
-		case apikey.ParseEmpty:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
-			return
-		}
-		claims, err := c.Check(r.Context(), token)
-		if errors.Is(err, session.ErrExpired) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgExpiredSession)
-			return
-		}
-		if errors.Is(err, session.ErrInvalidToken) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
-			return
-		}
-		if err != nil {
-			enc.Failure(r.Context(), err, w)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
-	})
 }
