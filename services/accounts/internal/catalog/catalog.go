@@ -248,6 +248,9 @@ type Store interface {
 	SessionRevoked(ctx context.Context, id string) (bool, error)
 	GetUser(ctx context.Context, id int64) (User, error)
 	GetProgram(ctx context.Context, id int64) (Program, error)
+	// GetPrograms reads the programs of ids that exist, by id, in one
+	// statement (a console page lists up to 100).
+	GetPrograms(ctx context.Context, ids []int64) ([]Program, error)
 
 	// Reads for admin clients that find what exists before creating it. The
 	// emails passed are already lower case; lists are ordered by id, and a

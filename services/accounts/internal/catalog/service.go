@@ -14,6 +14,8 @@ type Service interface {
 	CreateProgram(ctx context.Context, in ProgramInput) (Program, Seq, error)
 	UpdateProgram(ctx context.Context, id int64, in ProgramInput) (Program, Seq, error)
 	GetProgram(ctx context.Context, id int64) (Program, error)
+	// GetPrograms reads the programs of ids that exist, ordered by id.
+	GetPrograms(ctx context.Context, ids []int64) ([]Program, error)
 	// FindUserByEmail, ListPrograms, FindPartnersByEmail and ListLinks let
 	// an admin client find what exists before creating what is missing.
 	FindUserByEmail(ctx context.Context, email *string) (User, error)
@@ -170,6 +172,13 @@ func (s *service) UpdateProgram(ctx context.Context, id int64, in ProgramInput) 
 
 func (s *service) GetProgram(ctx context.Context, id int64) (Program, error) {
 	return s.cfg.Store.GetProgram(ctx, id)
+}
+
+func (s *service) GetPrograms(ctx context.Context, ids []int64) ([]Program, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return s.cfg.Store.GetPrograms(ctx, ids)
 }
 
 func (s *service) FindUserByEmail(ctx context.Context, email *string) (User, error) {

@@ -192,11 +192,23 @@ func (s *service) List(ctx context.Context, userID int64, p Page) (Listed, error
 		out.Next = ms[len(ms)-1].ProgramID
 	}
 	// Read through the catalog so a program looks exactly as init and the
-	// admin API show it; a page is at most MaxLimit programs.
+	// admin API show it: the page's programs in one statement.
+	ids := make([]int64, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ProgramID
+	}
+	progs, err := s.catalog.GetPrograms(ctx, ids)
+	if err != nil {
+		return Listed{}, fmt.Errorf("load the programs of user %d: %w", userID, err)
+	}
+	byID := make(map[int64]catalog.Program, len(progs))
+	for _, p := range progs {
+		byID[p.ID] = p
+	}
 	for _, m := range ms {
-		prog, err := s.catalog.GetProgram(ctx, m.ProgramID)
-		if err != nil {
-			return Listed{}, fmt.Errorf("load program %d: %w", m.ProgramID, err)
+		prog, ok := byID[m.ProgramID]
+		if !ok { // a membership's program always exists (foreign key)
+			return Listed{}, fmt.Errorf("program %d of user %d's membership: %w", m.ProgramID, userID, errkind.Internal)
 		}
 		out.Programs = append(out.Programs, Member{Program: prog, Permissions: m.Permissions})
 	}

@@ -260,6 +260,26 @@ func (s *Store) GetProgram(ctx context.Context, id int64) (catalog.Program, erro
 	return p, nil
 }
 
+func (s *Store) GetPrograms(ctx context.Context, ids []int64) ([]catalog.Program, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+programColumns+` FROM programs WHERE id = ANY ($1) ORDER BY id`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load %d programs: %w", len(ids), err)
+	}
+	defer rows.Close()
+	var out []catalog.Program
+	for rows.Next() {
+		p, err := scanProgram(rows)
+		if err != nil {
+			return nil, fmt.Errorf("load %d programs: %w", len(ids), err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load %d programs: %w", len(ids), err)
+	}
+	return out, nil
+}
+
 func (s *Store) UpdateProgram(ctx context.Context, id int64, fn func(*catalog.Program) error) (catalog.Program, catalog.Seq, error) {
 	var (
 		seq catalog.Seq

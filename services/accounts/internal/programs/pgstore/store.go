@@ -26,9 +26,7 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, Store: idstore.N
 var _ programs.Store = (*Store)(nil)
 
 // ActiveMemberships reads a page of one user's active memberships by
-// program id (keyset: program_id > after). Memberships are a program's
-// team, a small table; a user's rows are found without an index of their
-// own today (see the README).
+// program id (keyset: program_id > after), through memberships_user.
 func (s *Store) ActiveMemberships(ctx context.Context, userID, after int64, limit int) ([]programs.Membership, error) {
 	rows, err := s.pool.Query(ctx, `SELECT program_id, permissions FROM memberships
 		WHERE user_id = $1 AND active AND program_id > $2 ORDER BY program_id LIMIT $3`, userID, after, limit)
