@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/oidcverify"
@@ -69,6 +70,10 @@ type Config struct {
 	// logged, when one lags).
 	SignOutSyncTimeout time.Duration `env:"SIGNOUT_SYNC_TIMEOUT"`
 	APIKeyDocsURL      string        `env:"API_KEY_DOCS_URL"`
+	// KeyUseInterval is how often the keys that worked on the CLI routes
+	// are reported (apikeys.used.v1, consumed back here for the console's
+	// last use), as tracking, commissions and analytics report theirs.
+	KeyUseInterval time.Duration `env:"KEY_USE_REPORT_INTERVAL"`
 }
 
 // OIDCConfig is the OpenID provider the command-line sign-in trusts. None
@@ -133,6 +138,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		TestEventSyncTimeout: env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout),
 		SignOutSyncTimeout:   env.Duration("SIGNOUT_SYNC_TIMEOUT", sessions.DefaultPropagationTimeout),
 		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
+		KeyUseInterval:       env.Duration("KEY_USE_REPORT_INTERVAL", catalogsync.DefaultKeyUseInterval),
 	}
 	c.OIDC.Enabled = c.OIDC.validate(env)
 	if _, err := dashauth.SafeReturnTo(c.DashboardURL); err != nil {
@@ -145,6 +151,9 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != "" {
 			env.Fail(fmt.Errorf("PUBLIC_URL must be an http(s) address without a path, like https://app.example.com, got %q", c.PublicURL))
 		}
+	}
+	if c.KeyUseInterval <= 0 {
+		env.Fail(fmt.Errorf("KEY_USE_REPORT_INTERVAL must be positive, got %s", c.KeyUseInterval))
 	}
 	if c.ChainLimitPerHour < 1 {
 		env.Fail(fmt.Errorf("CHAIN_LIMIT_PER_HOUR must be at least 1, got %d", c.ChainLimitPerHour))

@@ -32,7 +32,7 @@ func TestLoadConfig(t *testing.T) {
 		if c.SessionTTL != 12*time.Hour || c.AdminRateLimit != 1200 || c.CLIRateLimit != 60 || c.SettingsRateLimit != 30 ||
 			c.CLITokenTTL != 720*time.Hour || c.ChainLimitPerHour != 10 || c.TestEventSyncTimeout != 10*time.Second ||
 			c.TrackingTimeout != 10*time.Second || c.APIKeyDocsURL != "https://docs.svc.dev/api-keys/rotation" || c.OIDC.Enabled ||
-			!slices.Equal(c.OIDC.Algorithms, []string{"RS256", "ES256"}) || c.TrackingURL != "" || c.CommissionsURL != "" {
+			!slices.Equal(c.OIDC.Algorithms, []string{"RS256", "ES256"}) || c.TrackingURL != "" || c.CommissionsURL != "" || c.KeyUseInterval != time.Minute {
 			t.Errorf("defaults: %+v", c)
 		}
 	})
@@ -43,12 +43,12 @@ func TestLoadConfig(t *testing.T) {
 		}
 	})
 	t.Run("every problem at once", func(t *testing.T) {
-		env := map[string]string{"OIDC_ISSUER": "https://id.example", "CHAIN_LIMIT_PER_HOUR": "0"}
+		env := map[string]string{"OIDC_ISSUER": "https://id.example", "CHAIN_LIMIT_PER_HOUR": "0", "KEY_USE_REPORT_INTERVAL": "0s"}
 		_, err := LoadConfig(obs.NewEnv(func(k string) string { return env[k] }))
 		if err == nil {
 			t.Fatal("no error")
 		}
-		for _, want := range []string{"ADMIN_TOKEN", "SESSION_SIGNING_KEY", "OIDC_AUDIENCE is required", "CHAIN_LIMIT_PER_HOUR must be at least 1"} {
+		for _, want := range []string{"ADMIN_TOKEN", "SESSION_SIGNING_KEY", "OIDC_AUDIENCE is required", "CHAIN_LIMIT_PER_HOUR must be at least 1", "KEY_USE_REPORT_INTERVAL must be positive"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %q", err, want)
 			}

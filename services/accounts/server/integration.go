@@ -69,7 +69,7 @@ func wireIntegration(p *platform.Platform, cfg Config, cat catalog.Service, trac
 	// The CLI routes' keys count as uses too, reported as tracking and
 	// commissions report theirs (apikeys.used.v1, consumed back here).
 	uses := apikey.NewUses()
-	p.AddRunner(catalogsync.KeyUseReporter{Pool: p.Pool, Uses: uses, Service: p.Name, Logger: p.Logger}.Run)
+	p.AddRunner(catalogsync.KeyUseReporter{Pool: p.Pool, Uses: uses, Service: p.Name, Interval: cfg.KeyUseInterval, Logger: p.Logger}.Run)
 	return httpapi.Routes(set, httpapi.Config{
 		Keys:       &apikey.Authenticator{Store: store, Now: p.Now, DocsURL: cfg.APIKeyDocsURL, OnLookup: lookups.Observe, Uses: uses},
 		Limit:      cli.byToken,
