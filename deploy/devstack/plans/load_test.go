@@ -37,7 +37,7 @@ const bulkRows = 100_000
 // it, each service on its own connection at the same time, before any
 // service runs.
 func prepare(ctx context.Context, env map[string]string) error {
-	loads := map[string]string{"tracking": loadTracking, "commissions": loadCommissions, "analytics": loadAnalytics}
+	loads := map[string]string{"tracking": loadTracking, "commissions": loadCommissions, "analytics": loadAnalytics, "accounts": loadAccounts}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -200,3 +200,17 @@ SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i
 INSERT INTO partner_money (program_id, bucket, partner_id, currency, revenue_minor, commission_minor)
 SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i / 1000), 2000000 + i % 5000, 'USD', 10000, 1000
 FROM generate_series(1, {N}) i`
+
+// loadAccounts: the catalog the console's routes read (a person's
+// memberships, workspaces and programs, their session's standing): N
+// workspaces (open sign-up makes one per person), the first 1,000 with a
+// program each, N people each a member of one program, N revoked sessions.
+const loadAccounts = `
+INSERT INTO advertisers (id, name, email) SELECT 3000000 + i, 'Bulk ' || i, 'b' || i || '@bulk.example' FROM generate_series(0, {N}) i;
+INSERT INTO programs (id, advertiser_id, name, domain, commission_type, commission_rate)
+SELECT 1000000 + i, 3000000 + i, 'Bulk ' || i, 'bulk.example', 'percent', 10 FROM generate_series(0, 999) i;
+INSERT INTO users (id, email, advertiser_id) SELECT 1000000000 + i, 'u' || i || '@bulk.example', 3000000 + i FROM generate_series(1, {N}) i;
+INSERT INTO memberships (program_id, user_id, active, permissions)
+SELECT 1000000 + i % 1000, 1000000000 + i, i % 10 <> 0, '{tracking:read}' FROM generate_series(1, {N}) i;
+INSERT INTO session_revocations (session_id, user_id, expires_at, revoked_at)
+SELECT md5(i::text), 1000000000 + i, now() + interval '1 hour' * (i % 12), now() FROM generate_series(1, {N}) i`

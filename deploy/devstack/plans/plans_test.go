@@ -70,7 +70,7 @@ func TestHotStatementsUseIndexes(t *testing.T) {
 	t.Cleanup(gw.Close)
 	started := time.Now()
 
-	c := &client{t: t, gw: gw.URL, http: &http.Client{Timeout: 30 * time.Second}}
+	c := &client{t: t, gw: gw.URL, http: &http.Client{Timeout: 30 * time.Second}, rec: rec}
 	c.drive()
 	driven := time.Now()
 
@@ -81,8 +81,9 @@ func TestHotStatementsUseIndexes(t *testing.T) {
 }
 
 // hotSchemas are the schemas checked: the services of the routes driven.
-// accounts serves only the admin calls that make the test's catalog here.
-var hotSchemas = map[string]bool{"tracking": true, "commissions": true, "analytics": true}
+// accounts' statements are recorded only from the console's routes on
+// (recorder.console), not the admin calls that make the test's catalog.
+var hotSchemas = map[string]bool{"tracking": true, "commissions": true, "analytics": true, "accounts": true}
 
 // check EXPLAINs each recorded statement in its service's schema with the
 // arguments it ran with and fails on each plan that reads a large table
@@ -147,6 +148,7 @@ type client struct {
 	http *http.Client
 	seq  atomic.Int64
 	cat  int64 // highest X-Catalog-Seq seen
+	rec  *recorder
 }
 
 type reply struct {
@@ -358,6 +360,13 @@ func (c *client) drive() {
 	c.want(200, "GET", fmt.Sprintf("/api/tracking/partners/%d?period=30d", w.program), nil, owner...)
 	c.want(200, "GET", "/api/v1/programs/me/readiness", nil, bearer(w.live)...)
 	c.want(200, "GET", "/api/v1/programs/me/analytics/sources?period=7d", nil, bearer(w.live)...)
+
+	// The brand console's reads (accounts), on a catalog of 100,000 people.
+	c.rec.console.Store(true)
+	c.want(200, "GET", "/api/v1/dashboard/me", nil, owner...)
+	c.want(200, "GET", "/api/v1/programs?limit=10", nil, owner...)
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/settings", w.program), nil, owner...)
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/keys", w.program), nil, owner...)
 }
 
 // event is a processor fixture (commissions' testdata) with a fresh id,

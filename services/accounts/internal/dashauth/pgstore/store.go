@@ -99,11 +99,16 @@ func (s *Store) Memberships(ctx context.Context, userID int64) ([]dashauth.Membe
 }
 
 func (s *Store) Workspaces(ctx context.Context, userID int64) ([]dashauth.Workspace, error) {
-	rows, err := s.pool.Query(ctx, `SELECT a.id, a.name, coalesce(a.id = u.advertiser_id, false)
-		FROM users u JOIN advertisers a ON a.id = u.advertiser_id OR a.id IN (
-			SELECT p.advertiser_id FROM memberships m JOIN programs p ON p.id = m.program_id
-			WHERE m.user_id = u.id AND m.active)
-		WHERE u.id = $1 ORDER BY a.id`, userID)
+	// The workspace ids first (the person's own, those of the programs they
+	// are a member of), then each by its key: a join on "owned OR member"
+	// read every advertiser.
+	rows, err := s.pool.Query(ctx, `SELECT a.id, a.name, bool_or(w.owner)
+		FROM (SELECT u.advertiser_id AS id, true AS owner FROM users u WHERE u.id = $1 AND u.advertiser_id IS NOT NULL
+			UNION ALL
+			SELECT p.advertiser_id, false FROM memberships m JOIN programs p ON p.id = m.program_id
+			WHERE m.user_id = $1 AND m.active) w
+		JOIN advertisers a ON a.id = w.id
+		GROUP BY a.id, a.name ORDER BY a.id`, userID)
 	if err != nil {
 		return nil, fmt.Errorf("select workspaces: %w", err)
 	}
