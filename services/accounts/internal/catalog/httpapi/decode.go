@@ -424,3 +424,36 @@ func decodeSync(_ context.Context, r *http.Request) (any, error) {
 	}
 	return endpoints.WaitForSyncRequest{Seq: catalog.Seq(seq), Timeout: timeout}, nil
 }
+
+// ReadProgram reads a program as the command-line init route and the
+// console's create route take it: name and domain that are not strings
+// count as missing; a commission_type that is not a string is named in its
+// message as sent; numbers (and advertiser_id) are raw JSON, so the
+// catalog reports type and range problems with its own messages.
+func ReadProgram(obj httpkit.Object) (advertiserID *string, in catalog.ProgramInput) {
+	str := func(key string) *string {
+		if v, ok, err := obj.String(key); ok && err == nil {
+			return &v
+		}
+		return nil
+	}
+	raw := func(key string) *string {
+		if v, ok := obj.Raw(key); ok {
+			s := string(v)
+			return &s
+		}
+		return nil
+	}
+	ctype := str("commission_type")
+	if ctype == nil {
+		ctype = raw("commission_type")
+	}
+	return raw("advertiser_id"), catalog.ProgramInput{
+		Name:           str("name"),
+		Domain:         str("domain"),
+		CommissionType: ctype,
+		CommissionRate: raw("commission_rate"),
+		DurationMonths: raw("duration_months"),
+		CookieDuration: raw("cookie_duration"),
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	cataloghttp "github.com/svc-dev/svc/services/accounts/internal/catalog/httpapi"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth"
 	"github.com/svc-dev/svc/services/accounts/internal/cliauth/endpoints"
 )
@@ -71,36 +72,8 @@ func decodeInit(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, initNUL(err)
 	}
-	// Name and domain that are not strings count as missing; any other
-	// commission_type value is named in its own message as sent.
-	str := func(key string) *string {
-		if v, ok, err := obj.String(key); ok && err == nil {
-			return &v
-		}
-		return nil
-	}
-	raw := func(key string) *string {
-		if v, ok := obj.Raw(key); ok {
-			s := string(v)
-			return &s
-		}
-		return nil
-	}
-	ctype := str("commission_type")
-	if ctype == nil {
-		ctype = raw("commission_type")
-	}
-	in := cliauth.InitInput{
-		AdvertiserID: raw("advertiser_id"),
-		Program: catalog.ProgramInput{
-			Name:           str("name"),
-			Domain:         str("domain"),
-			CommissionType: ctype,
-			CommissionRate: raw("commission_rate"),
-			DurationMonths: raw("duration_months"),
-			CookieDuration: raw("cookie_duration"),
-		},
-	}
+	advertiser, program := cataloghttp.ReadProgram(obj)
+	in := cliauth.InitInput{AdvertiserID: advertiser, Program: program}
 	return endpoints.InitRequest{User: user, Input: in}, nil
 }
 

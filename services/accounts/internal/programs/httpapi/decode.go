@@ -8,6 +8,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	cataloghttp "github.com/svc-dev/svc/services/accounts/internal/catalog/httpapi"
 	"github.com/svc-dev/svc/services/accounts/internal/programs"
 	"github.com/svc-dev/svc/services/accounts/internal/programs/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
@@ -27,34 +28,8 @@ func decodeCreate(ctx context.Context, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, numberNUL(err)
 	}
-	str := func(key string) *string {
-		if v, ok, err := obj.String(key); ok && err == nil {
-			return &v
-		}
-		return nil
-	}
-	raw := func(key string) *string {
-		if v, ok := obj.Raw(key); ok {
-			s := string(v)
-			return &s
-		}
-		return nil
-	}
-	ctype := str("commission_type")
-	if ctype == nil {
-		ctype = raw("commission_type")
-	}
-	in := programs.CreateInput{
-		AdvertiserID: raw("advertiser_id"),
-		Program: catalog.ProgramInput{
-			Name:           str("name"),
-			Domain:         str("domain"),
-			CommissionType: ctype,
-			CommissionRate: raw("commission_rate"),
-			DurationMonths: raw("duration_months"),
-			CookieDuration: raw("cookie_duration"),
-		},
-	}
+	advertiser, program := cataloghttp.ReadProgram(obj)
+	in := programs.CreateInput{AdvertiserID: advertiser, Program: program}
 	if obj.Has("allowed_origins") {
 		// null is no origins, as an empty list is.
 		v, ok, err := obj.StringSlice("allowed_origins")
