@@ -12,7 +12,6 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 	"github.com/svc-dev/svc/services/accounts/internal/programs/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
@@ -34,22 +33,9 @@ type Config struct {
 
 // Routes lists both routes.
 func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	limit, failedAuth := cfg.Limit, cfg.FailedAuth
-	if limit == nil {
-		limit = func(h http.Handler) http.Handler { return h }
-	}
-	if failedAuth == nil {
-		failedAuth = func(h http.Handler) http.Handler { return h }
-	}
+	routes := settingshttpapi.SessionRoutes{Sessions: cfg.Sessions, Logger: cfg.Logger, Limit: cfg.Limit, FailedAuth: cfg.FailedAuth}
 	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
-		enc := httperr.Route{Fail: fail}
-		srv := kithttp.NewServer(e, httpkit.RefuseNULQuery(dec), httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
-		check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
-		return failedAuth(settingshttpapi.RequireSession(cfg.Sessions, check, limit(noStore(srv))))
+		return routes.Handler(fail, e, httpkit.RefuseNULQuery(dec), noStore)
 	}
 	return []httpkit.Route{
 		{Pattern: "POST " + Path, Name: "programs_create",

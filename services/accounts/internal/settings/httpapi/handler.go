@@ -10,9 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/go-kit/kit/endpoint"
-	kithttp "github.com/go-kit/kit/transport/http"
-
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
@@ -44,23 +41,7 @@ type Config struct {
 
 // Routes lists both settings routes.
 func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	limit, failedAuth := cfg.Limit, cfg.FailedAuth
-	if limit == nil {
-		limit = func(h http.Handler) http.Handler { return h }
-	}
-	if failedAuth == nil {
-		failedAuth = func(h http.Handler) http.Handler { return h }
-	}
-	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
-		enc := httperr.Route{Fail: fail}
-		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
-		check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
-		return failedAuth(requireSession(cfg.Sessions, check, limit(srv)))
-	}
+	build := SessionRoutes{Sessions: cfg.Sessions, Logger: cfg.Logger, Limit: cfg.Limit, FailedAuth: cfg.FailedAuth}.Handler
 	return []httpkit.Route{
 		{Pattern: "GET /api/v1/programs/{id}/settings", Name: "program_settings_get",
 			Handler: build("Failed to load program settings", set.Get, decodeGet), LimitChecksURL: cfg.Limit != nil},
