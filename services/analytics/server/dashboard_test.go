@@ -165,11 +165,26 @@ func (d *dash) click(t *testing.T, w world, extra map[string]any) string {
 	return cid
 }
 
-func (d *dash) sale(t *testing.T, w world, clickID string, cents int64, currency string) {
+// sale records a paid sale with the live key and answers its transaction id.
+func (d *dash) sale(t *testing.T, w world, clickID string, cents int64, currency string) string {
 	t.Helper()
-	r := d.do(t, "POST", "/api/v1/track/sale", map[string]any{"transaction_id": "txn_" + d.uniq(), "amount_cents": cents, "currency": currency, "click_id": clickID}, bearer(w.live)...)
+	txn := "txn_" + d.uniq()
+	r := d.do(t, "POST", "/api/v1/track/sale", map[string]any{"transaction_id": txn, "amount_cents": cents, "currency": currency, "click_id": clickID}, bearer(w.live)...)
 	if r.status != 200 {
 		t.Fatalf("sale: %d %s", r.status, r.raw)
+	}
+	return txn
+}
+
+// refund refunds cents of a sale (0: all that is left) with key.
+func (d *dash) refund(t *testing.T, key, txn string, cents int64) {
+	t.Helper()
+	body := map[string]any{"transaction_id": txn}
+	if cents > 0 {
+		body["refund_amount_cents"] = cents
+	}
+	if r := d.do(t, "POST", "/api/v1/track/refund", body, bearer(key)...); r.status != 200 {
+		t.Fatalf("refund of %s: %d %s", txn, r.status, r.raw)
 	}
 }
 

@@ -104,12 +104,15 @@ func TestRebuild(t *testing.T) {
 	// Every click is in the figures before the sales that name its
 	// customer (the live consumers read the two topics independently).
 	eventually(t, "the clicks", func() bool { return clicks(t) == 3 })
-	d.sale(t, w, ids[0], 4900, "USD")
-	d.sale(t, w, ids[1], 2000, "EUR")
+	usd := d.sale(t, w, ids[0], 4900, "USD")
+	eur := d.sale(t, w, ids[1], 2000, "EUR")
 	d.sale(t, w, ids[2], 100000, "VND")
-	// Every event of both topics in the figures: the sales and their
-	// commissions (the ledger's), the leads, the conversions and the test
-	// events (tracking's).
+	// Refunds: part of one sale, all of another.
+	d.refund(t, w.live, usd, 1000)
+	d.refund(t, w.live, eur, 0)
+	// Every event of both topics in the figures: the sales, their
+	// commissions and the refunds (the ledger's), the leads, the
+	// conversions and the test events (tracking's).
 	eventually(t, "every event in the figures", func() bool {
 		r := d.do(t, "GET", fmt.Sprintf("/api/tracking/performance/%d", w.program), nil, bearer(owner)...)
 		st := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(owner)...)
@@ -117,6 +120,7 @@ func TestRebuild(t *testing.T) {
 		stats, _ := data["statistics"].(map[string]any)
 		tests := func(step string) any { m, _ := stats[step].(map[string]any); return m["testEventCount"] }
 		return metric(r, "totalSales") == 3.0 && metric(r, "totalPartnersCommission") == 7.64 && metric(r, "totalLeads") == 2.0 &&
+			metric(r, "totalRefunds") == 2.0 && metric(r, "totalRefundedAmount") == 33.40 &&
 			metric(r, "totalConversions") == 3.0 && tests("pageview") == 1.0 && tests("referrals") == 1.0
 	})
 

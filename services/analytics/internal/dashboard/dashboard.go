@@ -83,6 +83,10 @@ type Day struct {
 	Date                                        time.Time
 	Clicks, Leads, Conversions, Sales, Partners int64
 	Revenue, Commission                         float64
+	// Refunds the ledger applied that day and their dollars (ours, beyond
+	// the spec's fields: Overview's refunds tiles).
+	Refunds  int64
+	Refunded float64
 	// FXEstimated: some of the day's money was converted at an earlier
 	// day's rate (the rate table has none for that day).
 	FXEstimated bool
@@ -203,6 +207,8 @@ type Metrics struct {
 	TotalClicks, TotalLeads, TotalConversions, TotalPartners, TotalSales int64
 	TotalRevenue, ConversionRate, AverageOrderValue, TotalCommission     float64
 	Clicks, Leads, Conversions, Revenue, Partners, Sales, Commission     Trend
+	TotalRefunds                                                         int64
+	TotalRefunded                                                        float64
 }
 
 // Performance is the route's answer: one Day per calendar day (money
@@ -377,7 +383,7 @@ func fill(have []Day, first time.Time, days int) []Day {
 		if len(have) > 0 && civil(have[0].Date, time.UTC).Equal(date) {
 			d, have = have[0], have[1:]
 		}
-		d.Date, d.Revenue, d.Commission = date, round(d.Revenue, 2), round(d.Commission, 2)
+		d.Date, d.Revenue, d.Commission, d.Refunded = date, round(d.Revenue, 2), round(d.Commission, 2), round(d.Refunded, 2)
 		out[i] = d
 	}
 	return out
@@ -393,8 +399,10 @@ func sum(days []Day) Day {
 		t.Partners += d.Partners
 		t.Revenue += d.Revenue
 		t.Commission += d.Commission
+		t.Refunds += d.Refunds
+		t.Refunded += d.Refunded
 	}
-	t.Revenue, t.Commission = round(t.Revenue, 2), round(t.Commission, 2)
+	t.Revenue, t.Commission, t.Refunded = round(t.Revenue, 2), round(t.Commission, 2), round(t.Refunded, 2)
 	return t
 }
 
@@ -402,6 +410,7 @@ func metrics(cur, prev Day) Metrics {
 	m := Metrics{
 		TotalClicks: cur.Clicks, TotalLeads: cur.Leads, TotalConversions: cur.Conversions,
 		TotalPartners: cur.Partners, TotalSales: cur.Sales, TotalRevenue: cur.Revenue, TotalCommission: cur.Commission,
+		TotalRefunds: cur.Refunds, TotalRefunded: cur.Refunded,
 		Clicks:      trend(float64(cur.Clicks), float64(prev.Clicks)),
 		Leads:       trend(float64(cur.Leads), float64(prev.Leads)),
 		Conversions: trend(float64(cur.Conversions), float64(prev.Conversions)),

@@ -219,14 +219,17 @@ func RefreshDollars(ctx context.Context, db Execer, schema string) (int64, error
 	if schema != "" {
 		days, money = pgx.Identifier{schema, days}.Sanitize(), pgx.Identifier{schema, money}.Sanitize()
 	}
-	tag, err := db.Exec(ctx, `INSERT INTO `+days+` AS a (program_id, day, revenue_usd, commission_usd, fx_estimated)
-		SELECT m.program_id, m.day, sum(m.revenue_minor * f.usd_per_minor), sum(m.commission_minor * f.usd_per_minor), bool_or(f.estimated)
+	tag, err := db.Exec(ctx, `INSERT INTO `+days+` AS a (program_id, day, revenue_usd, commission_usd, refunded_usd, fx_estimated)
+		SELECT m.program_id, m.day, sum(m.revenue_minor * f.usd_per_minor), sum(m.commission_minor * f.usd_per_minor),
+			sum(m.refunded_minor * f.usd_per_minor), bool_or(f.estimated)
 		FROM `+money+` m
 		JOIN fx_daily f ON f.currency = m.currency AND f.day = LEAST(GREATEST(m.day, DATE '2000-01-01'), DATE '2100-12-31')
 		GROUP BY 1, 2
 		ON CONFLICT (program_id, day) DO UPDATE
-			SET revenue_usd = EXCLUDED.revenue_usd, commission_usd = EXCLUDED.commission_usd, fx_estimated = EXCLUDED.fx_estimated
-			WHERE (a.revenue_usd, a.commission_usd, a.fx_estimated) IS DISTINCT FROM (EXCLUDED.revenue_usd, EXCLUDED.commission_usd, EXCLUDED.fx_estimated)`)
+			SET revenue_usd = EXCLUDED.revenue_usd, commission_usd = EXCLUDED.commission_usd, refunded_usd = EXCLUDED.refunded_usd,
+				fx_estimated = EXCLUDED.fx_estimated
+			WHERE (a.revenue_usd, a.commission_usd, a.refunded_usd, a.fx_estimated)
+				IS DISTINCT FROM (EXCLUDED.revenue_usd, EXCLUDED.commission_usd, EXCLUDED.refunded_usd, EXCLUDED.fx_estimated)`)
 	if err != nil {
 		return 0, fmt.Errorf("refresh the daily dollars: %w", err)
 	}

@@ -67,6 +67,15 @@ func TestPage(t *testing.T) {
 				t.Fatalf("the page contains %q", bad)
 			}
 		}
+		// Overview's tiles include the refunds beside revenue and
+		// commission (kpi-<metric> is the element the browser test reads).
+		js := body(t, serve(t, h, "GET", "/dashboard/assets/app.js"))
+		for _, tile := range []string{"['totalRevenue', 'Revenue'", "['totalPartnersCommission', 'Commission'", "['totalRefunds', 'Refunds', 'int'",
+			"['totalRefundedAmount', 'Refunded', 'usd'", "'data-testid': 'kpi-' + k[0]"} {
+			if !strings.Contains(js, tile) {
+				t.Fatalf("app.js has no %s", tile)
+			}
+		}
 		for _, label := range []string{`<label for="program">`, `<label for="period">`, `<label for="date-from">`, `<label for="date-to">`, `<label for="dimension">`} {
 			if !strings.Contains(page, label) {
 				t.Fatalf("control without its label: %s", label)

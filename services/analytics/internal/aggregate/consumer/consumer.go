@@ -1,6 +1,7 @@
 // Package consumer keeps analytics' pre-aggregated figures from the
 // events of tracking (tracking.events.v1: clicks, leads, conversions) and
-// of the commissions ledger (commissions.events.v1: sales, commissions),
+// of the commissions ledger (commissions.events.v1: sales, commissions,
+// refunds),
 // each applied inside the inbox transaction the platform opens for it, so
 // the figures and the inbox row commit together: a redelivered envelope is
 // dropped by the inbox, and a second copy of an event under another
@@ -135,7 +136,7 @@ func Commissions(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		if err := addActivity(ctx, tx, ev.GetProgramId(), at, "sales"); err != nil {
 			return err
 		}
-		if err := addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), ev.GetAmountCents(), 0); err != nil {
+		if err := addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), money{revenue: ev.GetAmountCents()}); err != nil {
 			return err
 		}
 		return saleSource(ctx, tx, &ev)
@@ -151,12 +152,45 @@ func Commissions(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			return err
 		}
 		at := ev.GetCreatedAt().AsTime()
-		if err := addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), 0, ev.GetAmount()); err != nil {
+		if err := addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetCurrency(), money{commission: ev.GetAmount()}); err != nil {
 			return err
 		}
 		return addPartnerMoney(ctx, tx, ev.GetProgramId(), ev.GetPartnerId(), at, ev.GetCurrency(), 0, ev.GetAmount())
+	case eventsv1.TypeRefundRecorded:
+		var ev eventsv1.RefundRecorded
+		if err := proto.Unmarshal(env.GetPayload(), &ev); err != nil {
+			return fmt.Errorf("decode %s: %w", env.GetType(), err)
+		}
+		return refund(ctx, tx, &ev)
 	}
 	return nil
+}
+
+// refund counts a refund the ledger applied, once, on the day it was
+// made (not the sale's day: Overview explains a balance that dropped
+// then), in the sale's currency converted like revenue. Only a refund of
+// a sale the figures counted: the event carries no test flag, and a test
+// sale's refund must not show beside real revenue (the ledger's outbox
+// publishes a sale before any refund of it).
+func refund(ctx context.Context, tx pgx.Tx, ev *eventsv1.RefundRecorded) error {
+	if ev.GetAmountCents() <= 0 {
+		return nil
+	}
+	var real bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM counted WHERE kind = 'sale' AND id = $1)`, ev.GetSaleId()).Scan(&real); err != nil {
+		return fmt.Errorf("sale %d of refund %d: %w", ev.GetSaleId(), ev.GetRefundId(), err)
+	}
+	if !real {
+		return nil
+	}
+	if first, err := once(ctx, tx, "refund", ev.GetRefundId()); err != nil || !first {
+		return err
+	}
+	at := ev.GetCreatedAt().AsTime()
+	if err := addActivity(ctx, tx, ev.GetProgramId(), at, "refunds"); err != nil {
+		return err
+	}
+	return addMoney(ctx, tx, ev.GetProgramId(), at, ev.GetSaleCurrency(), money{refunded: ev.GetAmountCents()})
 }
 
 // once records that the producer's event (kind, id) is counted; false when
@@ -173,7 +207,7 @@ func once(ctx context.Context, tx pgx.Tx, kind string, id int64) (bool, error) {
 // and of its UTC day (column is one of the constants above, never input).
 func addActivity(ctx context.Context, tx pgx.Tx, program int64, at time.Time, column string) error {
 	switch column {
-	case "clicks", "leads", "conversions", "sales":
+	case "clicks", "leads", "conversions", "sales", "refunds":
 	default:
 		return fmt.Errorf("unknown activity counter %q", column)
 	}
@@ -194,11 +228,16 @@ func utcDay(t time.Time) time.Time {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
-func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, currency string, revenue, commission int64) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO money_buckets (program_id, bucket, currency, revenue_minor, commission_minor) VALUES ($1, $2, $3, $4, $5)
+// money is what an event adds to a day's money, in minor units of one
+// currency.
+type money struct{ revenue, commission, refunded int64 }
+
+func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, currency string, m money) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO money_buckets (program_id, bucket, currency, revenue_minor, commission_minor, refunded_minor) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (program_id, bucket, currency) DO UPDATE SET revenue_minor = money_buckets.revenue_minor + EXCLUDED.revenue_minor,
-			commission_minor = money_buckets.commission_minor + EXCLUDED.commission_minor`,
-		program, bucket(at), currency, revenue, commission); err != nil {
+			commission_minor = money_buckets.commission_minor + EXCLUDED.commission_minor,
+			refunded_minor = money_buckets.refunded_minor + EXCLUDED.refunded_minor`,
+		program, bucket(at), currency, m.revenue, m.commission, m.refunded); err != nil {
 		return fmt.Errorf("add money of program %d: %w", program, err)
 	}
 	// The day's dollars at its rate (fx_daily; a day outside it has its
@@ -206,17 +245,19 @@ func addMoney(ctx context.Context, tx pgx.Tx, program int64, at time.Time, curre
 	// the route reads them without converting per row. A currency without
 	// rates (none: fx_rates refers to currencies) counts no dollars.
 	if _, err := tx.Exec(ctx, `WITH m AS (
-			INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor) VALUES ($1, $2, $3, $4, $5)
+			INSERT INTO money_days (program_id, day, currency, revenue_minor, commission_minor, refunded_minor) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (program_id, day, currency) DO UPDATE SET revenue_minor = money_days.revenue_minor + EXCLUDED.revenue_minor,
-				commission_minor = money_days.commission_minor + EXCLUDED.commission_minor
+				commission_minor = money_days.commission_minor + EXCLUDED.commission_minor,
+				refunded_minor = money_days.refunded_minor + EXCLUDED.refunded_minor
 		)
-		INSERT INTO activity_days (program_id, day, revenue_usd, commission_usd, fx_estimated)
-		SELECT $1, $2, COALESCE($4 * f.usd_per_minor, 0), COALESCE($5 * f.usd_per_minor, 0), COALESCE(f.estimated, false)
+		INSERT INTO activity_days (program_id, day, revenue_usd, commission_usd, refunded_usd, fx_estimated)
+		SELECT $1, $2, COALESCE($4 * f.usd_per_minor, 0), COALESCE($5 * f.usd_per_minor, 0), COALESCE($6 * f.usd_per_minor, 0), COALESCE(f.estimated, false)
 		FROM (SELECT) one LEFT JOIN fx_daily f ON f.currency = $3 AND f.day = LEAST(GREATEST($2::date, DATE '2000-01-01'), DATE '2100-12-31')
 		ON CONFLICT (program_id, day) DO UPDATE SET revenue_usd = activity_days.revenue_usd + EXCLUDED.revenue_usd,
 			commission_usd = activity_days.commission_usd + EXCLUDED.commission_usd,
+			refunded_usd = activity_days.refunded_usd + EXCLUDED.refunded_usd,
 			fx_estimated = activity_days.fx_estimated OR EXCLUDED.fx_estimated`,
-		program, utcDay(at), currency, revenue, commission); err != nil {
+		program, utcDay(at), currency, m.revenue, m.commission, m.refunded); err != nil {
 		return fmt.Errorf("add daily money of program %d: %w", program, err)
 	}
 	return nil

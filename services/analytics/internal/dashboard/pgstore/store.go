@@ -92,7 +92,7 @@ func (s *Store) Days(ctx context.Context, programID int64, span dashboard.Span) 
 	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (dashboard.Day, error) {
 		var d dashboard.Day
 		var date time.Time
-		err := row.Scan(&date, &d.Clicks, &d.Leads, &d.Conversions, &d.Sales, &d.Partners, &d.Revenue, &d.Commission, &d.FXEstimated)
+		err := row.Scan(&date, &d.Clicks, &d.Leads, &d.Conversions, &d.Sales, &d.Refunds, &d.Partners, &d.Revenue, &d.Commission, &d.Refunded, &d.FXEstimated)
 		d.Date = utcDate(date)
 		return d, err
 	})
@@ -111,14 +111,14 @@ func (s *Store) utcDays(ctx context.Context, programID int64, span dashboard.Spa
 	from, to := span.From(), span.To()
 	batch := &pgx.Batch{}
 	var days []dashboard.Day
-	batch.Queue(`SELECT day, clicks, leads, conversions, sales, revenue_usd::float8, commission_usd::float8, fx_estimated FROM activity_days
+	batch.Queue(`SELECT day, clicks, leads, conversions, sales, refunds, revenue_usd::float8, commission_usd::float8, refunded_usd::float8, fx_estimated FROM activity_days
 		WHERE program_id = $1 AND day >= $2::date AND day < $3::date ORDER BY day`, programID, from, to).
 		Query(func(rows pgx.Rows) error {
 			var err error
 			days, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (dashboard.Day, error) {
 				var d dashboard.Day
 				var date time.Time
-				err := row.Scan(&date, &d.Clicks, &d.Leads, &d.Conversions, &d.Sales, &d.Revenue, &d.Commission, &d.FXEstimated)
+				err := row.Scan(&date, &d.Clicks, &d.Leads, &d.Conversions, &d.Sales, &d.Refunds, &d.Revenue, &d.Commission, &d.Refunded, &d.FXEstimated)
 				d.Date = utcDate(date)
 				return d, err
 			})
@@ -173,13 +173,13 @@ func utcDate(t time.Time) time.Time {
 const daysByBucket = `
 		WITH activity AS (
 			SELECT (bucket AT TIME ZONE $4)::date AS day, sum(clicks) AS clicks, sum(leads) AS leads,
-				sum(conversions) AS conversions, sum(sales) AS sales
+				sum(conversions) AS conversions, sum(sales) AS sales, sum(refunds) AS refunds
 			FROM activity_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1
 		), money AS (
 			SELECT m.day, sum(m.revenue * r.usd_per_minor) AS revenue, sum(m.commission * r.usd_per_minor) AS commission,
-				bool_or(r.estimated) AS estimated
+				sum(m.refunded * r.usd_per_minor) AS refunded, bool_or(r.estimated) AS estimated
 			FROM (SELECT (bucket AT TIME ZONE $4)::date AS day, (bucket AT TIME ZONE 'UTC')::date AS utc_day, currency,
-					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission
+					sum(revenue_minor) AS revenue, sum(commission_minor) AS commission, sum(refunded_minor) AS refunded
 				FROM money_buckets WHERE program_id = $1 AND bucket >= $2 AND bucket < $3 GROUP BY 1, 2, 3) m
 			CROSS JOIN LATERAL fx_rate_on(m.currency, m.utc_day) r
 			GROUP BY m.day
@@ -187,8 +187,9 @@ const daysByBucket = `
 			SELECT (created_at AT TIME ZONE $4)::date AS day, count(*) AS partners
 			FROM partner_programs pp WHERE program_id = $1 AND created_at >= $2 AND created_at < $3 AND ` + notFixture + ` GROUP BY 1
 		)
-		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0),
-			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8, COALESCE(m.estimated, false)
+		SELECT d.day, COALESCE(a.clicks, 0), COALESCE(a.leads, 0), COALESCE(a.conversions, 0), COALESCE(a.sales, 0), COALESCE(a.refunds, 0),
+			COALESCE(p.partners, 0), COALESCE(m.revenue, 0)::float8, COALESCE(m.commission, 0)::float8, COALESCE(m.refunded, 0)::float8,
+			COALESCE(m.estimated, false)
 		FROM (SELECT day FROM activity UNION SELECT day FROM money UNION SELECT day FROM partners) d
 		LEFT JOIN activity a ON a.day = d.day LEFT JOIN money m ON m.day = d.day LEFT JOIN partners p ON p.day = d.day
 		ORDER BY d.day`

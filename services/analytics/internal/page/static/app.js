@@ -19,6 +19,10 @@
     ['totalConversions', 'Conversions', 'int', 'conversionsTrend'],
     ['totalRevenue', 'Revenue', 'usd', 'revenueTrend'],
     ['totalPartnersCommission', 'Commission', 'usd', 'commissionTrend'],
+    // Ours, beside revenue and commission: why a partner's balance is
+    // lower than the commission tile (refunds take their share back).
+    ['totalRefunds', 'Refunds', 'int', null],
+    ['totalRefundedAmount', 'Refunded', 'usd', null],
     ['conversionRate', 'Conversion rate', 'pct', null],
     ['averageOrderValue', 'Average order', 'usd', null],
     ['totalSales', 'Paid sales', 'int', 'salesTrend'],
