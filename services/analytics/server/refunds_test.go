@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/api/openapivalidate"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
@@ -68,6 +72,25 @@ func TestPerformanceRefunds(t *testing.T) {
 		// The spec's daily rows keep exactly the spec's fields.
 		rows := r.body["data"].([]any)
 		wantJSON(t, "11 March", rows[1], `{"clicks":0,"commission":0,"conversions":0,"date":"2026-03-11","leads":0,"partners":0,"period":"2026-03-11","revenue":0,"sales":0}`)
+	})
+
+	t.Run("the answer with refunds is the one api/openapi.yaml describes", func(t *testing.T) {
+		v, err := openapivalidate.NewValidator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tracking/performance/%d?dateFrom=2026-03-10&dateTo=2026-03-11", d.gw, a.program), nil)
+		req.Header.Set("Authorization", "Bearer "+owner)
+		resp, err := d.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(raw))
+		if err := v.ValidateResponse(req, resp); err != nil || resp.StatusCode != 200 || !bytes.Contains(raw, []byte(`"totalRefundedAmount":33.4`)) {
+			t.Fatalf("%d %v\n%s", resp.StatusCode, err, raw)
+		}
 	})
 
 	t.Run("the other program's refunds are its own", func(t *testing.T) {
