@@ -184,6 +184,9 @@ INSERT INTO money_buckets (program_id, bucket, currency, revenue_minor, commissi
 SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i / 1000), 'USD', 10000, 1000 FROM generate_series(1, {N}) i;
 INSERT INTO activity_days (program_id, day, clicks, leads, conversions, sales, revenue_usd, commission_usd)
 SELECT 1000000 + i % 1000, current_date - (i / 1000), 5, 2, 1, 1, 100, 10 FROM generate_series(1, {N}) i;
+-- The producers' ids already counted (a refund reads whether its sale was).
+INSERT INTO counted (kind, id)
+SELECT (ARRAY['click', 'sale', 'commission', 'refund'])[1 + i % 4], 1000000000 + i FROM generate_series(1, {N}) i;
 INSERT INTO customers (customer_id, program_id, status, signup_bucket, first_purchase_bucket)
 SELECT i, 1000000 + i % 1000, 'conversion', date_trunc('day', now()), date_trunc('day', now()) FROM generate_series(1, {N}) i;
 INSERT INTO test_events (program_id, kind, event_id, occurred_at, created_at)
