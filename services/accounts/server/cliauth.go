@@ -195,6 +195,11 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	}
 	routes = append(routes, keyRoutes...)
 
+	// The console's team: see members.go.
+	if routes, err = appendMembers(routes, p, cfg, cat, checker, trace, cli.failedAuth, refusals); err != nil {
+		return nil, err
+	}
+
 	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, checker, sessionsendpoints.New(sessSvc, trace), trace, cli, refusals)
 	if err != nil {
 		return nil, err
