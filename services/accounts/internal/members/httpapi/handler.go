@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 
-
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/members/endpoints"
