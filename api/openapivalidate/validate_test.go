@@ -45,6 +45,11 @@ var wantOperations = []string{
 	"POST /api/v1/programs/{id}/keys",
 	"POST /api/v1/programs/{id}/keys/{keyId}/rotation",
 	"DELETE /api/v1/programs/{id}/keys/{keyId}",
+	"POST /api/v1/programs/{id}/partners",
+	"POST /api/v1/programs/{id}/partners/{partnerId}/approve",
+	"POST /api/v1/programs/{id}/partners/{partnerId}/reject",
+	"POST /api/v1/programs/{id}/partners/{partnerId}/links",
+	"PATCH /api/v1/programs/{id}/links/{linkId}",
 	"GET /api/v1/programs/{id}/members",
 	"POST /api/v1/programs/{id}/members",
 	"DELETE /api/v1/programs/{id}/members/{userId}",
@@ -480,7 +485,7 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 						t.Fatal(err)
 					}
 					n++
-					concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7").Replace(path)
+					concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7", "{partnerId}", "5", "{linkId}", "31").Replace(path)
 					req := httptest.NewRequest(strings.ToUpper(method), "http://localhost:8080"+concrete, nil)
 					if err := v.ValidateResponse(req, reply{code, headers, string(body)}.response(req)); err != nil {
 						t.Errorf("%s %s %s example %q:\n%v", strings.ToUpper(method), path, status, name, err)
@@ -561,7 +566,7 @@ func TestRequestExamplesMatchTheirSchemas(t *testing.T) {
 					t.Fatal(err)
 				}
 				n++
-				concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7").Replace(path)
+				concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7", "{partnerId}", "5", "{linkId}", "31").Replace(path)
 				req := httptest.NewRequest(strings.ToUpper(method), "http://localhost:8080"+concrete, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer example-token")

@@ -195,6 +195,11 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	}
 	routes = append(routes, keyRoutes...)
 
+	// The console's partner and link changes: see partners.go.
+	if routes, err = appendPartners(routes, p, cfg, cat, checker, trace, cli.failedAuth, refusals); err != nil {
+		return nil, err
+	}
+
 	// The console's team: see members.go.
 	if routes, err = appendMembers(routes, p, cfg, cat, checker, trace, cli.failedAuth, refusals); err != nil {
 		return nil, err
