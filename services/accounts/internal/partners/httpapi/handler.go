@@ -11,12 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/go-kit/kit/endpoint"
-	kithttp "github.com/go-kit/kit/transport/http"
-
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 	"github.com/svc-dev/svc/services/accounts/internal/partners/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
@@ -36,25 +32,9 @@ type Config struct {
 
 // Routes lists the partner and link routes.
 func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	limit, failedAuth := cfg.Limit, cfg.FailedAuth
-	if limit == nil {
-		limit = func(h http.Handler) http.Handler { return h }
-	}
-	if failedAuth == nil {
-		failedAuth = func(h http.Handler) http.Handler { return h }
-	}
-	build := func(fail string, e endpoint.Endpoint, dec kithttp.DecodeRequestFunc) http.Handler {
-		enc := httperr.Route{Fail: fail}
-		srv := kithttp.NewServer(e, dec, httpkit.NewResponseEncoder(enc.Refusal), httpkit.ServerOptions(enc.Failure, logger)...)
-		check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
-		// The settings routes' session check: every dashboard route answers a
-		// bad session (or a program API key) alike.
-		return failedAuth(settingshttpapi.RequireSession(cfg.Sessions, check, limit(srv)))
-	}
+	// The settings routes' session check: every dashboard route answers a
+	// bad session (or a program API key) alike.
+	build := settingshttpapi.SessionRoutes{Sessions: cfg.Sessions, Logger: cfg.Logger, Limit: cfg.Limit, FailedAuth: cfg.FailedAuth}.Handler
 	limited := cfg.Limit != nil
 	return []httpkit.Route{
 		{Pattern: "POST /api/v1/programs/{id}/partners", Name: "program_partners_invite",
