@@ -48,7 +48,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/segmentio/kafka-go v0.4.51 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
-	github.com/svc-dev/svc/libs/auth v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
@@ -57,8 +56,6 @@ require (
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/proto v0.0.0 // indirect
-	github.com/svc-dev/svc/services/accounts v0.0.0 // indirect
-	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
 	github.com/svc-dev/svc/services/tracking v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
@@ -115,5 +112,8 @@ replace (
 
 require (
 	github.com/svc-dev/svc/deploy/devstack v0.0.0
+	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
+	github.com/svc-dev/svc/services/accounts v0.0.0
+	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000
 )

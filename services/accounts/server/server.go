@@ -64,6 +64,13 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, fmt.Errorf("session issuer: %w", err)
 	}
 	store := pgstore.New(p.Pool, p.Now)
+	// Before any route: state a replica was never given is on its way
+	// before this pod answers anyone (pgstore.Backfill).
+	if n, err := store.Backfill(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		p.Logger.Info("catalog backfill republished state to the replicas", "events", n)
+	}
 	svc, err := catalog.NewService(catalog.Config{
 		Store:     store,
 		Keys:      apikey.Generate,
