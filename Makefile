@@ -122,6 +122,10 @@ bench-perf: ## Time GET /api/tracking/performance (period=all, 90d) over two yea
 bench-lag: ## Lag from a click's 200 to the performance route counting it, clicks at a fixed rate through the gateway (BENCH_FLAGS="-rate=2000 -duration=30s")
 	$(GO) run ./bench/cmd/benchperf lag $(BENCH_FLAGS)
 
+.PHONY: bench-console
+bench-console: ## Time the console's partners, commissions and payouts lists (10,000 partners, 1,000,000 commissions, 8 clients) next to one bare keyset query each (BENCH_FLAGS="-duration=10s -clients=8")
+	$(GO) run ./bench/cmd/benchconsole $(BENCH_FLAGS)
+
 .PHONY: bench-sale
 bench-sale: ## Load-test POST /api/v1/track/sale and /refund through the gateway next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=32")
 	$(GO) run ./bench/cmd/benchsale $(BENCH_FLAGS)
