@@ -173,6 +173,23 @@ try {
   }
   await page.screenshot({ path: join(flags.shots, 'dashboard-390.png'), fullPage: true });
 
+  // Signing out ends the session on the server, not only in the tab: the
+  // page sends its own token to the sign-out route, and afterwards that
+  // token opens nothing (a copy taken from the tab is useless).
+  const used = bearers.filter((a) => !a.includes(foreign)).pop();
+  check(used && used.startsWith('Bearer ') && used.length > 20, 'the dashboard sent no session token');
+  const signOutSent = page.waitForRequest((r) => r.method() === 'POST' && new URL(r.url()).pathname === '/api/v1/dashboard/auth/signout');
+  const signOutAnswered = page.waitForResponse((r) => new URL(r.url()).pathname === '/api/v1/dashboard/auth/signout');
+  await page.locator('#signout').click();
+  const sent = await signOutSent;
+  check(sent.headers()['authorization'] === used, 'the sign-out did not send the tab\'s session token');
+  const answered = await signOutAnswered;
+  check(answered.status() === 204, `the sign-out answered ${answered.status()}`);
+  await page.locator('#signin').waitFor({ state: 'visible' });
+  check(await page.evaluate(() => sessionStorage.getItem('svc_dashboard_session')) === null, 'the session stayed in sessionStorage');
+  const after = await page.evaluate(async (a) => (await fetch('/api/v1/dashboard/me', { headers: { Authorization: a } })).status, used);
+  check(after === 401, `the signed-out token still opens /api/v1/dashboard/me: ${after}`);
+
   check(pageErrors.length === 0, `page errors: ${pageErrors.join('; ')}`);
   process.stdout.write(JSON.stringify({ ok: true, shots: [join(flags.shots, 'dashboard-1440.png'), join(flags.shots, 'dashboard-390.png')] }) + '\n');
 } catch (err) {
