@@ -132,6 +132,49 @@ func TestDashboardInRealBrowser(t *testing.T) {
 	}
 }
 
+// The brand's console in real Chromium, signed in through the page as the
+// demo owner of `make run`'s stack: the flows whose routes are live (create
+// a program, create a key and see it masked, allow an origin, invite a
+// partner and disable its link, add a team member) and every page at 1440
+// and 390 px, each audited with axe-core (no serious or critical
+// violation). Screenshots <page>-<width>.png under .artifacts/console/
+// (TEST_ARTIFACTS_DIR to move them).
+func TestConsoleInRealBrowser(t *testing.T) {
+	t.Parallel()
+	node, chromium, driverDir := requireDashboardBrowser(t)
+	if _, err := os.Stat(filepath.Join(driverDir, "node_modules", "axe-core", "axe.min.js")); err != nil {
+		t.Fatalf("axe-core is missing: make test-deps (npm ci in services/analytics/browsertest)")
+	}
+	s := startStack(t, newStackConfig(t))
+	// A click on the demo link, so Overview has a figure to draw.
+	newClient(t, s, "198.51.100.92").click(map[string]any{"affiliate_url": "https://demo-brand.example/?via=" + s.LinkCode}).want(t, 200)
+
+	shots := os.Getenv("TEST_ARTIFACTS_DIR")
+	if shots == "" {
+		shots = filepath.Join(repoRoot, ".artifacts")
+	}
+	shots = filepath.Join(shots, "console")
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "console.spec.mjs", "--base="+s.Gateway, "--program-id="+s.ProgramID,
+		"--shots="+shots, "--chromium="+chromium)
+	cmd.Dir = driverDir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("console driver failed (%v):\n%s", err, stderr.String())
+	}
+	t.Logf("console driver: %s", strings.TrimSpace(stdout.String()))
+	for _, p := range []string{"overview", "install", "partners", "commissions", "payouts", "settings"} {
+		for _, w := range []string{"1440", "390"} {
+			f := filepath.Join(shots, p+"-"+w+".png")
+			if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+				t.Fatalf("screenshot %s not saved: %v", f, err)
+			}
+		}
+	}
+}
+
 // signInForToken runs the dashboard sign-in as a browser would (start,
 // the dev provider's form, the callback) and returns the session token
 // from the fragment of the callback's redirect.

@@ -10,7 +10,7 @@
 
   var TOKEN_KEY = 'svc_dashboard_session';
   var NONCE_KEY = 'svc_dashboard_signin_nonce';
-  var state = { config: null, token: '', programs: [], chart: null, seq: 0 };
+  var state = { config: null, token: '', programs: [], chart: null, seq: 0, route: 'overview', me: null };
   var $ = function (id) { return document.getElementById(id); };
 
   var KPIS = [
@@ -55,8 +55,17 @@
 
   // api calls the dashboard API with the session; a 401 or 403 on the
   // session itself sends the user back to sign in.
-  function api(path) {
-    return fetch(path, { headers: { Authorization: 'Bearer ' + state.token, Accept: 'application/json' }, credentials: 'same-origin' })
+  // opts: {method, body (sent as JSON)}. The error carries the envelope's
+  // message (error.message), which the page shows as it is.
+  function api(path, opts) {
+    opts = opts || {};
+    var headers = { Authorization: 'Bearer ' + state.token, Accept: 'application/json' };
+    var init = { method: opts.method || 'GET', headers: headers, credentials: 'same-origin' };
+    if (opts.body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(opts.body);
+    }
+    return fetch(path, init)
       .then(function (r) {
         return r.text().then(function (t) {
           var body = null;
@@ -245,7 +254,7 @@
           text: c[2] === 'name' ? String(v == null ? '' : v) : fmt(c[2], v) });
       }));
     });
-    box.appendChild(el('div', { className: 'table-wrap' }, [el('table', {}, [el('thead', {}, [head]), el('tbody', {}, body)])]));
+    box.appendChild(el('div', { className: 'table-wrap', tabindex: '0' }, [el('table', {}, [el('thead', {}, [head]), el('tbody', {}, body)])]));
   }
 
   function renderOptional(id, promise, cols, pickRows, empty) {
@@ -290,24 +299,671 @@
       .then(function () { if (seq === state.seq) document.body.setAttribute('data-loaded', pid + '?' + q); });
   }
 
+  // ---- The console: hash-routed pages over the public console routes.
+
+  var ROUTES = ['overview', 'install', 'partners', 'commissions', 'payouts', 'settings', 'create'];
+  var PAGE_SIZE = 25;
+
+  function pid() { return $('program').value; }
+  function programBase() { return '/api/v1/programs/' + encodeURIComponent(pid()); }
+  function currentProgram() {
+    var id = pid();
+    for (var i = 0; i < state.programs.length; i++) if (String(state.programs[i].id) === id) return state.programs[i];
+    return null;
+  }
+
+  // canWrite: the member's permissions on the program picked (from /me,
+  // or the programs list when /me did not say).
+  function canWrite() {
+    var p = currentProgram();
+    return !!(p && (p.permissions || []).indexOf('tracking:write') >= 0);
+  }
+
+  // say puts what happened in the live region (read out by screen readers).
+  function say(msg) {
+    var s = $('status');
+    s.textContent = '';
+    // A fresh text node, so the same message twice is announced twice.
+    window.setTimeout(function () { s.textContent = msg; }, 10);
+  }
+
+  // fail says a change or load did not happen, with the envelope's message.
+  function fail(what) {
+    return function (e) { say(what + ': ' + e.message); return false; };
+  }
+
+  // money formats integer minor units of a currency (VND has no decimals,
+  // USD and EUR two): Intl knows each currency's exponent.
+  function money(minor, currency) {
+    var cur = String(currency || 'USD').toUpperCase();
+    var f;
+    try { f = new Intl.NumberFormat('en-US', { style: 'currency', currency: cur }); } catch (e) { return String(minor) + ' ' + cur; }
+    var digits = f.resolvedOptions().maximumFractionDigits;
+    return f.format(Number(minor || 0) / Math.pow(10, digits));
+  }
+
+  function when(iso) {
+    if (!iso) return '\u2014';
+    var d = new Date(iso);
+    if (isNaN(d.getTime())) return String(iso);
+    return d.toISOString().replace('T', ' ').slice(0, 16) + ' UTC';
+  }
+
+  function text(v) { return v === null || v === undefined || v === '' ? '\u2014' : String(v); }
+
+  function button(label, cls, onClick, attrs) {
+    var b = el('button', Object.assign({ type: 'button', className: cls || 'secondary', text: label }, attrs || {}));
+    b.addEventListener('click', function () {
+      b.disabled = true;
+      Promise.resolve().then(onClick).catch(function () {}).then(function () { b.disabled = false; });
+    });
+    return b;
+  }
+
+  // grid renders rows as a table: cols are [header, cell(row) -> string|Node, className].
+  function grid(box, cols, rows, empty, testid) {
+    box.textContent = '';
+    if (!rows || rows.length === 0) { box.appendChild(el('p', { className: 'empty', text: empty })); return; }
+    var head = el('tr', {}, cols.map(function (c) { return el('th', { scope: 'col', className: c[2] || '', text: c[0] }); }));
+    var body = rows.map(function (r, i) {
+      return el('tr', { 'data-testid': testid + '-' + i }, cols.map(function (c) {
+        var v = c[1](r);
+        var td = el('td', { className: c[2] || '' });
+        if (v instanceof Node) td.appendChild(v); else td.textContent = v;
+        return td;
+      }));
+    });
+    box.appendChild(el('div', { className: 'table-wrap', tabindex: '0' }, [el('table', {}, [el('thead', {}, [head]), el('tbody', {}, body)])]));
+  }
+
+  function problem(box, e) {
+    box.textContent = '';
+    var msg = e.status === 404 || e.status === 405 ? 'Not available yet on this server.' : 'Could not load: ' + e.message;
+    box.appendChild(el('p', { className: 'empty', 'data-testid': 'load-error', text: msg }));
+  }
+
+  // Pager keeps the cursors seen so far: Next follows next_cursor (or
+  // meta.next_cursor / meta.cursor), Previous goes back one page.
+  function Pager(boxId, fetchPage) {
+    this.box = $(boxId);
+    this.fetchPage = fetchPage;
+    this.stack = [''];
+  }
+  Pager.prototype.reset = function () { this.stack = ['']; return this.load(); };
+  Pager.prototype.load = function () {
+    var self = this;
+    var cursor = this.stack[this.stack.length - 1];
+    return this.fetchPage(cursor).then(function (body) {
+      var next = nextCursor(body);
+      self.box.textContent = '';
+      if (self.stack.length > 1) {
+        self.box.appendChild(button('Previous page', 'secondary', function () { self.stack.pop(); return self.load(); }));
+      }
+      if (next) {
+        self.box.appendChild(button('Next page', 'secondary', function () { self.stack.push(next); return self.load(); }));
+      }
+      return body;
+    }, function (e) { self.box.textContent = ''; throw e; });
+  };
+
+  function nextCursor(body) {
+    if (!body) return '';
+    if (body.next_cursor) return body.next_cursor;
+    var m = body.meta || {};
+    return m.next_cursor || m.nextCursor || m.cursor || '';
+  }
+
+  function withCursor(path, cursor, extra) {
+    var q = new URLSearchParams(extra || {});
+    q.set('limit', String(PAGE_SIZE));
+    if (cursor) q.set('cursor', cursor);
+    return path + '?' + q.toString();
+  }
+
+  function list(body) { return body && Array.isArray(body.data) ? body.data : []; }
+
+  // csv downloads a list as CSV: the same URL asked for text/csv with the
+  // session header, saved from a blob (a plain link could not send it).
+  function csv(path, name) {
+    return fetch(path, { headers: { Authorization: 'Bearer ' + state.token, Accept: 'text/csv' }, credentials: 'same-origin' })
+      .then(function (r) {
+        if (!r.ok) {
+          return r.text().then(function (t) {
+            var m = 'HTTP ' + r.status;
+            try { m = JSON.parse(t).error.message || m; } catch (e) { /* not the envelope */ }
+            throw new Error(r.status === 404 || r.status === 405 ? 'not available yet on this server' : m);
+          });
+        }
+        return r.blob();
+      }).then(function (blob) {
+        var url = URL.createObjectURL(blob);
+        var a = el('a', { href: url, download: name });
+        document.body.appendChild(a);
+        a.click();
+        a.remove();
+        window.setTimeout(function () { URL.revokeObjectURL(url); }, 1000);
+        say('Downloaded ' + name + '.');
+      }).catch(function (e) { say('The CSV was not downloaded: ' + e.message); });
+  }
+
+  // ---- Install
+
+  function snippet() {
+    return '<script src="' + location.origin + '/svc.js" data-program-id="' + pid() + '" async></script>';
+  }
+
+  function copy(value, what) {
+    var done = function () { say(what + ' copied.'); };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      return navigator.clipboard.writeText(value).then(done, function () { say('Select the ' + what.toLowerCase() + ' and copy it: the browser refused.'); });
+    }
+    say('Select the ' + what.toLowerCase() + ' and copy it: this browser has no clipboard access.');
+    return Promise.resolve();
+  }
+
+  function loadSettings() {
+    return api(programBase() + '/settings').then(function (b) { state.settings = (b && b.data) || {}; return state.settings; });
+  }
+
+  function renderOrigins() {
+    var box = $('origins');
+    box.textContent = '';
+    var origins = (state.settings && state.settings.allowed_origins) || [];
+    if (origins.length === 0) {
+      box.appendChild(el('li', { className: 'empty', text: 'No origin yet: browser clicks and leads are refused until you add your site\'s.' }));
+    }
+    origins.forEach(function (o) {
+      var li = el('li', {}, [el('span', { className: 'mono', text: o })]);
+      if (canWrite()) {
+        li.appendChild(button('Remove', 'link-button', function () {
+          return saveOrigins(origins.filter(function (x) { return x !== o; }), 'Removed ' + o + ' from the allowed origins.');
+        }, { 'aria-label': 'Remove ' + o }));
+      }
+      box.appendChild(li);
+    });
+  }
+
+  function saveOrigins(origins, msg) {
+    return api(programBase() + '/settings', { method: 'PATCH', body: { allowed_origins: origins } }).then(function (b) {
+      state.settings = (b && b.data) || state.settings;
+      renderOrigins();
+      say(msg);
+      return true;
+    }).catch(fail('The origins were not saved'));
+  }
+
+  function loadKeys() {
+    var box = $('keys');
+    return api(programBase() + '/keys').then(function (b) {
+      grid(box, [
+        ['Key', function (k) { return el('span', { className: 'mono', text: k.masked || '' }); }],
+        ['Mode', function (k) { return text(k.mode); }],
+        ['Created', function (k) { return when(k.created_at); }],
+        ['Last used', function (k) { return k.last_used_at ? when(k.last_used_at) : 'Never'; }],
+        ['Rotation', function (k) { return k.rotation ? 'Stops working ' + when(k.rotation.deadline) : '\u2014'; }],
+        ['', function (k) { return canWrite() ? keyActions(k) : ''; }, 'actions-cell']
+      ], list(b), 'No key yet. Create one for your server.', 'key');
+    }).catch(function (e) { problem(box, e); });
+  }
+
+  function keyActions(k) {
+    var wrap = el('div', { className: 'row-actions' });
+    var form = el('form', { className: 'mini-form', hidden: 'hidden' });
+    var id = 'rotate-' + k.id;
+    var input = el('input', { id: id, type: 'date', required: 'required' });
+    form.appendChild(el('label', { for: id, text: 'Stop it on' }));
+    form.appendChild(input);
+    form.appendChild(el('button', { type: 'submit', text: 'Mark for rotation' }));
+    form.addEventListener('submit', function (e) {
+      e.preventDefault();
+      if (!input.value) { say('Pick the day the key stops working.'); return; }
+      api(programBase() + '/keys/' + k.id + '/rotation', { method: 'POST', body: { deadline: input.value + 'T00:00:00Z' } }).then(function () {
+        say('Key ' + k.masked + ' is marked for rotation: it stops working on ' + input.value + '.');
+        return loadKeys();
+      }).catch(fail('The key was not marked'));
+    });
+    wrap.appendChild(button('Rotate', 'secondary', function () { form.hidden = !form.hidden; if (!form.hidden) input.focus(); },
+      { 'aria-label': 'Rotate ' + k.masked }));
+    wrap.appendChild(button('Revoke', 'danger', function () {
+      if (!window.confirm('Revoke ' + k.masked + '? Requests with it are refused at once.')) return;
+      return api(programBase() + '/keys/' + k.id, { method: 'DELETE' }).then(function () {
+        say('Key ' + k.masked + ' is revoked.');
+        return loadKeys();
+      }).catch(fail('The key was not revoked'));
+    }, { 'aria-label': 'Revoke ' + k.masked }));
+    wrap.appendChild(form);
+    return wrap;
+  }
+
+  function fact(dl, term, value, testid) {
+    dl.appendChild(el('dt', { text: term }));
+    dl.appendChild(el('dd', { text: value, 'data-testid': testid }));
+  }
+
+  // checkInstall shows the latest test click and lead the status route
+  // saw, and the latest real ones when it reports them.
+  function checkInstall() {
+    var dl = $('check-result');
+    return api('/api/tracking/status/' + encodeURIComponent(pid())).then(function (b) {
+      var st = (b && b.data && b.data.statistics) || {};
+      var pv = st.pageview || {}, rf = st.referrals || {};
+      dl.textContent = '';
+      var latest = function (x) { return x && (x.timestamp || x.createdAt || x.created_at); };
+      fact(dl, 'Last test click', pv.latestTestEvent ? when(latest(pv.latestTestEvent)) : 'None seen yet', 'check-test-click');
+      fact(dl, 'Test clicks seen', String(pv.testEventCount || 0), 'check-test-clicks');
+      fact(dl, 'Last test lead', rf.latestTestEvent ? when(latest(rf.latestTestEvent)) : 'None seen yet', 'check-test-lead');
+      var realClick = pv.latestEvent || pv.latestRealEvent || st.latestClick;
+      var realLead = rf.latestEvent || rf.latestRealEvent || st.latestLead;
+      if (realClick) fact(dl, 'Last real click', when(latest(realClick) || realClick), 'check-real-click');
+      if (realLead) fact(dl, 'Last real lead', when(latest(realLead) || realLead), 'check-real-lead');
+      say(pv.latestTestEvent ? 'Your tracker is sending clicks.' : 'No test click seen yet: open your site with a test referral link.');
+    }).catch(fail('The installation was not checked'));
+  }
+
+  function showInstall() {
+    $('snippet').textContent = snippet();
+    $('new-key').hidden = true;
+    var origins = loadSettings().then(renderOrigins).catch(function (e) {
+      $('origins').textContent = '';
+      $('origins').appendChild(el('li', { className: 'empty', text: 'Could not load: ' + e.message }));
+    });
+    return Promise.all([origins, loadKeys()]);
+  }
+
+  // ---- Partners
+
+  var partnerPager = new Pager('partner-pager', function (cursor) {
+    var box = $('partner-list');
+    return api(withCursor(programBase() + '/partners', cursor)).then(function (b) {
+      grid(box, [
+        ['Partner', function (p) { return el('span', {}, [el('strong', { text: text(p.name) }), el('small', { className: 'sub', text: p.email || '' })]); }, 'name'],
+        ['Status', function (p) { return el('span', { className: 'badge ' + (p.status || ''), text: text(p.status) }); }],
+        ['Links', function (p) { return linksCell(p); }],
+        ['Clicks', function (p) { return fmt('int', p.clicks); }, 'num'],
+        ['Leads', function (p) { return fmt('int', p.leads); }, 'num'],
+        ['Conversions', function (p) { return fmt('int', p.conversions); }, 'num'],
+        ['Revenue', function (p) { return money(p.revenue, p.currency); }, 'num'],
+        ['Commission', function (p) { return money(p.commission, p.currency); }, 'num'],
+        ['', function (p) { return canWrite() ? partnerActions(p) : ''; }, 'actions-cell']
+      ], list(b), 'No partner yet. Invite your first one below.', 'partner');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  });
+
+  function linksCell(p) {
+    var ul = el('ul', { className: 'links' });
+    (p.links || []).forEach(function (l) {
+      var li = el('li', {}, [el('span', { className: 'mono' + (l.active ? '' : ' off'), text: l.code || ('#' + l.id) }),
+        el('span', { className: 'sub', text: l.active ? ' on' : ' off' })]);
+      if (canWrite()) {
+        li.appendChild(button(l.active ? 'Disable' : 'Enable', 'link-button', function () {
+          return api(programBase() + '/links/' + encodeURIComponent(l.id), { method: 'PATCH', body: { active: !l.active } }).then(function () {
+            say('Link ' + l.code + (l.active ? ' is disabled: its clicks are refused.' : ' is enabled again.'));
+            return partnerPager.load();
+          }).catch(fail('The link was not changed'));
+        }, { 'aria-label': (l.active ? 'Disable link ' : 'Enable link ') + l.code, 'data-testid': 'link-toggle-' + l.code }));
+      }
+      ul.appendChild(li);
+    });
+    if ((p.links || []).length === 0) ul.appendChild(el('li', { className: 'sub', text: 'No link' }));
+    return ul;
+  }
+
+  function partnerActions(p) {
+    var wrap = el('div', { className: 'row-actions' });
+    var post = function (what, path, body, msg) {
+      return api(programBase() + '/partners/' + encodeURIComponent(p.id) + path, { method: 'POST', body: body }).then(function () {
+        say(msg);
+        return partnerPager.load();
+      }).catch(fail(what));
+    };
+    if (p.status !== 'approved') {
+      wrap.appendChild(button('Approve', 'secondary', function () { return post('The partner was not approved', '/approve', undefined, (p.name || p.email) + ' is approved.'); },
+        { 'aria-label': 'Approve ' + (p.name || p.email) }));
+    }
+    if (p.status !== 'rejected') {
+      wrap.appendChild(button('Reject', 'danger', function () { return post('The partner was not rejected', '/reject', undefined, (p.name || p.email) + ' is rejected; their links are off.'); },
+        { 'aria-label': 'Reject ' + (p.name || p.email) }));
+    }
+    if (p.status === 'approved') {
+      wrap.appendChild(button('Add link', 'secondary', function () { return post('The link was not added', '/links', {}, 'A new link for ' + (p.name || p.email) + ' is on.'); },
+        { 'aria-label': 'Add a link for ' + (p.name || p.email) }));
+    }
+    return wrap;
+  }
+
+  // ---- Commissions
+
+  function commissionFilters() {
+    var q = {};
+    [['cf-status', 'status'], ['cf-partner', 'partner_id'], ['cf-from', 'from'], ['cf-to', 'to']].forEach(function (f) {
+      var v = $(f[0]).value.trim();
+      if (v) q[f[1]] = v;
+    });
+    return q;
+  }
+
+  var commissionPager = new Pager('commission-pager', function (cursor) {
+    var box = $('commission-list');
+    return api(withCursor(programBase() + '/commissions', cursor, commissionFilters())).then(function (b) {
+      grid(box, [
+        ['Created', function (c) { return when(c.created_at); }],
+        ['Partner', function (c) { return text(c.partner_name || c.partner_id); }],
+        ['Kind', function (c) { return text(c.kind); }],
+        ['Status', function (c) { return el('span', { className: 'badge ' + (c.status || ''), text: text(c.status) }); }],
+        ['Amount', function (c) { return money(c.amount, c.currency); }, 'num'],
+        ['Sale', function (c) { return el('span', { className: 'mono', text: text(c.transaction_id || c.sale_id) }); }],
+        ['Customer click', function (c) { return el('span', { className: 'mono', text: text(c.customer_click_id) }); }]
+      ], list(b), 'No commission matches.', 'commission');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  });
+
+  // ---- Payouts
+
+  var payoutPager = new Pager('payout-pager', function (cursor) {
+    var box = $('payout-list');
+    return api(withCursor(programBase() + '/payouts', cursor)).then(function (b) {
+      grid(box, [
+        ['Partner', function (r) { return text(r.partner_name || r.name || r.partner_id); }, 'name'],
+        ['Currency', function (r) { return text(r.currency); }],
+        ['Balance', function (r) { return money(r.balance, r.currency); }, 'num'],
+        ['Available', function (r) { return money(r.available, r.currency); }, 'num'],
+        ['Open payouts', function (r) { return openPayouts(r); }],
+        ['', function (r) { return canWrite() ? payoutForm(r) : ''; }, 'actions-cell']
+      ], list(b), 'No partner has a balance yet.', 'payout');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  });
+
+  function openPayouts(r) {
+    var items = r.payouts || r.open_payouts || [];
+    var ul = el('ul', { className: 'links' });
+    items.forEach(function (p) {
+      var li = el('li', {}, [el('span', { text: money(p.amount, p.currency || r.currency) + ' ' + text(p.status) })]);
+      if (canWrite() && (!p.status || p.status === 'open' || p.status === 'pending')) {
+        li.appendChild(button('Mark paid', 'link-button', function () {
+          var ref = window.prompt('Reference of the transfer (optional)', '') || '';
+          return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/pay', { method: 'POST', body: ref ? { reference: ref } : {} }).then(function () {
+            say('Payout of ' + money(p.amount, p.currency || r.currency) + ' is marked paid.');
+            return payoutPager.load();
+          }).catch(fail('The payout was not marked paid'));
+        }, { 'aria-label': 'Mark payout ' + p.id + ' paid' }));
+        li.appendChild(button('Cancel', 'link-button', function () {
+          return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/cancel', { method: 'POST' }).then(function () {
+            say('Payout ' + p.id + ' is canceled; its amount is available again.');
+            return payoutPager.load();
+          }).catch(fail('The payout was not canceled'));
+        }, { 'aria-label': 'Cancel payout ' + p.id }));
+      }
+      ul.appendChild(li);
+    });
+    if (items.length === 0) return '\u2014';
+    return ul;
+  }
+
+  function payoutForm(r) {
+    var form = el('form', { className: 'mini-form' });
+    var id = 'payout-amount-' + r.partner_id + '-' + r.currency;
+    var input = el('input', { id: id, inputmode: 'decimal', placeholder: 'All available', autocomplete: 'off' });
+    form.appendChild(el('label', { for: id, text: 'Amount' }));
+    form.appendChild(input);
+    form.appendChild(el('button', { type: 'submit', text: 'Open payout' }));
+    form.addEventListener('submit', function (e) {
+      e.preventDefault();
+      var body = { partner_id: r.partner_id, currency: r.currency };
+      if (input.value.trim()) {
+        var digits = new Intl.NumberFormat('en-US', { style: 'currency', currency: r.currency || 'USD' }).resolvedOptions().maximumFractionDigits;
+        var n = Number(input.value.trim());
+        if (!(n > 0)) { say('The amount must be a positive number.'); return; }
+        body.amount = Math.round(n * Math.pow(10, digits));
+      }
+      api(programBase() + '/payouts', { method: 'POST', body: body }).then(function () {
+        say('A payout for ' + text(r.partner_name || r.partner_id) + ' is open.');
+        return payoutPager.load();
+      }).catch(fail('The payout was not opened'));
+    });
+    return form;
+  }
+
+  // ---- Settings
+
+  function renderSettingsForm() {
+    var s = state.settings || {};
+    $('set-lead').value = s.lead_auth_policy || 'server_required';
+    $('set-window').value = s.attribution_window_days || '';
+    $('set-payments').value = s.payment_tracking_mode || 'processor_connect';
+  }
+
+  function loadProcessor() {
+    var dl = $('processor-status');
+    return api('/api/tracking/status/' + encodeURIComponent(pid())).then(function (b) {
+      var pay = (b && b.data && b.data.statistics && b.data.statistics.payments) || {};
+      dl.textContent = '';
+      var yes = function (v) { return v ? 'Yes' : 'No'; };
+      fact(dl, 'Payments reported by', pay.paymentTrackingMode === 's2s' ? 'Your server' : 'The payment processor', 'pay-mode');
+      fact(dl, 'Processor', pay.isProcessorConnected ? 'Connected' : (pay.processorConnectionStatus || 'Not connected'), 'pay-connected');
+      if (pay.isProcessorConnected) {
+        fact(dl, 'Account', text(pay.processorAccountId), 'pay-account');
+        fact(dl, 'Charges enabled', yes(pay.chargesEnabled), 'pay-charges');
+        fact(dl, 'Payouts enabled', yes(pay.payoutsEnabled), 'pay-payouts');
+        fact(dl, 'Details submitted', yes(pay.detailsSubmitted), 'pay-details');
+        fact(dl, 'Connected on', when(pay.connectionDate), 'pay-date');
+      }
+      $('processor-connect').textContent = pay.isProcessorConnected ? 'Reconnect payment processor' : 'Connect payment processor';
+      $('processor-disconnect').hidden = !pay.isProcessorConnected;
+    }).catch(function (e) {
+      dl.textContent = '';
+      fact(dl, 'Processor', 'Could not load: ' + e.message, 'pay-connected');
+    });
+  }
+
+  var memberPager = new Pager('member-pager', function (cursor) {
+    var box = $('member-list');
+    return api(withCursor(programBase() + '/members', cursor)).then(function (b) {
+      grid(box, [
+        ['Member', function (m) { return el('span', {}, [el('strong', { text: m.name || m.email }), el('small', { className: 'sub', text: m.name ? m.email : '' })]); }, 'name'],
+        ['May', function (m) { return !m.active ? 'Removed' : (m.permissions || []).indexOf('tracking:write') >= 0 ? 'Read and change' : 'Read'; }],
+        ['', function (m) {
+          if (!canWrite() || !m.active) return '';
+          return button('Remove', 'danger', function () {
+            if (!window.confirm('Remove ' + m.email + ' from the team?')) return;
+            return api(programBase() + '/members/' + encodeURIComponent(m.user_id), { method: 'DELETE' }).then(function () {
+              say(m.email + ' is no longer on the team.');
+              return memberPager.load();
+            }).catch(fail('The member was not removed'));
+          }, { 'aria-label': 'Remove ' + m.email });
+        }, 'actions-cell']
+      ], list(b).filter(function (m) { return m.active !== false; }), 'No member.', 'member');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  });
+
+  function showSettings() {
+    var s = loadSettings().then(renderSettingsForm).catch(function (e) { say('The settings could not be loaded: ' + e.message); });
+    return Promise.all([s, loadProcessor(), memberPager.reset().catch(function () {})]);
+  }
+
+  // ---- Router
+
+  function routeFromHash() {
+    var h = location.hash.replace(/^#/, '');
+    return ROUTES.indexOf(h) >= 0 ? h : 'overview';
+  }
+
+  // applyAccess hides what a reader cannot use (and disables the settings
+  // fields), so the pages read the same and nothing offers a change the
+  // routes would refuse.
+  function applyAccess() {
+    var w = canWrite();
+    document.body.classList.toggle('readonly', !w);
+    $('readonly-note').hidden = w || state.programs.length === 0;
+    Array.prototype.forEach.call(document.querySelectorAll('#settings-form select, #settings-form input'), function (f) { f.disabled = !w; });
+    // Creating a program needs a workspace of one's own, not this program's permission.
+    $('new-program').hidden = false;
+  }
+
+  // show renders the route's page; moving between pages moves focus to
+  // the page's heading area (so keyboard and screen reader users land there).
+  function show(route, focus) {
+    state.route = route;
+    ROUTES.forEach(function (r) { $('page-' + r).hidden = r !== route; });
+    Array.prototype.forEach.call(document.querySelectorAll('.tabs a'), function (a) {
+      if (a.getAttribute('data-route') === route) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+    });
+    document.title = (route === 'create' ? 'Create program' : route.charAt(0).toUpperCase() + route.slice(1)) + ' \u2014 svc console';
+    if (focus) $('content').focus({ preventScroll: false });
+    if (!pid() && route !== 'create') return Promise.resolve();
+    applyAccess();
+    var done;
+    switch (route) {
+      case 'overview': done = load(); break;
+      case 'install': done = showInstall(); break;
+      case 'partners': done = partnerPager.reset().catch(function () {}); break;
+      case 'commissions': done = commissionPager.reset().catch(function () {}); break;
+      case 'payouts': done = payoutPager.reset().catch(function () {}); break;
+      case 'settings': done = showSettings(); break;
+      default: done = Promise.resolve(); $('create-name').focus();
+    }
+    return Promise.resolve(done).then(function () { document.body.setAttribute('data-page', route + ':' + pid()); });
+  }
+
+  function fillPrograms(want) {
+    var sel = $('program');
+    sel.textContent = '';
+    state.programs.forEach(function (p) { sel.appendChild(el('option', { value: String(p.id), text: p.name + ' (#' + p.id + ')' })); });
+    if (want && state.programs.some(function (p) { return String(p.id) === String(want); })) sel.value = String(want);
+  }
+
+  function wire() {
+    // Set here, not in the page: the page itself names no other origin.
+    $('origin-input').placeholder = 'https://shop.example.com';
+    $('create-origins').placeholder = 'https://shop.example.com';
+    window.addEventListener('hashchange', function () {
+      if (/(^|[#&])session=/.test(location.hash)) return;
+      show(routeFromHash(), true);
+    });
+    $('copy-snippet').addEventListener('click', function () { copy($('snippet').textContent, 'Snippet'); });
+    $('copy-key').addEventListener('click', function () { copy($('new-key-value').textContent, 'Key'); });
+    $('check-install').addEventListener('click', checkInstall);
+
+    $('create-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      var origins = $('create-origins').value.split(/\s+/).filter(Boolean);
+      var body = { name: $('create-name').value.trim(), domain: $('create-domain').value.trim(),
+        commission_type: $('create-type').value, commission_rate: Number($('create-rate').value) };
+      if (origins.length) body.allowed_origins = origins;
+      api('/api/v1/programs', { method: 'POST', body: body }).then(function (b) {
+        var p = (b && b.data) || {};
+        p.permissions = p.permissions || ['tracking:read', 'tracking:write'];
+        state.programs.push(p);
+        fillPrograms(p.id);
+        $('create-form').reset();
+        showError('');
+        say('Program ' + p.name + ' is created. Next: install the tracker.');
+        location.hash = '#install';
+      }).catch(fail('The program was not created'));
+    });
+
+    $('origin-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      var o = $('origin-input').value.trim().replace(/\/+$/, '');
+      if (!o) { say('Type an origin, like https://shop.example.com.'); return; }
+      var origins = ((state.settings && state.settings.allowed_origins) || []).slice();
+      if (origins.indexOf(o) >= 0) { say(o + ' is already allowed.'); return; }
+      origins.push(o);
+      saveOrigins(origins, 'Added ' + o + ' to the allowed origins.').then(function (ok) { if (ok) $('origin-input').value = ''; });
+    });
+
+    $('key-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      api(programBase() + '/keys', { method: 'POST', body: { mode: $('key-mode').value } }).then(function (b) {
+        var k = (b && b.data) || {};
+        $('new-key-value').textContent = k.key || '';
+        $('new-key').hidden = false;
+        say('A ' + k.mode + ' key is created. Copy it now: it is never shown again.');
+        return loadKeys();
+      }).catch(fail('The key was not created'));
+    });
+
+    $('invite-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      var body = { name: $('invite-name').value.trim(), email: $('invite-email').value.trim() };
+      if ($('invite-code').value.trim()) body.code = $('invite-code').value.trim();
+      api(programBase() + '/partners', { method: 'POST', body: body }).then(function (b) {
+        var d = (b && b.data) || {};
+        $('invite-form').reset();
+        say((body.name || body.email) + ' is invited' + (d.link && d.link.code ? ', with link ' + d.link.code : '') + '.');
+        return partnerPager.reset().catch(function () {});
+      }).catch(fail('The partner was not invited'));
+    });
+
+    $('commission-filters').addEventListener('submit', function (e) { e.preventDefault(); commissionPager.reset().catch(function () {}); });
+    $('commissions-csv').addEventListener('click', function () {
+      var q = new URLSearchParams(commissionFilters()).toString();
+      return csv(programBase() + '/commissions' + (q ? '?' + q : ''), 'commissions-' + pid() + '.csv');
+    });
+    $('payouts-csv').addEventListener('click', function () { return csv(programBase() + '/payouts', 'payouts-' + pid() + '.csv'); });
+
+    $('settings-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      var body = { lead_auth_policy: $('set-lead').value, payment_tracking_mode: $('set-payments').value };
+      if ($('set-window').value) body.attribution_window_days = Number($('set-window').value);
+      api(programBase() + '/settings', { method: 'PATCH', body: body }).then(function (b) {
+        state.settings = (b && b.data) || state.settings;
+        renderSettingsForm();
+        say('The settings are saved.');
+      }).catch(fail('The settings were not saved'));
+    });
+
+    $('processor-connect').addEventListener('click', function () {
+      api(programBase() + '/processor/connect', { method: 'POST' }).then(function (b) {
+        var url = b && b.data && b.data.url;
+        if (!url) throw new Error('no address to go to');
+        say('Taking you to the payment processor\u2026');
+        location.assign(url);
+      }).catch(function (e) { say('The processor was not connected: ' + (e.status === 404 || e.status === 405 ? 'not available yet on this server' : e.message)); });
+    });
+    $('processor-disconnect').addEventListener('click', function () {
+      if (!window.confirm('Disconnect the payment processor? Sales stop being reported until you connect it again.')) return;
+      api(programBase() + '/processor', { method: 'DELETE' }).then(function () {
+        say('The payment processor is disconnected.');
+        return loadProcessor();
+      }).catch(fail('The processor was not disconnected'));
+    });
+
+    $('member-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      var email = $('member-email').value.trim();
+      var perms = $('member-write').checked ? ['tracking:read', 'tracking:write'] : ['tracking:read'];
+      api(programBase() + '/members', { method: 'POST', body: { email: email, permissions: perms } }).then(function () {
+        $('member-form').reset();
+        say(email + ' is on the team' + (perms.length > 1 ? ' and may make changes.' : ' and may read.'));
+        return memberPager.reset().catch(function () {});
+      }).catch(fail('The member was not added'));
+    });
+  }
+
   function start() {
     state.token = takeToken();
     if (!state.token) { showSignIn(); return; }
     api(state.config.programsURL).then(function (body) {
       var d = body.data || {};
+      state.me = d;
       state.programs = d.programs || [];
       var user = d.user || {};
       $('who').textContent = user.email || user.name || '';
       $('signin').hidden = true;
       $('app').hidden = false;
       $('signout').hidden = false;
-      var sel = $('program');
-      sel.textContent = '';
-      state.programs.forEach(function (p) { sel.appendChild(el('option', { value: String(p.id), text: p.name + ' (#' + p.id + ')' })); });
-      if (state.programs.length === 0) { showError('Your account is not a member of any program yet.'); return; }
       var want = new URLSearchParams(location.search).get('program');
-      if (want && state.programs.some(function (p) { return String(p.id) === want; })) sel.value = want;
-      load();
+      fillPrograms(want);
+      if (state.programs.length === 0) {
+        say('You have no program yet: create your first one.');
+        if (location.hash !== '#create') location.hash = '#create'; else show('create', false);
+        return;
+      }
+      show(routeFromHash(), false);
     }).catch(function (e) { showError(e.message); });
   }
 
@@ -318,13 +974,17 @@
   });
   offerLocalZone();
   $('timezone').addEventListener('change', load);
-  $('program').addEventListener('change', load);
+  $('program').addEventListener('change', function () {
+    if (state.route === 'create') { location.hash = '#overview'; return; }
+    show(state.route, false);
+  });
   $('dimension').addEventListener('change', load);
   $('controls').addEventListener('submit', function (e) { e.preventDefault(); load(); });
   $('signout').addEventListener('click', signOut);
+  wire();
   if (window.ResizeObserver) {
     new ResizeObserver(function () {
-      if (state.chart) state.chart.setSize({ width: chartWidth(), height: 300 });
+      if (state.chart && !$('page-overview').hidden) state.chart.setSize({ width: chartWidth(), height: 300 });
     }).observe($('chart').parentElement);
   }
 
