@@ -236,6 +236,43 @@ try {
   await onPage('settings', programId);
   check(await page.locator('#page-settings').isVisible(), 'the processor callback\'s #settings does not open Settings');
 
+  // A reader (no tracking:write on the program): /me says so (the routes
+  // refuse a reader's changes on their own; here the page must not offer
+  // them). Every page reads, no form or change button is shown.
+  const asReader = async (route) => {
+    const r = await route.fetch();
+    const body = await r.json();
+    for (const p of body.data.programs || []) p.permissions = ['tracking:read'];
+    await route.fulfill({ response: r, json: body });
+  };
+  await page.route('**/api/v1/dashboard/me', asReader);
+  await page.setViewportSize({ width: 1440, height: 900 });
+  await page.goto(`${base}/dashboard/?as=reader#overview`);
+  await onPage('overview', programId);
+  await page.locator('#readonly-note').waitFor({ state: 'visible' });
+  for (const route of PAGES.slice(1)) {
+    await go(route);
+    const offered = await page.evaluate(() => Array.from(document.querySelectorAll('#app form, #app button'))
+      .filter((e) => e.offsetParent !== null && !e.disabled && !e.closest('#commission-filters') && !e.closest('.pager') && e.id !== 'settings-form')
+      .map((e) => e.textContent.trim() || e.id)
+      .filter((t) => !/^(Copy snippet|Check my installation|Download CSV)$/.test(t)));
+    check(offered.length === 0, `a reader is offered changes on #${route}: ${JSON.stringify(offered)}`);
+  }
+  check(await page.getByLabel('Attribution window (days)').isDisabled(), 'a reader can edit the settings');
+  await page.unroute('**/api/v1/dashboard/me', asReader);
+
+  // No program yet (a new sign-up): the console opens Create program.
+  await page.route('**/api/v1/dashboard/me', async (route) => {
+    const r = await route.fetch();
+    const body = await r.json();
+    body.data.programs = [];
+    await route.fulfill({ response: r, json: body });
+  });
+  await page.goto(`${base}/dashboard/?as=newcomer`);
+  await page.locator('#page-create').waitFor({ state: 'visible' });
+  await said(/no program yet/, 'a person without a program');
+  await page.unroute('**/api/v1/dashboard/me');
+
   const csp = consoleErrors.filter((m) => /Content Security Policy/i.test(m));
   check(csp.length === 0, `CSP violations: ${csp.join('; ')}`);
   check(pageErrors.length === 0, `page errors: ${pageErrors.join('; ')}`);

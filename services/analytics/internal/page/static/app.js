@@ -322,6 +322,7 @@
   // say puts what happened in the live region (read out by screen readers).
   function say(msg) {
     var s = $('status');
+    state.saidAt = Date.now();
     s.textContent = '';
     // A fresh text node, so the same message twice is announced twice.
     window.setTimeout(function () { s.textContent = msg; }, 10);
@@ -812,6 +813,9 @@
       if (a.getAttribute('data-route') === route) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
     document.title = (route === 'create' ? 'Create program' : route.charAt(0).toUpperCase() + route.slice(1)) + ' \u2014 svc console';
+    // What the last change said belongs to the page it was made on; a
+    // change that moved here itself (a program created) keeps its words.
+    if (Date.now() - (state.saidAt || 0) > 1500) $('status').textContent = '';
     if (focus) $('content').focus({ preventScroll: false });
     if (!pid() && route !== 'create') return Promise.resolve();
     applyAccess();
