@@ -365,7 +365,10 @@
   function grid(box, cols, rows, empty, testid) {
     box.textContent = '';
     if (!rows || rows.length === 0) { box.appendChild(el('p', { className: 'empty', text: empty })); return; }
-    var head = el('tr', {}, cols.map(function (c) { return el('th', { scope: 'col', className: c[2] || '', text: c[0] }); }));
+    // A column of buttons still has a header, for screen readers only.
+    var head = el('tr', {}, cols.map(function (c) {
+      return c[0] ? el('th', { scope: 'col', className: c[2] || '', text: c[0] }) : el('th', { scope: 'col' }, [el('span', { className: 'visually-hidden', text: 'Actions' })]);
+    }));
     var body = rows.map(function (r, i) {
       return el('tr', { 'data-testid': testid + '-' + i }, cols.map(function (c) {
         var v = c[1](r);
@@ -563,6 +566,7 @@
 
   function showInstall() {
     $('snippet').textContent = snippet();
+    $('origin-input').value = '';
     $('new-key').hidden = true;
     var origins = loadSettings().then(renderOrigins).catch(function (e) {
       $('origins').textContent = '';
