@@ -73,7 +73,10 @@ test-deps: ## Install what the tests need but Go does not bring (protoc, Chromiu
 	      echo "installing:$$need"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$need >/dev/null; \
 	    else echo "missing:$$need (install them with apt-get)"; exit 1; fi; \
 	  fi
-	@for d in $(BROWSERTESTS); do [ ! -f $$d/package.json ] || [ -d $$d/node_modules/playwright-core ] || { echo "npm ci in $$d"; npm ci --prefix $$d --no-audit --no-fund --silent; } || exit 1; done
+	@# npm ci again whenever a pinned package (playwright-core, axe-core, …) is missing or at another version.
+	@for d in $(BROWSERTESTS); do [ ! -f $$d/package.json ] || \
+	  node -e 'const d=process.argv[1], p=require("./"+d+"/package.json"); for (const k in p.dependencies) if (require("./"+d+"/node_modules/"+k+"/package.json").version !== p.dependencies[k]) process.exit(1)' $$d 2>/dev/null || \
+	  { echo "npm ci in $$d"; npm ci --prefix $$d --no-audit --no-fund --silent; } || exit 1; done
 
 .PHONY: test
 test: test-deps ## Run every unit and integration test (real Postgres, embedded Kafka broker, real Chromium)

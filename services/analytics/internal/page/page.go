@@ -1,7 +1,11 @@
-// Package page serves the brand dashboard page at /dashboard/: one
-// HTML page, its script and style, and the vendored charting library
-// (uPlot, pinned, see static/vendor/uplot/README.md), all embedded in the
-// binary. The page is a client of the public dashboard API like any other;
+// Package page serves the brand's console at /dashboard/: one HTML page
+// whose hash routes are its pages (#overview, the dashboard as it was;
+// #install, #partners, #commissions, #payouts, #settings and #create over
+// the console routes of accounts and commissions), its script and style,
+// and the vendored charting library (uPlot, pinned, see
+// static/vendor/uplot/README.md), all embedded in the binary. No build
+// step: the script is plain ES5 a browser runs as served. The page is a
+// client of the public API like any other;
 // the only thing it learns from the server is where the sign-in and
 // program routes are (config.json).
 package page

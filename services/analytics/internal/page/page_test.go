@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -79,6 +80,35 @@ func TestPage(t *testing.T) {
 		for _, label := range []string{`<label for="program">`, `<label for="period">`, `<label for="date-from">`, `<label for="date-to">`, `<label for="dimension">`} {
 			if !strings.Contains(page, label) {
 				t.Fatalf("control without its label: %s", label)
+			}
+		}
+	})
+
+	t.Run("the console: its pages, a live status region, every field labelled, no inline handlers", func(t *testing.T) {
+		page := body(t, serve(t, h, "GET", "/dashboard/"))
+		for _, route := range []string{"overview", "install", "partners", "commissions", "payouts", "settings"} {
+			if !strings.Contains(page, `<a href="#`+route+`" data-route="`+route+`">`) || !strings.Contains(page, `id="page-`+route+`"`) {
+				t.Fatalf("no tab or page for #%s", route)
+			}
+		}
+		if !strings.Contains(page, `role="status" aria-live="polite"`) {
+			t.Fatal("no live region saying what each change did")
+		}
+		// CSP (script-src 'self') would refuse inline handlers anyway:
+		// none may be written.
+		for _, bad := range []string{" onclick=", " onsubmit=", " onchange=", " onload=", "javascript:"} {
+			if strings.Contains(page, bad) {
+				t.Fatalf("the page contains %q", bad)
+			}
+		}
+		// Every input, select and textarea has a <label for> naming it.
+		fields := regexp.MustCompile(`<(?:input|select|textarea) id="([^"]+)"`).FindAllStringSubmatch(page, -1)
+		if len(fields) < 20 {
+			t.Fatalf("only %d fields found", len(fields))
+		}
+		for _, f := range fields {
+			if !strings.Contains(page, `<label for="`+f[1]+`">`) {
+				t.Fatalf("field %s has no label", f[1])
 			}
 		}
 	})

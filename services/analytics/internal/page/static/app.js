@@ -322,7 +322,6 @@
   // say puts what happened in the live region (read out by screen readers).
   function say(msg) {
     var s = $('status');
-    state.saidAt = Date.now();
     s.textContent = '';
     // A fresh text node, so the same message twice is announced twice.
     window.setTimeout(function () { s.textContent = msg; }, 10);
@@ -372,12 +371,14 @@
     var body = rows.map(function (r, i) {
       return el('tr', { 'data-testid': testid + '-' + i }, cols.map(function (c) {
         var v = c[1](r);
-        var td = el('td', { className: c[2] || '' });
+        // data-label: the header a phone shows beside the cell when the
+        // table is stacked into one card a row (app.css).
+        var td = el('td', { className: c[2] || '', 'data-label': c[0] });
         if (v instanceof Node) td.appendChild(v); else td.textContent = v;
         return td;
       }));
     });
-    box.appendChild(el('div', { className: 'table-wrap', tabindex: '0' }, [el('table', {}, [el('thead', {}, [head]), el('tbody', {}, body)])]));
+    box.appendChild(el('div', { className: 'table-wrap', tabindex: '0' }, [el('table', { className: 'stack' }, [el('thead', {}, [head]), el('tbody', {}, body)])]));
   }
 
   function problem(box, e) {
@@ -819,7 +820,8 @@
     document.title = (route === 'create' ? 'Create program' : route.charAt(0).toUpperCase() + route.slice(1)) + ' \u2014 svc console';
     // What the last change said belongs to the page it was made on; a
     // change that moved here itself (a program created) keeps its words.
-    if (Date.now() - (state.saidAt || 0) > 1500) $('status').textContent = '';
+    if (!state.keepSay) $('status').textContent = '';
+    state.keepSay = false;
     if (focus) $('content').focus({ preventScroll: false });
     if (!pid() && route !== 'create') return Promise.resolve();
     applyAccess();
@@ -869,6 +871,7 @@
         $('create-form').reset();
         showError('');
         say('Program ' + p.name + ' is created. Next: install the tracker.');
+        state.keepSay = true;
         location.hash = '#install';
       }).catch(fail('The program was not created'));
     });
@@ -968,6 +971,7 @@
       fillPrograms(want);
       if (state.programs.length === 0) {
         say('You have no program yet: create your first one.');
+        state.keepSay = true;
         if (location.hash !== '#create') location.hash = '#create'; else show('create', false);
         return;
       }
