@@ -146,6 +146,24 @@ try {
   check(await page.locator('#new-key').isHidden(), 'the whole key is shown again after a reload');
   check(!(await page.content()).includes(whole), 'the whole key is still in the page after a reload');
 
+  // Rotate (a deadline) and revoke a second key; the first stays.
+  await page.getByLabel('Mode').selectOption('test');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  await said(/A test key is created/, 'creating a test key');
+  await page.getByTestId('key-1').waitFor();
+  const testMasked = (await page.getByTestId('key-1').locator('td').first().innerText()).trim();
+  check(testMasked.startsWith('svc_test_'), `the second key is ${testMasked}`);
+  await page.getByRole('button', { name: `Rotate ${testMasked}` }).click();
+  const deadline = new Date(Date.now() + 30 * 86400e3).toISOString().slice(0, 10);
+  await page.getByTestId('key-1').getByLabel('Stop it on').fill(deadline);
+  await page.getByTestId('key-1').getByRole('button', { name: 'Mark for rotation' }).click();
+  await said(new RegExp(`marked for rotation: it stops working on ${deadline}`), 'marking a key for rotation');
+  await page.getByTestId('key-1').filter({ hasText: `Stops working ${deadline}` }).waitFor();
+  await page.getByRole('button', { name: `Revoke ${testMasked}` }).click();
+  await said(new RegExp(`Key ${testMasked.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is revoked`), 'revoking a key');
+  await page.getByTestId('key-1').waitFor({ state: 'detached' });
+  check((await page.getByTestId('key-0').innerText()).includes('svc_live_'), 'the live key went with the revoked one');
+
   await page.getByLabel('Origin to allow').fill('http://localhost:8000');
   await page.getByRole('button', { name: 'Add origin' }).click();
   await said(/Added http:\/\/localhost:8000/, 'adding an origin');
@@ -188,6 +206,13 @@ try {
   await page.getByRole('button', { name: 'Add member' }).click();
   await said(new RegExp(`${colleague.replace(/[.]/g, '\\.')} is on the team`), 'adding a member');
   await page.locator('#member-list', { hasText: colleague }).waitFor();
+  await page.getByRole('button', { name: `Remove ${colleague}` }).click();
+  await said(/is no longer on the team/, 'removing a member');
+  await page.locator('#member-list', { hasText: colleague }).waitFor({ state: 'detached' });
+  // The last member who may make changes cannot leave (409): said, not done.
+  await page.getByRole('button', { name: /^Remove owner@/ }).click();
+  await said(/The member was not removed: \S/, 'removing the last writer');
+  check(await page.getByRole('button', { name: /^Remove owner@/ }).isVisible(), 'the last writer was removed');
   check(await page.getByLabel('Attribution window (days)').inputValue() !== '', 'the settings form is empty');
 
   // ---- Every page of the brand's program, at both widths, audited.
