@@ -374,6 +374,19 @@ try {
   await page.goto(`${base}/dashboard/?as=newcomer`);
   await page.locator('#page-create').waitFor({ state: 'visible' });
   await said(/no program yet/, 'a person without a program');
+  check(await page.getByRole('navigation', { name: 'Console' }).isHidden(), 'pages are offered before there is a program');
+  // Owning no workspace either (invited nowhere yet): told who to ask.
+  await page.unroute('**/api/v1/dashboard/me');
+  await page.route('**/api/v1/dashboard/me', async (route) => {
+    const r = await route.fetch();
+    const body = await r.json();
+    body.data.programs = [];
+    body.data.workspaces = [];
+    await route.fulfill({ response: r, json: body });
+  });
+  await page.goto(`${base}/dashboard/?as=stranger`);
+  await page.locator('#error').filter({ hasText: 'not a member of any program' }).waitFor();
+  check(await page.getByRole('link', { name: 'Create program' }).isHidden(), 'a person with no workspace is offered Create program');
   await page.unroute('**/api/v1/dashboard/me');
 
   const csp = consoleErrors.filter((m) => /Content Security Policy/i.test(m));

@@ -805,8 +805,21 @@
     document.body.classList.toggle('readonly', !w);
     $('readonly-note').hidden = w || state.programs.length === 0;
     Array.prototype.forEach.call(document.querySelectorAll('#settings-form select, #settings-form input'), function (f) { f.disabled = !w; });
-    // Creating a program needs a workspace of one's own, not this program's permission.
-    $('new-program').hidden = false;
+    // Creating a program needs a workspace of one's own, not this
+    // program's permission.
+    // No program yet: no pages to go to, nothing to pick.
+    document.querySelector('.tabs').hidden = state.programs.length === 0;
+    $('program').parentElement.hidden = state.programs.length === 0;
+    var own = ownWorkspaces();
+    $('new-program').hidden = own.length === 0;
+    $('create-form').hidden = own.length === 0;
+    $('create-none').hidden = own.length > 0;
+    $('create-workspace-field').hidden = own.length < 2;
+    var ws = $('create-workspace');
+    if (ws.options.length !== own.length) {
+      ws.textContent = '';
+      own.forEach(function (w) { ws.appendChild(el('option', { value: String(w.id), text: w.name || ('#' + w.id) })); });
+    }
   }
 
   // show renders the route's page; moving between pages moves focus to
@@ -823,8 +836,8 @@
     if (!state.keepSay) $('status').textContent = '';
     state.keepSay = false;
     if (focus) $('content').focus({ preventScroll: false });
-    if (!pid() && route !== 'create') return Promise.resolve();
     applyAccess();
+    if (!pid() && route !== 'create') return Promise.resolve();
     var done;
     switch (route) {
       case 'overview': done = load(); break;
@@ -836,6 +849,10 @@
       default: done = Promise.resolve(); $('create-name').focus();
     }
     return Promise.resolve(done).then(function () { document.body.setAttribute('data-page', route + ':' + pid()); });
+  }
+
+  function ownWorkspaces() {
+    return ((state.me && state.me.workspaces) || []).filter(function (w) { return w.owner; });
   }
 
   function fillPrograms(want) {
@@ -863,6 +880,7 @@
       var body = { name: $('create-name').value.trim(), domain: $('create-domain').value.trim(),
         commission_type: $('create-type').value, commission_rate: Number($('create-rate').value) };
       if (origins.length) body.allowed_origins = origins;
+      if (ownWorkspaces().length > 1) body.advertiser_id = Number($('create-workspace').value);
       api('/api/v1/programs', { method: 'POST', body: body }).then(function (b) {
         var p = (b && b.data) || {};
         p.permissions = p.permissions || ['tracking:read', 'tracking:write'];
@@ -969,6 +987,10 @@
       $('signout').hidden = false;
       var want = new URLSearchParams(location.search).get('program');
       fillPrograms(want);
+      if (state.programs.length === 0 && ownWorkspaces().length === 0) {
+        showError('Your account is not a member of any program yet.');
+        return;
+      }
       if (state.programs.length === 0) {
         say('You have no program yet: create your first one.');
         state.keepSay = true;
