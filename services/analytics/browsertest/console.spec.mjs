@@ -79,8 +79,9 @@ try {
   // Revoke and remove ask first; the test says yes.
   page.on('dialog', (d) => d.accept().catch(() => {}));
 
-  // Sign in through the page, the provider, and back.
-  await page.goto(`${base}/dashboard/`);
+  // Sign in through the page, the provider, and back: to the page the
+  // sign-in started from (#settings, where the processor also returns).
+  await page.goto(`${base}/dashboard/#settings`);
   await page.locator('#signin').waitFor({ state: 'visible' });
   await page.getByRole('link', { name: 'Sign in' }).click();
   const back = Date.now() + timeout;
@@ -94,6 +95,8 @@ try {
     await page.waitForTimeout(100);
   }
   await page.locator('#app').waitFor({ state: 'visible' });
+  await page.locator('#page-settings').waitFor({ state: 'visible' });
+  check(new URL(page.url()).hash === '#settings' && !page.url().includes('session='), `after the sign-in: ${page.url()}`);
 
   const said = async (re, what) => {
     await page.waitForFunction((src) => new RegExp(src).test(document.getElementById('status').textContent || ''), re.source, { timeout })

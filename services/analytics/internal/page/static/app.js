@@ -10,6 +10,8 @@
 
   var TOKEN_KEY = 'svc_dashboard_session';
   var NONCE_KEY = 'svc_dashboard_signin_nonce';
+  // The console page (#settings, …) a sign-in started from, to return to.
+  var ROUTE_KEY = 'svc_console_route';
   var state = { config: null, token: '', programs: [], chart: null, seq: 0, route: 'overview', me: null };
   var $ = function (id) { return document.getElementById(id); };
 
@@ -91,9 +93,13 @@
     if (token) {
       var want = sessionStorage.getItem(NONCE_KEY);
       sessionStorage.removeItem(NONCE_KEY);
+      var page0 = sessionStorage.getItem(ROUTE_KEY);
+      sessionStorage.removeItem(ROUTE_KEY);
       history.replaceState(null, '', location.pathname + location.search);
       if (want && frag.get('tab_nonce') === want) {
         sessionStorage.setItem(TOKEN_KEY, token);
+        // Back to the console page the sign-in was started from.
+        if (page0) history.replaceState(null, '', location.pathname + location.search + '#' + page0);
       } else {
         showError('That sign-in link was not started from this tab, so it was ignored. Sign in here to continue.');
       }
@@ -135,6 +141,8 @@
   function signInLink() {
     var nonce = newNonce();
     sessionStorage.setItem(NONCE_KEY, nonce);
+    var page = location.hash.replace(/^#/, '').split(/[?&/]/)[0];
+    if (ROUTES.indexOf(page) >= 0) sessionStorage.setItem(ROUTE_KEY, page); else sessionStorage.removeItem(ROUTE_KEY);
     $('signin-link').href = state.config.signInURL + (state.config.signInURL.indexOf('?') < 0 ? '?' : '&') +
       'return_to=' + encodeURIComponent(location.pathname) + '&tab_nonce=' + encodeURIComponent(nonce);
   }
@@ -793,7 +801,9 @@
   // ---- Router
 
   function routeFromHash() {
-    var h = location.hash.replace(/^#/, '');
+    // #settings, and also #settings?… or #settings&… (a return address
+    // that carries more after the page's name).
+    var h = location.hash.replace(/^#/, '').split(/[?&/]/)[0];
     return ROUTES.indexOf(h) >= 0 ? h : 'overview';
   }
 
