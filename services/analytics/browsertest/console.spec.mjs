@@ -257,6 +257,22 @@ try {
   check(await page.getByRole('button', { name: /^Remove owner@/ }).isVisible(), 'the last writer was removed');
   check(await page.getByLabel('Attribution window (days)').inputValue() !== '', 'the settings form is empty');
 
+  // Connect the processor: the route answers the processor's address and
+  // the page goes there; where the route is not live yet, it says so.
+  const left = page.waitForURL((u) => u.origin !== new URL(base).origin, { timeout }).then(() => true, () => false);
+  await page.getByRole('button', { name: 'Connect payment processor' }).click();
+  const outcome = await Promise.race([
+    left,
+    page.waitForFunction(() => /The processor was not connected: \S/.test(document.getElementById('status').textContent || ''), null, { timeout }).then(() => false),
+  ]);
+  if (outcome) {
+    notes.push(`processor connect went to ${new URL(page.url()).origin}`);
+    await page.goBack();
+    await page.locator('#app').waitFor({ state: 'visible' });
+  } else {
+    notes.push(`processor connect: ${await page.locator('#status').textContent()}`);
+  }
+
   // ---- Every page of the brand's program, at both widths, audited.
   await page.locator('#program').selectOption(programId);
   const shots = [];
