@@ -438,6 +438,7 @@ try {
   await page.goto(`${base}/dashboard/?as=stranger`);
   await page.locator('#error').filter({ hasText: 'not a member of any program' }).waitFor();
   check(await page.getByRole('link', { name: 'Create program' }).isHidden(), 'a person with no workspace is offered Create program');
+  check(await page.locator('.tabs').isHidden() && await page.locator('#page-overview').isHidden(), 'a person with nothing to open is shown empty pages');
   await page.unroute('**/api/v1/dashboard/me');
 
   const csp = consoleErrors.filter((m) => /Content Security Policy/i.test(m));

@@ -815,11 +815,11 @@
     document.body.classList.toggle('readonly', !w);
     $('readonly-note').hidden = w || state.programs.length === 0;
     Array.prototype.forEach.call(document.querySelectorAll('#settings-form select, #settings-form input'), function (f) { f.disabled = !w; });
-    // Creating a program needs a workspace of one's own, not this
-    // program's permission.
     // No program yet: no pages to go to, nothing to pick.
     document.querySelector('.tabs').hidden = state.programs.length === 0;
     $('program').parentElement.hidden = state.programs.length === 0;
+    // Creating a program needs a workspace of one's own, not this
+    // program's permission.
     var own = ownWorkspaces();
     $('new-program').hidden = own.length === 0;
     $('create-form').hidden = own.length === 0;
@@ -998,6 +998,8 @@
       var want = new URLSearchParams(location.search).get('program');
       fillPrograms(want);
       if (state.programs.length === 0 && ownWorkspaces().length === 0) {
+        applyAccess();
+        $('page-overview').hidden = true;
         showError('Your account is not a member of any program yet.');
         return;
       }
