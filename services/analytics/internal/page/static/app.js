@@ -840,7 +840,7 @@
     Array.prototype.forEach.call(document.querySelectorAll('.tabs a'), function (a) {
       if (a.getAttribute('data-route') === route) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     });
-    document.title = (route === 'create' ? 'Create program' : route.charAt(0).toUpperCase() + route.slice(1)) + ' \u2014 svc console';
+    document.title = (route === 'create' ? 'Create program' : route.charAt(0).toUpperCase() + route.slice(1)) + ' \u2014 svc dashboard';
     // What the last change said belongs to the page it was made on; a
     // change that moved here itself (a program created) keeps its words.
     if (!state.keepSay) $('status').textContent = '';
