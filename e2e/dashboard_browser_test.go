@@ -165,6 +165,38 @@ func TestConsoleInRealBrowser(t *testing.T) {
 		t.Fatalf("console driver failed (%v):\n%s", err, stderr.String())
 	}
 	t.Logf("console driver: %s", strings.TrimSpace(stdout.String()))
+	var ran struct {
+		Program string `json:"program"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &ran); err != nil || ran.Program == "" {
+		t.Fatalf("driver output %q: %v", stdout.String(), err)
+	}
+	// What the page changed is what the routes now answer: one live key
+	// (the test key was revoked), the one origin added (the refused one
+	// not stored), the colleague gone from the team and the owner kept.
+	api := newClient(t, s, "198.51.100.93").withKey(signInForToken(t, s))
+	keys, _ := api.do("GET", "/api/v1/programs/"+ran.Program+"/keys", nil).want(t, 200).get("data").([]any)
+	if len(keys) != 1 || keys[0].(map[string]any)["mode"] != "live" {
+		t.Fatalf("keys after the console: %v", keys)
+	}
+	origins, _ := api.do("GET", "/api/v1/programs/"+ran.Program+"/settings", nil).want(t, 200).get("data", "allowed_origins").([]any)
+	if len(origins) != 1 || origins[0] != "http://localhost:8000" {
+		t.Fatalf("allowed origins after the console: %v", origins)
+	}
+	members, _ := api.do("GET", "/api/v1/programs/"+ran.Program+"/members", nil).want(t, 200).get("data").([]any)
+	active := 0
+	for _, m := range members {
+		m := m.(map[string]any)
+		if m["active"] == true {
+			active++
+			if !strings.HasPrefix(fmt.Sprint(m["email"]), "owner@") {
+				t.Fatalf("an active member the console removed: %v", m)
+			}
+		}
+	}
+	if active != 1 || len(members) != 2 {
+		t.Fatalf("team after the console: %v", members)
+	}
 	for _, p := range []string{"overview", "install", "partners", "commissions", "payouts", "settings"} {
 		for _, w := range []string{"1440", "390"} {
 			f := filepath.Join(shots, p+"-"+w+".png")
