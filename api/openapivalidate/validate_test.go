@@ -51,6 +51,7 @@ var wantOperations = []string{
 	"POST /api/v1/programs/{id}/partners/{partnerId}/links",
 	"PATCH /api/v1/programs/{id}/links/{linkId}",
 	"GET /api/v1/programs/{id}/members",
+	"GET /api/v1/programs/{id}/partners",
 	"POST /api/v1/programs/{id}/members",
 	"DELETE /api/v1/programs/{id}/members/{userId}",
 	"POST /api/v1/cli/auth/callback",

@@ -205,9 +205,11 @@ SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i
 FROM generate_series(1, {N}) i`
 
 // loadAccounts: the catalog the console's routes read (a person's
-// memberships, workspaces and programs, their session's standing): N
-// workspaces (open sign-up makes one per person), the first 1,000 with a
-// program each, N people each a member of one program, N revoked sessions.
+// memberships, workspaces and programs, their session's standing, a
+// program's partners): N workspaces (open sign-up makes one per person),
+// the first 1,000 with a program each, N people each a member of one
+// program, N revoked sessions, N partners each enrolled in one program
+// with a link.
 const loadAccounts = `
 INSERT INTO advertisers (id, name, email) SELECT 3000000 + i, 'Bulk ' || i, 'b' || i || '@bulk.example' FROM generate_series(0, {N}) i;
 INSERT INTO programs (id, advertiser_id, name, domain, commission_type, commission_rate)
@@ -216,4 +218,7 @@ INSERT INTO users (id, email, advertiser_id) SELECT 1000000000 + i, 'u' || i || 
 INSERT INTO memberships (program_id, user_id, active, permissions)
 SELECT 1000000 + i % 1000, 1000000000 + i, i % 10 <> 0, '{tracking:read}' FROM generate_series(1, {N}) i;
 INSERT INTO session_revocations (session_id, user_id, expires_at, revoked_at)
-SELECT md5(i::text), 1000000000 + i, now() + interval '1 hour' * (i % 12), now() FROM generate_series(1, {N}) i`
+SELECT md5(i::text), 1000000000 + i, now() + interval '1 hour' * (i % 12), now() FROM generate_series(1, {N}) i;
+INSERT INTO partners (id, name, email) SELECT 2000000 + i, 'Partner ' || i, 'p' || i || '@bulk.example' FROM generate_series(1, {N}) i;
+INSERT INTO partner_programs (partner_id, program_id, approved) SELECT 2000000 + i, 1000000 + i % 1000, true FROM generate_series(1, {N}) i;
+INSERT INTO links (program_id, partner_id, code) SELECT 1000000 + i % 1000, 2000000 + i, 'bulk' || i FROM generate_series(1, {N}) i`

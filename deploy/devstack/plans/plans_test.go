@@ -367,6 +367,11 @@ func (c *client) drive() {
 	c.want(200, "GET", "/api/v1/programs?limit=10", nil, owner...)
 	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/settings", w.program), nil, owner...)
 	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/keys", w.program), nil, owner...)
+	// The partners list, and analytics' figures of its page (asked on the
+	// internal route, recorded with analytics' statements).
+	if r := c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/partners?limit=5", w.program), nil, owner...); r.body["figures"].(map[string]any)["available"] != true {
+		c.t.Fatalf("the partners list had no figures: %s", r.raw)
+	}
 }
 
 // event is a processor fixture (commissions' testdata) with a fresh id,

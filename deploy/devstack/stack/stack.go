@@ -54,7 +54,9 @@ func Services() []Service {
 		{Spec: commissions.Spec(), CatalogReplica: true, InternalURLs: map[string]string{"TRACKING_URL": tracking.Name}},
 		{Spec: analytics.Spec(), CatalogReplica: true},
 		// Test events: click and lead at tracking, the sale at commissions.
-		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name}},
+		// The console's partners list asks analytics' internal figures.
+		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name},
+			InternalURLs: map[string]string{"ANALYTICS_URL": analytics.Name}},
 	}
 }
 

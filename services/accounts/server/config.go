@@ -61,7 +61,11 @@ type Config struct {
 	TrackingURL string `env:"TRACKING_URL"`
 	// CommissionsURL is where test sales go: the commissions service serves
 	// POST /api/v1/track/sale.
-	CommissionsURL       string        `env:"COMMISSIONS_URL"`
+	CommissionsURL string `env:"COMMISSIONS_URL"`
+	// AnalyticsURL is analytics' operations address: the console's
+	// partners list asks it for the page's figures with InternalToken.
+	AnalyticsURL         string        `env:"ANALYTICS_URL"`
+	InternalToken        string        `env:"INTERNAL_TOKEN"` // secret
 	TrackingTimeout      time.Duration `env:"TRACKING_TIMEOUT"`
 	ChainLimitPerHour    int           `env:"CHAIN_LIMIT_PER_HOUR"`
 	TestEventSyncTimeout time.Duration `env:"TEST_EVENT_SYNC_TIMEOUT"`
@@ -133,6 +137,8 @@ func LoadConfig(env *obs.Env) (Config, error) {
 
 		TrackingURL:          env.String("TRACKING_URL", ""),
 		CommissionsURL:       env.String("COMMISSIONS_URL", ""),
+		AnalyticsURL:         env.String("ANALYTICS_URL", ""),
+		InternalToken:        env.Token("INTERNAL_TOKEN"),
 		TrackingTimeout:      env.Duration("TRACKING_TIMEOUT", DefaultTrackingTimeout),
 		ChainLimitPerHour:    env.Int("CHAIN_LIMIT_PER_HOUR", integration.DefaultChainLimit),
 		TestEventSyncTimeout: env.Duration("TEST_EVENT_SYNC_TIMEOUT", integration.DefaultSyncTimeout),

@@ -374,7 +374,7 @@ try {
     await said(/A payout for Sample Partner is open/, 'opening a payout');
     check(sent.some((s) => s.method === 'POST' && s.url.endsWith('/payouts') && s.body === JSON.stringify({ partner_id: 901, currency: 'EUR', amount: 1000 })),
       `the payout was not opened with minor units: ${JSON.stringify(sent.filter((s) => s.method === 'POST'))}`);
-    await page.getByRole('button', { name: 'Mark payout 5 paid' }).click();
+    await page.getByRole('button', { name: 'Mark paid: payout 5' }).click();
     await said(/is marked paid/, 'paying a payout');
     check(sent.some((s) => s.method === 'POST' && s.url.endsWith('/payouts/5/pay')), 'the payout was not paid');
     await page.getByRole('button', { name: 'Cancel payout 5' }).click();

@@ -31,6 +31,10 @@ type Config struct {
 	// KeyUseInterval is how often the keys that authenticated are reported
 	// to accounts (the console's last use of a key).
 	KeyUseInterval time.Duration `env:"KEY_USE_REPORT_INTERVAL"`
+	// InternalToken authenticates accounts on GET
+	// /internal/v1/programs/{id}/partner-figures (the console's partners
+	// list). Unset: that route answers 503 and the list shows no figures.
+	InternalToken string `env:"INTERNAL_TOKEN"` // secret
 }
 
 // The spec's 30 per minute per key, for each route.
@@ -53,6 +57,7 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		SourcesRateLimit:    env.Int("SOURCES_RATE_LIMIT", DefaultSourcesRateLimit),
 		FailedAuthRateLimit: env.Int("FAILED_AUTH_RATE_LIMIT", DefaultFailedAuthLimit),
 		KeyUseInterval:      env.Duration("KEY_USE_REPORT_INTERVAL", catalogsync.DefaultKeyUseInterval),
+		InternalToken:       env.Token("INTERNAL_TOKEN"),
 	}
 	if c.KeyUseInterval <= 0 {
 		env.Fail(fmt.Errorf("KEY_USE_REPORT_INTERVAL must be positive, got %s", c.KeyUseInterval))

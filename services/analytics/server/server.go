@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/bearer"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
@@ -23,6 +24,10 @@ import (
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/httpapi"
 	"github.com/svc-dev/svc/services/analytics/internal/dashboard/pgstore"
 	"github.com/svc-dev/svc/services/analytics/internal/page"
+	"github.com/svc-dev/svc/services/analytics/internal/partnerfigures"
+	figuresendpoints "github.com/svc-dev/svc/services/analytics/internal/partnerfigures/endpoints"
+	figureshttp "github.com/svc-dev/svc/services/analytics/internal/partnerfigures/httpapi"
+	figuresstore "github.com/svc-dev/svc/services/analytics/internal/partnerfigures/pgstore"
 	"github.com/svc-dev/svc/services/analytics/internal/readiness"
 	readinessendpoints "github.com/svc-dev/svc/services/analytics/internal/readiness/endpoints"
 	readinesshttp "github.com/svc-dev/svc/services/analytics/internal/readiness/httpapi"
@@ -147,6 +152,17 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Limit:      ratelimit.Middleware(sourcesLimiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("sources"), ratelimit.WithOnRefuse(refusals.Inc)),
 		FailedAuth: failedAuth,
 	})...)
+	// GET /internal/v1/programs/{id}/partner-figures: accounts' console
+	// partners list, on the operations port with INTERNAL_TOKEN.
+	figures, err := partnerfigures.NewService(figuresstore.New(p.Pool), p.Now)
+	if err != nil {
+		return nil, err
+	}
+	internalToken := bearer.New(cfg.InternalToken)
+	if !internalToken.Configured() {
+		p.Logger.Info("no INTERNAL_TOKEN: " + figureshttp.Path + " answers 503 (the console's partners list shows no figures)")
+	}
+	routes = append(routes, figureshttp.Routes(figuresendpoints.New(figures, tracing), figureshttp.Config{InternalToken: internalToken, Logger: p.Logger})...)
 	pageHandler, err := page.Handler(page.Config{SignInURL: SignInPath, SignOutURL: SignOutPath, ProgramsURL: ProgramsPath})
 	if err != nil {
 		return nil, err

@@ -76,6 +76,11 @@ type Service interface {
 	CreateLink(ctx context.Context, userID, programID, partnerID int64, code *string) (catalog.Link, catalog.Seq, error)
 	// SetLinkActive turns the program's link on or off.
 	SetLinkActive(ctx context.Context, userID, programID, linkID int64, active bool) (catalog.Link, catalog.Seq, error)
+	// List answers a page of the program's partners with their figures,
+	// to a member who may read it (list.go).
+	List(ctx context.Context, userID, programID int64, p Page) (Listed, error)
+	// CanRead answers nil when userID may read programID's partners.
+	CanRead(ctx context.Context, userID, programID int64) error
 	// CanChange answers nil when userID may change programID's partners:
 	// the check a malformed change is refused after, so a non-member
 	// learns nothing from validation.
@@ -88,6 +93,9 @@ type Config struct {
 	Catalog Catalog
 	Store   catalog.PartnerConsoleStore
 	Random  func([]byte) (int, error)
+	// Lister reads the list; Figures, when set, adds analytics' figures.
+	Lister  Lister
+	Figures FiguresSource
 }
 
 type service struct{ cfg Config }
@@ -101,6 +109,10 @@ func NewService(cfg Config) (Service, error) {
 		cfg.Random = rand.Read
 	}
 	return &service{cfg: cfg}, nil
+}
+
+func (s *service) CanRead(ctx context.Context, userID, programID int64) error {
+	return s.cfg.Access.Authorize(ctx, userID, programID, identity.PermissionRead)
 }
 
 func (s *service) CanChange(ctx context.Context, userID, programID int64) error {

@@ -26,6 +26,7 @@ type Set struct {
 	Reject     endpoint.Endpoint
 	CreateLink endpoint.Endpoint
 	UpdateLink endpoint.Endpoint
+	List       endpoint.Endpoint
 }
 
 // New builds the endpoints, each decorated with mw (tracing), outermost first.
@@ -36,6 +37,7 @@ func New(svc partners.Service, mw ...obs.EndpointMiddleware) Set {
 		Reject:     obs.Decorate("program_partners_reject", makeApproval(svc, false), mw...),
 		CreateLink: obs.Decorate("program_partner_links_create", makeCreateLink(svc), mw...),
 		UpdateLink: obs.Decorate("program_links_update", makeUpdateLink(svc), mw...),
+		List:       obs.Decorate("program_partners_list", makeList(svc), mw...),
 	}
 }
 

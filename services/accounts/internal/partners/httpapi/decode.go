@@ -9,6 +9,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
+	"github.com/svc-dev/svc/services/accounts/internal/partners"
 	"github.com/svc-dev/svc/services/accounts/internal/partners/endpoints"
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
@@ -100,5 +101,29 @@ func decodeUpdateLink(ctx context.Context, r *http.Request) (any, error) {
 		return req, nil
 	}
 	req.Active = active
+	return req, nil
+}
+
+// decodeList reads ?limit (1 to 100, 50 when absent) and ?cursor (a
+// previous page's next_cursor), as the other console lists do.
+func decodeList(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.ListRequest{UserID: settingshttpapi.SessionUser(ctx), ProgramID: pathID(r, "id"), Page: partners.Page{Limit: partners.DefaultLimit}}
+	q := r.URL.Query()
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || len(v) > 1 || n < 1 || n > partners.MaxLimit {
+			req.BodyErr = partners.ErrBadLimit
+			return req, nil
+		}
+		req.Page.Limit = n
+	}
+	if v, ok := q["cursor"]; ok {
+		n, err := strconv.ParseInt(v[0], 10, 64)
+		if err != nil || len(v) > 1 || n <= 0 {
+			req.BodyErr = partners.ErrBadCursor
+			return req, nil
+		}
+		req.Page.After = n
+	}
 	return req, nil
 }

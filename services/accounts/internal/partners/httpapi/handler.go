@@ -1,4 +1,5 @@
-// Package httpapi is the HTTP transport of the console's partner and link
+// Package httpapi is the HTTP transport of the console's partners list
+// (GET /api/v1/programs/{id}/partners) and its partner and link
 // changes, POST /api/v1/programs/{id}/partners (invite), POST
 // /api/v1/programs/{id}/partners/{partnerId}/approve and /reject, POST
 // /api/v1/programs/{id}/partners/{partnerId}/links and PATCH
@@ -37,6 +38,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	build := settingshttpapi.SessionRoutes{Sessions: cfg.Sessions, Logger: cfg.Logger, Limit: cfg.Limit, FailedAuth: cfg.FailedAuth}.Handler
 	limited := cfg.Limit != nil
 	return []httpkit.Route{
+		{Pattern: "GET /api/v1/programs/{id}/partners", Name: "program_partners_list",
+			Handler: build("Failed to load partners", set.List, decodeList), LimitChecksURL: limited},
 		{Pattern: "POST /api/v1/programs/{id}/partners", Name: "program_partners_invite",
 			Handler: build("Failed to invite partner", set.Invite, decodeInvite), LimitChecksURL: limited},
 		{Pattern: "POST /api/v1/programs/{id}/partners/{partnerId}/approve", Name: "program_partners_approve",

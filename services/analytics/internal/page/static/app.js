@@ -593,16 +593,28 @@
         ['Partner', function (p) { return el('span', {}, [el('strong', { text: text(p.name) }), el('small', { className: 'sub', text: p.email || '' })]); }, 'name'],
         ['Status', function (p) { return el('span', { className: 'badge ' + (p.status || ''), text: text(p.status) }); }],
         ['Links', function (p) { return linksCell(p); }],
-        ['Clicks', function (p) { return fmt('int', p.clicks); }, 'num'],
-        ['Leads', function (p) { return fmt('int', p.leads); }, 'num'],
-        ['Conversions', function (p) { return fmt('int', p.conversions); }, 'num'],
-        ['Revenue', function (p) { return money(p.revenue, p.currency); }, 'num'],
-        ['Commission', function (p) { return money(p.commission, p.currency); }, 'num'],
+        ['Clicks', function (p) { return p.clicks === null ? '\u2014' : fmt('int', p.clicks); }, 'num'],
+        ['Leads', function (p) { return p.leads === null ? '\u2014' : fmt('int', p.leads); }, 'num'],
+        ['Conversions', function (p) { return p.conversions === null ? '\u2014' : fmt('int', p.conversions); }, 'num'],
+        ['Revenue', function (p) { return partnerMoney(p, 'revenue'); }, 'num'],
+        ['Commission', function (p) { return partnerMoney(p, 'commission'); }, 'num'],
         ['', function (p) { return canWrite() ? partnerActions(p) : ''; }, 'actions-cell']
       ], list(b), 'No partner yet. Invite your first one below.', 'partner');
       return b;
     }).catch(function (e) { problem(box, e); throw e; });
   });
+
+  // partnerMoney shows a partner's money of the figures' window, each
+  // currency in its own units (the list never converts); a dash when the
+  // figures are unavailable.
+  function partnerMoney(p, key) {
+    if (Array.isArray(p.money)) {
+      if (!p.money.length) return money(0, 'USD');
+      return p.money.map(function (m) { return money(m[key], m.currency); }).join(' + ');
+    }
+    if (p.money === null && p[key] === undefined) return '\u2014';
+    return money(p[key], p.currency);
+  }
 
   function linksCell(p) {
     var ul = el('ul', { className: 'links' });
@@ -641,7 +653,7 @@
     }
     if (p.status === 'approved') {
       wrap.appendChild(button('Add link', 'secondary', function () { return post('The link was not added', '/links', {}, 'A new link for ' + (p.name || p.email) + ' is on.'); },
-        { 'aria-label': 'Add a link for ' + (p.name || p.email) }));
+        { 'aria-label': 'Add link for ' + (p.name || p.email) }));
     }
     return wrap;
   }
@@ -702,7 +714,7 @@
             say('Payout of ' + money(p.amount, p.currency || r.currency) + ' is marked paid.');
             return payoutPager.load();
           }).catch(fail('The payout was not marked paid'));
-        }, { 'aria-label': 'Mark payout ' + p.id + ' paid' }));
+        }, { 'aria-label': 'Mark paid: payout ' + p.id }));
         li.appendChild(button('Cancel', 'link-button', function () {
           return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/cancel', { method: 'POST' }).then(function () {
             say('Payout ' + p.id + ' is canceled; its amount is available again.');

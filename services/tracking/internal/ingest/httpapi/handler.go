@@ -121,7 +121,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	// Internal: on tracking's own port only (neither the gateway nor the
 	// Ingress routes /internal/), for the commissions service.
-	attribution := internalOnly(cfg.InternalToken, server(set.Attribution, decodeAttribution(cfg.Now), attributionErrors))
+	attribution := bearer.InternalGuard(cfg.InternalToken, server(set.Attribution, decodeAttribution(cfg.Now), attributionErrors))
 	routes = append(routes, httpkit.Route{Pattern: "POST " + AttributionsPath, Name: "internal_attribution", Handler: attribution})
 	return append(routes, cfg.Extra...)
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/svc-dev/svc/libs/auth/bearer"
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
@@ -21,10 +20,6 @@ const AttributionsPath = "/internal/v1/attributions"
 
 // The internal route's messages.
 const (
-	msgInternalNotConfigured = "internal API not configured"
-	msgInternalAuthHeader    = "Missing or malformed Authorization header. Expected: Bearer <internal_token>"
-	msgInternalTokenInvalid  = "Invalid internal token"
-
 	msgTransactionID     = "transaction_id is required and must be a string"
 	msgTransactionIDLong = "transaction_id must be at most 255 characters"
 	msgAmountCents       = "amount_cents is required and must be a positive integer"
@@ -63,28 +58,6 @@ var attributionMessages = map[string]string{
 	"source":         msgAttrSource,
 	"settle_lead":    msgAttrSettleLead,
 	"email_hash":     msgAttrEmailHash,
-}
-
-// internalOnly authenticates the calling service: Authorization: Bearer
-// with the internal token (bearer: hashed, constant time). Without a
-// configured token every call is 503 (the route exists, so the caller
-// learns tracking is misconfigured rather than missing).
-func internalOnly(want bearer.Token, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !want.Configured() {
-			_ = httpkit.WritePlatformError(w, http.StatusServiceUnavailable, msgInternalNotConfigured, httpkit.WithCode("not_configured"))
-			return
-		}
-		switch want.Check(r) {
-		case bearer.Missing:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, msgInternalAuthHeader, httpkit.WithCode("unauthorized"))
-			return
-		case bearer.Invalid:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, msgInternalTokenInvalid, httpkit.WithCode("unauthorized"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // decodeAttribution reads an attribution request field by field, in the
