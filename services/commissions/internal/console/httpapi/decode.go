@@ -213,7 +213,7 @@ func body(r *http.Request, optional bool, known ...string) (httpkit.Object, erro
 		}
 		if !ok {
 			return nil, &console.Error{Kind: errkind.Invalid, Field: k,
-				Message: fmt.Sprintf("Unknown field: %s. Send %s", k, strings.Join(known, ", "))}
+				Message: unknownField(k, known)}
 		}
 	}
 	return obj, nil
@@ -326,4 +326,12 @@ func decodeIDCursor(v string) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	return n, err == nil && n > 0
+}
+
+// unknownField names a field the route does not take, and what it takes.
+func unknownField(k string, known []string) string {
+	if len(known) == 0 {
+		return fmt.Sprintf("Unknown field: %s. Send no fields", k)
+	}
+	return fmt.Sprintf("Unknown field: %s. Send %s", k, strings.Join(known, ", "))
 }
