@@ -50,9 +50,11 @@ CREATE INDEX withdrawals_program ON withdrawals (program_id, id) WHERE program_i
 CREATE INDEX withdrawals_program_partner ON withdrawals (program_id, partner_id, currency) WHERE program_id IS NOT NULL;
 
 -- The commissions list: newest first by (created_at, id) within a program,
--- with or without a status or partner filter.
-CREATE INDEX commissions_program_created ON commissions (program_id, created_at DESC, id DESC);
-CREATE INDEX commissions_program_partner_created ON commissions (program_id, partner_id, created_at DESC, id DESC);
+-- with or without a status or partner filter; scanned backwards, the keyset
+-- condition (created_at, id) < (…) is an index condition and LIMIT stops
+-- the scan after a page.
+CREATE INDEX commissions_program_created ON commissions (program_id, created_at, id);
+CREATE INDEX commissions_program_partner_created ON commissions (program_id, partner_id, created_at, id);
 -- The program's credited money per partner and currency.
 CREATE INDEX commissions_program_credited ON commissions (program_id, partner_id, currency) INCLUDE (amount, refunded_amount) WHERE credited;
 

@@ -118,30 +118,33 @@ func (s *Store) Commissions(ctx context.Context, programID int64, f console.Filt
 	return nil
 }
 
-// MoneyQuery is the payouts list's money per partner and currency: the
-// program's credited commissions (commissions_program_credited) and
-// payouts (withdrawals_program_partner), with the partner's whole balance
-// (balances' key) and open withdrawals (withdrawals_partner). Exported for
-// the plan test.
-const MoneyQuery = `WITH earned AS (
-		SELECT partner_id, currency, sum(amount - refunded_amount)::bigint AS earned
-		FROM commissions WHERE program_id = $1 AND credited GROUP BY partner_id, currency
-	), paid AS (
-		SELECT partner_id, currency,
-			COALESCE(sum(amount) FILTER (WHERE status = 'paid'), 0)::bigint AS paid,
-			COALESCE(sum(amount) FILTER (WHERE status = 'open'), 0)::bigint AS open
-		FROM withdrawals WHERE program_id = $1 GROUP BY partner_id, currency
-	), keys AS (
-		SELECT partner_id, currency FROM earned UNION SELECT partner_id, currency FROM paid
+// MoneyQuery is the payouts list's money per partner and currency: for
+// each partner of the program (partner_programs_program_partner), its
+// credited commissions there (commissions_program_credited, partner fixed)
+// and the program's payouts to it (withdrawals_program_partner), with the
+// partner's whole balance (balances' key) less all its open withdrawals
+// (withdrawals_partner). Per partner, so each aggregate is an index range
+// of one partner, never a scan of the program's commissions as a whole.
+// Exported for the plan test.
+const MoneyQuery = `WITH per AS (
+		SELECT pp.partner_id, m.currency, sum(m.earned)::bigint AS earned, sum(m.paid)::bigint AS paid, sum(m.open)::bigint AS open
+		FROM partner_programs pp
+		CROSS JOIN LATERAL (
+			SELECT c.currency, sum(c.amount - c.refunded_amount) AS earned, 0 AS paid, 0 AS open
+			FROM commissions c WHERE c.program_id = $1 AND c.partner_id = pp.partner_id AND c.credited GROUP BY c.currency
+			UNION ALL
+			SELECT w.currency, 0, COALESCE(sum(w.amount) FILTER (WHERE w.status = 'paid'), 0), COALESCE(sum(w.amount) FILTER (WHERE w.status = 'open'), 0)
+			FROM withdrawals w WHERE w.program_id = $1 AND w.partner_id = pp.partner_id GROUP BY w.currency
+		) m
+		WHERE pp.program_id = $1
+		GROUP BY pp.partner_id, m.currency
 	)
-	SELECT k.partner_id, k.currency, COALESCE(e.earned, 0), COALESCE(p.paid, 0), COALESCE(p.open, 0),
-		COALESCE(b.balance, 0) - COALESCE((SELECT sum(w.amount) FROM withdrawals w
-			WHERE w.partner_id = k.partner_id AND w.currency = k.currency AND w.status = 'open'), 0)::bigint
-	FROM keys k
-	LEFT JOIN earned e ON e.partner_id = k.partner_id AND e.currency = k.currency
-	LEFT JOIN paid p ON p.partner_id = k.partner_id AND p.currency = k.currency
-	LEFT JOIN balances b ON b.partner_id = k.partner_id AND b.currency = k.currency
-	ORDER BY k.partner_id, k.currency`
+	SELECT per.partner_id, per.currency, per.earned, per.paid, per.open,
+		COALESCE((SELECT b.balance FROM balances b WHERE b.partner_id = per.partner_id AND b.currency = per.currency), 0)
+		- COALESCE((SELECT sum(w.amount) FROM withdrawals w
+			WHERE w.partner_id = per.partner_id AND w.currency = per.currency AND w.status = 'open'), 0)::bigint
+	FROM per
+	ORDER BY per.partner_id, per.currency`
 
 // Money lists every partner with money in the program.
 func (s *Store) Money(ctx context.Context, programID int64, each func(console.PartnerMoney, int64) error) error {
