@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -84,8 +85,7 @@ func regexExposure(path string) string {
 	if err != nil {
 		return fmt.Sprintf("regex path does not compile: %v", err)
 	}
-	prefix, _ := re.LiteralPrefix()
-	if !strings.HasPrefix(prefix, publicRegexPrefix) {
+	if prefix := literalPrefix(path); !strings.HasPrefix(prefix, publicRegexPrefix) {
 		return fmt.Sprintf("regex path must begin with the literal %s (its literal prefix is %q): it could otherwise match /admin/ or /internal/", publicRegexPrefix, prefix)
 	}
 	for _, private := range privatePrefixes {
@@ -94,6 +94,25 @@ func regexExposure(path string) string {
 		}
 	}
 	return ""
+}
+
+// literalPrefix is the case-sensitive literal every match of ^path begins
+// with ("" when there is none): the parsed expression must be the start of
+// the text followed by a literal.
+func literalPrefix(path string) string {
+	re, err := syntax.Parse("^"+path, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	re = re.Simplify()
+	if re.Op != syntax.OpConcat || len(re.Sub) < 2 || re.Sub[0].Op != syntax.OpBeginText {
+		return ""
+	}
+	lit := re.Sub[1]
+	if lit.Op != syntax.OpLiteral || lit.Flags&syntax.FoldCase != 0 {
+		return ""
+	}
+	return string(lit.Rune)
 }
 
 // checkIngress runs the Ingress-only checks; services maps Service names to
