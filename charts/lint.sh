@@ -143,6 +143,26 @@ for path in /admin/v1 /Admin /adm /; do
   grep -q 'would expose /admin/v1/' "$tmp/err" || { cat "$tmp/err" >&2; die "route on $path failed for another reason"; }
 done
 
+# The regex Ingress's guards: a regex route must begin with the literal
+# /api/ at render time, and manifestcheck refuses a rendered regex path
+# that could match /admin/.
+for path in '/.*' '/admin/v1/.*' '/(api|admin)/x' '/ap.*'; do
+  log "expect the umbrella to refuse the regex route $path"
+  if "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
+      --set-string "ingress.regexRoutes[0].path=$path" --set "ingress.regexRoutes[0].service=accounts" >/dev/null 2>"$tmp/err"; then
+    die "a regex route on $path rendered: the guard in charts/svc is broken"
+  fi
+  grep -q 'must start with the literal /api/' "$tmp/err" || { cat "$tmp/err" >&2; die "regex route $path failed for another reason"; }
+done
+log "expect manifestcheck to refuse a rendered regex Ingress path that could reach /admin"
+"$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
+  | sed 's#path: "/api/v1/programs/\[^/\]+/commissions\$"#path: "/.*/v1/x"#' >"$tmp/regex.yaml"
+grep -q 'path: "/\.\*/v1/x"' "$tmp/regex.yaml" || die "could not plant a wide regex path in the render"
+if "$check" <"$tmp/regex.yaml" >/dev/null 2>"$tmp/err"; then
+  die "manifestcheck accepted a regex path that could match /admin/"
+fi
+grep -q 'regex path must begin with the literal /api/' "$tmp/err" || { cat "$tmp/err" >&2; die "manifestcheck refused the wide regex for another reason"; }
+
 log "expect manifestcheck to refuse a rendered Ingress routing /admin/v1"
 "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
   | sed 's#path: /api/v1/cli$#path: /admin/v1#' >"$tmp/admin.yaml"
@@ -220,19 +240,30 @@ done
 gateway_go="$root_dir/deploy/devstack/gateway/gateway.go"
 if [[ -f "$gateway_go" ]]; then
   log "compare the Ingress routes with the local gateway's public rules"
-  # Only Prefix rules can be public: a Pattern rule (one-segment wildcards,
-  # admin paths split between accounts and commissions) has no Ingress
-  # equivalent, and the comparison below reads Prefix rules only.
-  if grep -E '\{Pattern: "[^"]*",.*Public: true' "$gateway_go" >&2; then
-    die "a Pattern rule in $gateway_go is public: the Ingress cannot route a wildcard segment"
+  # Prefix rules are on the first Ingress (<release>-public); public Pattern
+  # rules (a "*" is one non-empty segment) on the regex Ingress
+  # (<release>-public-regex) as regular expressions: "*" is [^/]+ and the
+  # path ends with $ (gateway.IngressRegex; nginx anchors the start). Only
+  # /api/ patterns may be public (the gateway's tests, the chart and
+  # deploy/manifestcheck refuse others).
+  if grep -E '\{Pattern: "[^"]*",.*Public: true' "$gateway_go" | grep -vE '\{Pattern: "/api/' >&2; then
+    die "a public Pattern rule in $gateway_go is not under /api/: it cannot be on the regex Ingress"
   fi
   sed -nE 's/.*\{Prefix: "([^"]+)", Service: "([^"]+)", Public: true\}.*/\1 \2/p' "$gateway_go" \
     | sed -E 's#^(/.*[^/])/? #\1 #' | sort -u >"$tmp/gateway.routes"
   [[ -s "$tmp/gateway.routes" ]] || die "no public rule parsed from $gateway_go (format changed?)"
+  sed -nE 's/.*\{Pattern: "([^"]+)", Service: "([^"]+)", Public: true\}.*/\1 \2/p' "$gateway_go" \
+    | sed -E 's#\*#[^/]+#g; s#^([^ ]+) #\1$ #' | sort -u >"$tmp/gateway.regex"
   "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
       --set commissions.enabled=true,analytics.enabled=true --show-only templates/ingress.yaml \
-    | awk -v rel="$RELEASE-" '/- path:/ { p = $3 } /name: / && p { n = $2; sub("^" rel, "", n); print p, n; p = "" }' \
-    | sort -u >"$tmp/ingress.routes"
+    | awk -v rel="$RELEASE-" '
+        /^  name: / { regex = ($2 ~ /-regex$/) }
+        /- path:/ { p = $3; gsub(/"/, "", p) }
+        /name: / && p { n = $2; sub("^" rel, "", n); print (regex ? "R" : "P"), p, n; p = "" }' >"$tmp/ingress.all"
+  sed -n 's/^P //p' "$tmp/ingress.all" | sort -u >"$tmp/ingress.routes"
+  sed -n 's/^R //p' "$tmp/ingress.all" | sort -u >"$tmp/ingress.regex"
+  diff -u --label gateway-patterns "$tmp/gateway.regex" --label regex-ingress "$tmp/ingress.regex" >&2 \
+    || die "the regex Ingress differs from deploy/devstack/gateway's public Pattern rules (see diff above)"
   diff -u --label gateway "$tmp/gateway.routes" --label ingress "$tmp/ingress.routes" >&2 \
     || die "the Ingress routes differ from deploy/devstack/gateway (see diff above)"
   # ...and charts/README.md's table of them names every path (routes and
@@ -242,7 +273,7 @@ if [[ -f "$gateway_go" ]]; then
     local path
     while read -r path _; do
       grep -qF "\`$path\`" "$tmp/ingress-table" || { echo "$path"; return 1; }
-    done <"$tmp/ingress.routes"
+    done < <(cat "$tmp/ingress.routes" "$tmp/ingress.regex")
   }
   log "check charts/README.md's Ingress table names every rendered path"
   missing="$(ingress_table_lists "$charts_dir/README.md")" \

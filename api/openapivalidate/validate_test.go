@@ -50,6 +50,12 @@ var wantOperations = []string{
 	"POST /api/v1/programs/{id}/partners/{partnerId}/reject",
 	"POST /api/v1/programs/{id}/partners/{partnerId}/links",
 	"PATCH /api/v1/programs/{id}/links/{linkId}",
+	// The console's commissions and payouts (commissions, issue 21).
+	"GET /api/v1/programs/{id}/commissions",
+	"GET /api/v1/programs/{id}/payouts",
+	"POST /api/v1/programs/{id}/payouts",
+	"POST /api/v1/programs/{id}/payouts/{payoutId}/pay",
+	"POST /api/v1/programs/{id}/payouts/{payoutId}/cancel",
 	"GET /api/v1/programs/{id}/members",
 	"GET /api/v1/programs/{id}/partners",
 	"POST /api/v1/programs/{id}/members",

@@ -303,6 +303,23 @@ func TestCheck(t *testing.T) {
 			want: []string{"pathType ImplementationSpecific cannot be checked"},
 		},
 		{
+			name: "a regex Ingress (use-regex) routing the console's wildcard paths under /api/ is accepted",
+			in: func(t *testing.T) string {
+				return replace(t, replace(t, replace(t, valid, "pathType: Prefix", "pathType: ImplementationSpecific"),
+					"path: /api/v1/cli", `path: "/api/v1/programs/[^/]+/payouts/[^/]+/[^/]+$"`),
+					"name: svc-public\n", "name: svc-public-regex\n  annotations:\n    nginx.ingress.kubernetes.io/use-regex: \"true\"\n")
+			},
+		},
+		{
+			name: "a regex path that could reach /admin is refused, use-regex or not",
+			in: func(t *testing.T) string {
+				return replace(t, replace(t, replace(t, valid, "pathType: Prefix", "pathType: ImplementationSpecific"),
+					"path: /api/v1/cli", `path: "/(api|admin)/v1/.*"`),
+					"name: svc-public\n", "name: svc-public-regex\n  annotations:\n    nginx.ingress.kubernetes.io/use-regex: \"true\"\n")
+			},
+			want: []string{"regex path must begin with the literal /api/"},
+		},
+		{
 			name: "ingress default backend is refused",
 			in: func(t *testing.T) string {
 				return replace(t, valid, "spec:\n  rules:", "spec:\n  defaultBackend:\n    service:\n      name: svc-accounts\n      port: {name: http}\n  rules:")
@@ -534,6 +551,27 @@ func TestAdminExposure(t *testing.T) {
 		{"/api/./v1", "Prefix", true},
 		{"api/v1", "Prefix", true},
 		{"/api/v1/.*", "ImplementationSpecific", true},
+	}
+	for _, tc := range []struct {
+		path    string
+		exposes bool
+	}{
+		{"/api/v1/programs/[^/]+/commissions$", false},
+		{"/api/v1/programs/[^/]+/payouts/[^/]+/[^/]+$", false},
+		{"/api/.*", false},
+		{"/.*", true},
+		{"/a.*", true},
+		{"/(api|admin)/v1", true},
+		{"/(?i)api/x", true},
+		{"/api/v1/(", true},
+		{"/ap?i/", true},
+		{"/internal/v1/.*", true},
+	} {
+		t.Run("regex "+tc.path, func(t *testing.T) {
+			if why := regexExposure(tc.path); (why != "") != tc.exposes {
+				t.Errorf("regexExposure(%q) = %q, want exposes=%v", tc.path, why, tc.exposes)
+			}
+		})
 	}
 	for _, tc := range cases {
 		t.Run(tc.pathType+" "+tc.path, func(t *testing.T) {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"regexp"
+	"regexp/syntax"
 	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -59,6 +61,60 @@ func adminExposure(path string, pathType *networkingv1.PathType) string {
 	return ""
 }
 
+// useRegexAnnotation is ingress-nginx's switch that makes the Ingress's
+// ImplementationSpecific paths regular expressions.
+const useRegexAnnotation = "nginx.ingress.kubernetes.io/use-regex"
+
+func useRegex(ing *networkingv1.Ingress) bool { return ing.Annotations[useRegexAnnotation] == "true" }
+
+// publicRegexPrefix is what every regex path must begin with, literally.
+const publicRegexPrefix = "/api/"
+
+// regexExposure explains why a regex path (an ImplementationSpecific path
+// on an Ingress with use-regex, the chart's <release>-public-regex: the
+// local gateway's public Pattern rules) could route a request for an
+// in-cluster path, or returns "" when it cannot. nginx anchors the
+// expression at the start of the path; an expression whose every match
+// begins with the literal /api/ (Go's RE2 reading of it, which for the
+// plain classes and anchors these paths use agrees with nginx's PCRE) can
+// match neither /admin/ nor /internal/, in any case. Anything else
+// (alternation or an optional part before /api/, a syntax RE2 refuses) is
+// refused: what cannot be checked is not allowed.
+func regexExposure(path string) string {
+	re, err := regexp.Compile("^" + path)
+	if err != nil {
+		return fmt.Sprintf("regex path does not compile: %v", err)
+	}
+	if prefix := literalPrefix(path); !strings.HasPrefix(prefix, publicRegexPrefix) {
+		return fmt.Sprintf("regex path must begin with the literal %s (its literal prefix is %q): it could otherwise match /admin/ or /internal/", publicRegexPrefix, prefix)
+	}
+	for _, private := range privatePrefixes {
+		if re.MatchString(private.prefix + "/v1/x") {
+			return private.what
+		}
+	}
+	return ""
+}
+
+// literalPrefix is the case-sensitive literal every match of ^path begins
+// with ("" when there is none): the parsed expression must be the start of
+// the text followed by a literal.
+func literalPrefix(path string) string {
+	re, err := syntax.Parse("^"+path, syntax.Perl)
+	if err != nil {
+		return ""
+	}
+	re = re.Simplify()
+	if re.Op != syntax.OpConcat || len(re.Sub) < 2 || re.Sub[0].Op != syntax.OpBeginText {
+		return ""
+	}
+	lit := re.Sub[1]
+	if lit.Op != syntax.OpLiteral || lit.Flags&syntax.FoldCase != 0 {
+		return ""
+	}
+	return string(lit.Rune)
+}
+
 // checkIngress runs the Ingress-only checks; services maps Service names to
 // their port names and numbers for the backend check, which is skipped for
 // missing Services when servicesComplete is false (a Service failed to decode
@@ -85,7 +141,11 @@ func checkIngress(o object, ing *networkingv1.Ingress, services map[string]servi
 		}
 		for j, path := range rule.HTTP.Paths {
 			where := fmt.Sprintf("spec.rules[%d].http.paths[%d] %q", i, j, path.Path)
-			if why := adminExposure(path.Path, path.PathType); why != "" {
+			why := adminExposure(path.Path, path.PathType)
+			if path.PathType != nil && *path.PathType == networkingv1.PathTypeImplementationSpecific && useRegex(ing) {
+				why = regexExposure(path.Path)
+			}
+			if why != "" {
 				add("%s: %s", where, why)
 			}
 			svc := path.Backend.Service

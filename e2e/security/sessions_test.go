@@ -140,30 +140,40 @@ func (e *signInEnv) workspace(owner int64) int64 {
 }
 
 // access is what each service answers a session on the program: accounts'
-// me and settings, analytics' performance and status.
-type access struct{ me, settings, performance, status reply }
+// me and settings, analytics' performance and status, and, when the stack
+// runs commissions, its console commissions list (Status 0 otherwise).
+type access struct{ me, settings, performance, status, commissions reply }
 
 func (e *signInEnv) access(token string, prog int64) access {
 	e.t.Helper()
 	c := e.client("198.51.100.7").withKey(token)
 	id := strconv.FormatInt(prog, 10)
-	return access{
+	a := access{
 		me:          c.do("GET", "/api/v1/dashboard/me", nil),
 		settings:    c.do("GET", "/api/v1/programs/"+id+"/settings", nil),
 		performance: c.do("GET", "/api/tracking/performance/"+id, nil),
 		status:      c.do("GET", "/api/tracking/status/"+id, nil),
 	}
+	if e.Stack.Instance("commissions") != nil {
+		a.commissions = c.do("GET", "/api/v1/programs/"+id+"/commissions", nil)
+	}
+	return a
+}
+
+// commissionsOpen: commissions serves the session, or is not in the stack.
+func (a access) commissionsOpen() bool {
+	return a.commissions.Status == 0 || a.commissions.Status == 200
 }
 
 func (a access) open() bool {
-	return a.me.Status == 200 && a.settings.Status == 200 && a.performance.Status == 200 && a.status.Status == 200
+	return a.me.Status == 200 && a.settings.Status == 200 && a.performance.Status == 200 && a.status.Status == 200 && a.commissionsOpen()
 }
 
 // wantOpen fails unless every service serves the session.
 func (a access) wantOpen(t *testing.T) {
 	t.Helper()
-	for name, r := range map[string]reply{"me": a.me, "settings": a.settings, "performance": a.performance, "status": a.status} {
-		if r.Status != 200 {
+	for name, r := range map[string]reply{"me": a.me, "settings": a.settings, "performance": a.performance, "status": a.status, "commissions": a.commissions} {
+		if r.Status != 200 && (name != "commissions" || r.Status != 0) {
 			t.Fatalf("%s: %d %s, want 200", name, r.Status, r.Raw)
 		}
 	}
@@ -185,6 +195,9 @@ func (a access) wantSignedOut(t *testing.T) {
 	wantMessage(t, "settings", a.settings, 401, "Invalid session token. Sign in again.")
 	wantMessage(t, "performance", a.performance, 403, "You do not have access to this program")
 	wantMessage(t, "status", a.status, 401, "Missing or invalid session token. Sign in again.")
+	if a.commissions.Status != 0 {
+		wantMessage(t, "commissions", a.commissions, 401, "Invalid session token. Sign in again.")
+	}
 }
 
 // count is a row count in service's schema.
@@ -208,7 +221,7 @@ func (e *signInEnv) signOut(headers ...string) reply {
 // the token).
 func TestSignOutEndsTheSessionEverywhere(t *testing.T) {
 	t.Parallel()
-	e := startSignIn(t, "accounts", "analytics")
+	e := startSignIn(t, "accounts", "analytics", "commissions")
 	owner := person{subject: "sub-owner", email: "owner@brand.example"}
 	laptop := e.dashboardSession(owner)
 	phone := e.dashboardSession(owner)
@@ -227,8 +240,10 @@ func TestSignOutEndsTheSessionEverywhere(t *testing.T) {
 	if n := e.count("accounts", `SELECT count(*) FROM session_revocations WHERE user_id = $1`, uid); n != 1 {
 		t.Fatalf("accounts keeps %d revocations of user %d, want 1", n, uid)
 	}
-	if n := e.count("analytics", `SELECT count(*) FROM session_revocations WHERE user_id = $1`, uid); n != 1 {
-		t.Fatalf("analytics keeps %d revocations of user %d, want 1", n, uid)
+	for _, svc := range []string{"analytics", "commissions"} {
+		if n := e.count(svc, `SELECT count(*) FROM session_revocations WHERE user_id = $1`, uid); n != 1 {
+			t.Fatalf("%s keeps %d revocations of user %d, want 1", svc, n, uid)
+		}
 	}
 
 	t.Run("signing out again, without a token or with a foreign one is a 204 that writes nothing", func(t *testing.T) {
@@ -255,7 +270,7 @@ func TestSignOutEndsTheSessionEverywhere(t *testing.T) {
 		// every service.
 		fresh := e.dashboardSession(owner)
 		e.signOut("Authorization", "Bearer "+fresh).want(t, http.StatusNoContent)
-		for _, svc := range []string{"accounts", "analytics"} {
+		for _, svc := range []string{"accounts", "analytics", "commissions"} {
 			if n := e.count(svc, `SELECT count(*) FROM session_revocations`); n != 1 {
 				t.Fatalf("%s keeps %d revocations after the sweep, want 1 (the fresh one)", svc, n)
 			}
@@ -278,7 +293,7 @@ const replicaWait = 25 * time.Second
 
 func TestSuspendedUserIsRefusedEverywhere(t *testing.T) {
 	t.Parallel()
-	e := startSignIn(t, "accounts", "analytics")
+	e := startSignIn(t, "accounts", "analytics", "commissions")
 	owner := person{subject: "sub-owner", email: "owner@brand.example"}
 	tok := e.dashboardSession(owner)
 	uid := int64(e.me(tok).want(t, 200).get("data", "user", "id").(float64))
@@ -294,7 +309,7 @@ func TestSuspendedUserIsRefusedEverywhere(t *testing.T) {
 	var a access
 	for {
 		a = e.access(tok, prog)
-		if a.me.Status == 403 && a.settings.Status == 403 && a.performance.Status == 403 && a.status.Status == 401 {
+		if a.me.Status == 403 && a.settings.Status == 403 && a.performance.Status == 403 && a.status.Status == 401 && a.commissions.Status == 401 {
 			break
 		}
 		if time.Since(began) > replicaWait {
@@ -307,6 +322,7 @@ func TestSuspendedUserIsRefusedEverywhere(t *testing.T) {
 	wantMessage(t, "settings", a.settings, 403, "Your account has been suspended.")
 	wantMessage(t, "performance", a.performance, 403, "You do not have access to this program")
 	wantMessage(t, "status", a.status, 401, "Missing or invalid session token. Sign in again.")
+	wantMessage(t, "commissions", a.commissions, 401, "Invalid session token. Sign in again.")
 	if n := e.count("analytics", `SELECT count(*) FROM users WHERE id = $1 AND blocked`, uid); n != 1 {
 		t.Fatalf("analytics' users replica: %d blocked rows for user %d", n, uid)
 	}

@@ -35,6 +35,23 @@ regular expressions on some controllers and cannot be checked).
 {{- end -}}
 {{- end -}}
 
+{{/*
+svc.assertRegexRoute: fails the render unless a regex route (ingress.
+regexRoutes) starts with the literal /api/ and names a service: nginx
+anchors the expression at the start of the path, so it can only match
+paths under /api/ (never /admin/ or /internal/). deploy/manifestcheck
+checks the rendered paths again.
+*/}}
+{{- define "svc.assertRegexRoute" -}}
+{{- $path := toString .path -}}
+{{- if not (regexMatch "^/api/[A-Za-z0-9_-]" $path) -}}
+{{- fail (printf "ingress regex route %q must start with the literal /api/ (it could otherwise match /admin/v1/ or /internal/v1/)" $path) -}}
+{{- end -}}
+{{- if not .service -}}
+{{- fail (printf "ingress regex route %q: service is required" $path) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Labels of the dev dependencies; argument: dict "root" . "name" <postgres|kafka>. */}}
 {{- define "svc.devSelector" -}}
 app.kubernetes.io/name: {{ .name }}

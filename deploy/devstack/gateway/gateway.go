@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 
 	"github.com/svc-dev/svc/libs/httpkit"
@@ -25,10 +26,14 @@ import (
 // Precedence (Route): a matching Pattern beats every Prefix; among Prefixes
 // the longest wins. Patterns may not overlap (no path matches two) and
 // Prefixes are unique, so exactly one rule wins; the tests check both.
-// Patterns exist for admin paths that share a prefix with another owner
+// Patterns exist for paths that share a prefix with another owner
 // (commissions' /admin/v1/partners/{id}/balances under accounts'
-// /admin/v1/partners); the Ingress has no wildcard segment, so a Pattern
-// rule is never Public (tested, and refused by charts/lint.sh).
+// /admin/v1/partners; the console's /api/v1/programs/{id}/commissions and
+// …/payouts under accounts' /api/v1/programs). A Public Pattern is on the
+// Ingress as a regular expression (IngressRegex) in the chart's second,
+// regex Ingress (charts/svc/templates/ingress.yaml); only /api/v1/ paths
+// may be Public Patterns (tested; charts/lint.sh and deploy/manifestcheck
+// compare them with the chart).
 type Rule struct {
 	Prefix  string
 	Pattern string
@@ -78,6 +83,12 @@ func Rules() []Rule {
 		{Pattern: "/admin/v1/partners/*/withdrawals", Service: "commissions", Public: false},
 		{Pattern: "/admin/v1/partners/*/notifications", Service: "commissions", Public: false},
 		{Pattern: "/admin/v1/advertisers/*/notifications", Service: "commissions", Public: false},
+		// The console's commissions and payouts (issue 21) are commissions',
+		// under accounts' /api/v1/programs: GET …/commissions, GET|POST
+		// …/payouts, POST …/payouts/{payoutId}/pay|cancel.
+		{Pattern: "/api/v1/programs/*/commissions", Service: "commissions", Public: true},
+		{Pattern: "/api/v1/programs/*/payouts", Service: "commissions", Public: true},
+		{Pattern: "/api/v1/programs/*/payouts/*/*", Service: "commissions", Public: true},
 	}
 }
 
@@ -111,6 +122,21 @@ func match(pattern, path string) bool {
 		}
 	}
 	return true
+}
+
+// IngressRegex is the regular expression the chart's regex Ingress carries
+// for a Public Pattern: each "*" one non-empty segment ([^/]+), anchored at
+// both ends, so it matches exactly the paths match does.
+func IngressRegex(pattern string) string {
+	segs := strings.Split(pattern, "/")
+	for i, s := range segs {
+		if s == "*" {
+			segs[i] = "[^/]+"
+		} else {
+			segs[i] = regexp.QuoteMeta(s)
+		}
+	}
+	return "^" + strings.Join(segs, "/") + "$"
 }
 
 // Ports is a service whose operations routes are served apart from its

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,52 @@ func TestGatewayHandsRequestsToTheOwnerWithTheClientAddress(t *testing.T) {
 	})
 }
 
+// The console's commissions and payouts go to commissions; every other
+// path of a program (settings, keys, partners, …) and near misses stay on
+// accounts. Those rules are public, and their Ingress regex matches exactly
+// the paths the pattern does.
+func TestRouteConsoleMoneyToCommissions(t *testing.T) {
+	for _, tc := range []struct{ path, want string }{
+		{"/api/v1/programs/7/commissions", "commissions"},
+		{"/api/v1/programs/7/payouts", "commissions"},
+		{"/api/v1/programs/7/payouts/3/pay", "commissions"},
+		{"/api/v1/programs/7/payouts/3/cancel", "commissions"},
+		{"/api/v1/programs/7/settings", "accounts"},
+		{"/api/v1/programs/7/partners", "accounts"},
+		{"/api/v1/programs/7/commissions/", "accounts"},
+		{"/api/v1/programs/7/payouts/3", "accounts"},
+		{"/api/v1/programs/7/payouts/3/pay/x", "accounts"},
+		{"/api/v1/programs//commissions", "accounts"},
+		{"/api/v1/programs/7/commissionsX", "accounts"},
+		{"/api/v1/programs/me/readiness", "analytics"},
+	} {
+		r, ok := gateway.Route(tc.path)
+		if !ok || r.Service != tc.want {
+			t.Errorf("%s -> %+v %v, want %s", tc.path, r, ok, tc.want)
+		}
+		if tc.want == "commissions" && !r.Public {
+			t.Errorf("%s -> %+v: the console's routes are public", tc.path, r)
+		}
+	}
+	for _, r := range gateway.Rules() {
+		if r.Pattern == "" || !r.Public {
+			continue
+		}
+		re := regexp.MustCompile(gateway.IngressRegex(r.Pattern))
+		for _, p := range []string{"/api/v1/programs/7/commissions", "/api/v1/programs/7/payouts", "/api/v1/programs/7/payouts/3/pay",
+			"/api/v1/programs/7/commissions/", "/api/v1/programs//payouts", "/api/v1/programs/7/payouts/3", "/x/api/v1/programs/7/payouts",
+			"/api/v1/programs/7/payouts/3/pay/x"} {
+			got, _ := gateway.Route(p)
+			if want := got.Pattern == r.Pattern; re.MatchString(p) != want {
+				t.Errorf("regex %s on %s: %v, pattern %s matches: %v", re, p, re.MatchString(p), r.Pattern, want)
+			}
+		}
+	}
+	if got := gateway.IngressRegex("/api/v1/programs/*/payouts/*/*"); got != `^/api/v1/programs/[^/]+/payouts/[^/]+/[^/]+$` {
+		t.Fatalf("IngressRegex: %s", got)
+	}
+}
+
 func TestRouteLongestPrefixWins(t *testing.T) {
 	for path, want := range map[string]string{
 		"/api/v1/track/refund":          "commissions",
@@ -200,8 +247,8 @@ func TestRouteAdminSplitBetweenAccountsAndCommissions(t *testing.T) {
 
 // Exactly one rule wins for any path: each rule has exactly one of Prefix
 // and Pattern, prefixes are unique, no two patterns match the same path, and
-// pattern rules are never public (the Ingress has no wildcard segment, and
-// charts/lint.sh compares only public prefixes with it).
+// public pattern rules are /api/v1/ paths only (the regex Ingress carries
+// them; admin and internal paths never).
 func TestRulesAreUnambiguous(t *testing.T) {
 	prefixes := map[string]bool{}
 	var patterns []gateway.Rule
@@ -215,8 +262,8 @@ func TestRulesAreUnambiguous(t *testing.T) {
 			}
 			prefixes[r.Prefix] = true
 		default:
-			if r.Public {
-				t.Errorf("pattern %s is public: the Ingress cannot express it", r.Pattern)
+			if r.Public && !strings.HasPrefix(r.Pattern, "/api/v1/") {
+				t.Errorf("pattern %s is public: only /api/v1/ patterns may be on the Ingress", r.Pattern)
 			}
 			if !strings.HasPrefix(r.Pattern, "/") || strings.Contains(r.Pattern, "//") || strings.HasSuffix(r.Pattern, "/") {
 				t.Errorf("pattern %s: absolute, no empty segment, no trailing slash", r.Pattern)

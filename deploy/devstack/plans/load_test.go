@@ -150,8 +150,23 @@ INSERT INTO balances (partner_id, currency, balance, updated_at)
 SELECT 2000000 + i, c, 100000, now() FROM generate_series(0, {N} / 2 - 1) i, (VALUES ('USD'), ('EUR')) v(c);
 INSERT INTO balance_entries (partner_id, currency, delta, kind, commission_id, balance_after, created_at)
 SELECT partner_id, 'USD', amount, 'credit', id, 100000, created_at FROM commissions WHERE kind = 'sale';
-INSERT INTO withdrawals (partner_id, currency, amount, requested_amount, status, created_at, updated_at)
-SELECT 2000000 + i % 5000, 'USD', 500, 500, 'paid', now(), now() FROM generate_series(1, {N}) i;
+INSERT INTO withdrawals (partner_id, program_id, currency, amount, requested_amount, status, created_at, updated_at)
+SELECT 2000000 + i % 5000, 1000000 + i % 1000, 'USD', 500, 500, 'paid', now(), now() FROM generate_series(1, {N}) i;
+-- The console (issue 21): one program (1000001) with 100,000 commissions of
+-- 50 partners, a third approved and credited, newest every second back;
+-- the session check's replica (members, their standing, a day's sign-outs)
+-- and partner records as analytics has them. User 4000001 reads 1000001.
+INSERT INTO commissions (program_id, partner_id, customer_id, kind, status, amount, currency, credited, hold_until, approved_at,
+	created_at, updated_at)
+SELECT 1000001, 2000000 + i % 50, 10000000 + i, 'lead', CASE WHEN i % 3 = 0 THEN 'approved' ELSE 'pending' END, 500, 'USD', i % 3 = 0,
+	now() + interval '30 days', CASE WHEN i % 3 = 0 THEN now() END, now() - interval '1 second' * i, now() FROM generate_series(1, {N}) i;
+INSERT INTO memberships (program_id, user_id, active, permissions, catalog_seq)
+SELECT 1000000 + i % 1000, 4000000 + i, true, '{tracking:read}', 0 FROM generate_series(1, {N}) i;
+INSERT INTO partner_programs (id, program_id, partner_id, approved, catalog_seq)
+SELECT 1000000000 + i, 1000000 + i % 1000, 2000000 + i, true, 0 FROM generate_series(1, {N}) i;
+INSERT INTO users (id, blocked, catalog_seq) SELECT 4000000 + i, i % 100 = 0, 0 FROM generate_series(1, {N}) i;
+INSERT INTO session_revocations (session_id, user_id, expires_at, catalog_seq)
+SELECT md5(i::text), 4000000 + i, now() + interval '1 hour' * (i % 12), 0 FROM generate_series(1, {N}) i;
 INSERT INTO notifications (recipient_kind, recipient_id, kind, payload, created_at)
 SELECT CASE WHEN i % 2 = 0 THEN 'partner' ELSE 'advertiser' END, 2000000 + i % 5000, 'sale', '{}', now() FROM generate_series(1, {N}) i;
 INSERT INTO processor_events (event_id, type, account_id, program_id, livemode, outcome, sale_id, payload, received_at)

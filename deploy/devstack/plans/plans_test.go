@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -372,6 +373,51 @@ func (c *client) drive() {
 	if r := c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/partners?limit=5", w.program), nil, owner...); r.body["figures"].(map[string]any)["available"] != true {
 		c.t.Fatalf("the partners list had no figures: %s", r.raw)
 	}
+
+	// The console's commissions and payouts (commissions): the world's
+	// program, and the loaded program 1000001 with 100,000 commissions
+	// (its member 4000001 reads it): pages, the cursor, filters, CSV, the
+	// money, and a payout opened, paid and cancelled.
+	c.consoleMoney(issuer, w, owner)
+}
+
+func (c *client) consoleMoney(issuer *session.Issuer, w world, owner []string) {
+	t := c.t
+	reader := bearer(mustIssue(t, issuer, 4000001))
+	const many = 1000001
+	page := c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/commissions?limit=50", many), nil, reader...)
+	next, _ := page.body["next_cursor"].(string)
+	if next == "" {
+		t.Fatalf("no next page of program %d: %.200s", many, page.raw)
+	}
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/commissions?limit=50&cursor=%s", many, url.QueryEscape(next)), nil, reader...)
+	day := time.Now().UTC().Format(time.DateOnly)
+	for _, q := range []string{"status=approved", "partner_id=2000001", "partner_id=2000001&status=pending&cursor=" + url.QueryEscape(next),
+		"from=" + day, "to=" + day, "from=" + day + "&status=approved"} {
+		c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/commissions?%s", many, q), nil, reader...)
+	}
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/commissions?partner_id=2000001", many), nil, append(reader, "Accept", "text/csv")...)
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/payouts", many), nil, reader...)
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/payouts?limit=10", 1000002), nil, bearer(mustIssue(t, issuer, 4000002))...)
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/payouts", many), nil, append(reader, "Accept", "text/csv")...)
+
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/commissions", w.program), nil, owner...)
+	c.want(200, "GET", fmt.Sprintf("/api/v1/programs/%d/payouts", w.program), nil, owner...)
+	open := c.want(201, "POST", fmt.Sprintf("/api/v1/programs/%d/payouts", w.program), map[string]any{"partner_id": w.partner, "currency": "USD", "amount": 10}, owner...)
+	id, _ := open.body["data"].(map[string]any)["id"].(float64)
+	c.want(200, "POST", fmt.Sprintf("/api/v1/programs/%d/payouts/%d/pay", w.program, int64(id)), map[string]any{"reference": "tr_plans"}, owner...)
+	open = c.want(201, "POST", fmt.Sprintf("/api/v1/programs/%d/payouts", w.program), map[string]any{"partner_id": w.partner, "currency": "USD", "amount": 10}, owner...)
+	id, _ = open.body["data"].(map[string]any)["id"].(float64)
+	c.want(200, "POST", fmt.Sprintf("/api/v1/programs/%d/payouts/%d/cancel", w.program, int64(id)), nil, owner...)
+}
+
+func mustIssue(t *testing.T, issuer *session.Issuer, user int64) string {
+	t.Helper()
+	tok, _, err := issuer.Issue(user, session.KindDashboard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // event is a processor fixture (commissions' testdata) with a fresh id,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
+	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 )
@@ -56,16 +57,31 @@ type Config struct {
 	// create a payment on the platform's account picks the program with
 	// it). Unset: such events are stored and change nothing.
 	ProcessorPlatformAccount string `env:"PROCESSOR_PLATFORM_ACCOUNT"`
+
+	// The console's commissions and payouts routes (/api/v1/programs/{id}/
+	// commissions, …/payouts): dashboard session tokens are verified with
+	// accounts' public key (accounts signs them with SESSION_SIGNING_KEY);
+	// unset, every caller of these routes is signed out (401). The limit is
+	// the settings routes' (same variable as accounts'), per sign-in token.
+	SessionPublicKey  string `env:"SESSION_PUBLIC_KEY"`
+	SettingsRateLimit int    `env:"SETTINGS_RATE_LIMIT"`
 }
+
+// SessionIssuer is accounts' issuer of session tokens (accounts'
+// server.SessionIssuer, as analytics names it).
+const SessionIssuer = "svc-accounts"
 
 // Defaults.
 const (
-	DefaultAdminRateLimit   = 1200
-	DefaultSaleRateLimit    = 120
-	DefaultFailedAuthLimit  = 30
-	DefaultApproveInterval  = 30 * time.Second
-	DefaultBackstopInterval = time.Minute
-	DefaultBackstopGrace    = time.Minute
+	DefaultAdminRateLimit  = 1200
+	DefaultSaleRateLimit   = 120
+	DefaultFailedAuthLimit = 30
+	// DefaultSettingsRateLimit is the console routes' requests per minute
+	// per sign-in token (accounts' settings routes' default).
+	DefaultSettingsRateLimit = 30
+	DefaultApproveInterval   = 30 * time.Second
+	DefaultBackstopInterval  = time.Minute
+	DefaultBackstopGrace     = time.Minute
 	// DefaultAttributionTimeout is attribution.DefaultTimeout: tracking
 	// decides in one transaction, far below it when healthy.
 	DefaultAttributionTimeout = 5 * time.Second
@@ -91,6 +107,14 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		ProcessorWebhookSecret:         env.String("PROCESSOR_WEBHOOK_SECRET", ""),
 		ProcessorWebhookSecretPrevious: env.String("PROCESSOR_WEBHOOK_SECRET_PREVIOUS", ""),
 		ProcessorPlatformAccount:       env.String("PROCESSOR_PLATFORM_ACCOUNT", ""),
+
+		SessionPublicKey:  env.String("SESSION_PUBLIC_KEY", ""),
+		SettingsRateLimit: env.Int("SETTINGS_RATE_LIMIT", DefaultSettingsRateLimit),
+	}
+	if c.SessionPublicKey != "" {
+		if _, err := session.ParsePublicKey(c.SessionPublicKey); err != nil {
+			env.Fail(fmt.Errorf("SESSION_PUBLIC_KEY: %w", err))
+		}
 	}
 	if c.ProcessorWebhookSecret == "" && c.ProcessorWebhookSecretPrevious != "" {
 		env.Fail(fmt.Errorf("PROCESSOR_WEBHOOK_SECRET_PREVIOUS is set without PROCESSOR_WEBHOOK_SECRET"))

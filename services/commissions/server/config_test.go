@@ -33,7 +33,8 @@ func TestLoadConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := Config{AdminRateLimit: 1200, FailedAuthRateLimit: 30, SaleRateLimit: 120, APIKeyDocsURL: "https://docs.svc.dev/api-keys/rotation", ApproveInterval: 30 * time.Second,
-			BackstopInterval: time.Minute, BackstopGrace: time.Minute, AttributionTimeout: 5 * time.Second, KeyUseInterval: time.Minute}
+			BackstopInterval: time.Minute, BackstopGrace: time.Minute, AttributionTimeout: 5 * time.Second, KeyUseInterval: time.Minute,
+			SettingsRateLimit: 30}
 		if c != want {
 			t.Errorf("defaults: %+v, want %+v", c, want)
 		}
@@ -67,12 +68,12 @@ func TestLoadConfig(t *testing.T) {
 	})
 	t.Run("every problem at once", func(t *testing.T) {
 		_, err := load(map[string]string{"APPROVE_INTERVAL": "0s", "BACKSTOP_INTERVAL": "-1s", "BACKSTOP_GRACE": "-1m", "ATTRIBUTION_TIMEOUT": "0s",
-			"API_KEY_DOCS_URL": "docs", "KEY_USE_REPORT_INTERVAL": "0s"})
+			"API_KEY_DOCS_URL": "docs", "KEY_USE_REPORT_INTERVAL": "0s", "SESSION_PUBLIC_KEY": "not-a-key"})
 		if err == nil {
 			t.Fatal("no error")
 		}
 		for _, want := range []string{"APPROVE_INTERVAL must be positive", "BACKSTOP_INTERVAL must be positive", "BACKSTOP_GRACE must not be negative",
-			"ATTRIBUTION_TIMEOUT must be positive", "API_KEY_DOCS_URL", "KEY_USE_REPORT_INTERVAL must be positive"} {
+			"ATTRIBUTION_TIMEOUT must be positive", "API_KEY_DOCS_URL", "KEY_USE_REPORT_INTERVAL must be positive", "SESSION_PUBLIC_KEY"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %q", err, want)
 			}

@@ -168,6 +168,11 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	routes = append(routes, processorhttp.Routes(processorendpoints.New(hooks, tracing), processorhttp.Config{
 		Logger: p.Logger, Now: p.Now, Secrets: []string{cfg.ProcessorWebhookSecret, cfg.ProcessorWebhookSecretPrevious},
 	})...)
+	consoleRoutes, err := wireConsole(p, cfg, svc, tracing, failedAuth, refusals)
+	if err != nil {
+		return nil, err
+	}
+	routes = append(routes, consoleRoutes...)
 	set := endpoints.New(adminService{Service: svc, run: run}, tracing)
 	return append(routes, httpapi.Routes(set, httpapi.Config{
 		AdminToken: cfg.AdminToken,

@@ -180,6 +180,17 @@ type Balance struct {
 	Available int64
 }
 
+// ProgramFunds is a partner's money in one program and currency: Earned is
+// the net of the credited commissions there (after refunds), Paid and Open
+// the program's paid and open withdrawals.
+type ProgramFunds struct {
+	Earned, Paid, Open int64
+}
+
+// Balance is what the program owes: earned minus paid out (may be
+// negative after a refund of a paid-out commission).
+func (f ProgramFunds) Balance() int64 { return f.Earned - f.Paid }
+
 // Entry kinds of the balance journal.
 const (
 	EntryCredit     = "credit"
@@ -211,6 +222,12 @@ const (
 type Withdrawal struct {
 	ID        int64
 	PartnerID int64
+	// ProgramID is the program a console payout was opened in (0: opened
+	// by the admin API for the partner as a whole).
+	ProgramID int64
+	// Reference is the external reference of the transfer, given when it
+	// was paid from the console ("" when none).
+	Reference string
 	Amount    money.Amount
 	Requested int64
 	Status    string
@@ -391,6 +408,10 @@ type Tx interface {
 	PaidTotal(ctx context.Context, partnerID int64, c money.Currency) (int64, error)
 	InsertWithdrawal(ctx context.Context, w *Withdrawal) error
 	LockWithdrawal(ctx context.Context, id int64) (Withdrawal, error)
+	// ProgramFunds is the partner's money in c earned in one program: the
+	// net of its credited commissions there, and the program's paid and
+	// open withdrawals (the console's payouts; call after LockBalance).
+	ProgramFunds(ctx context.Context, programID, partnerID int64, c money.Currency) (ProgramFunds, error)
 	UpdateWithdrawal(ctx context.Context, w Withdrawal, ch WithdrawalChange) error
 
 	InsertNotification(ctx context.Context, n *Notification) error

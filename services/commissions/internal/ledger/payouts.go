@@ -74,6 +74,23 @@ func (s *Service) Balances(ctx context.Context, partnerID int64) ([]Balance, err
 // all that is available). Available is the balance minus the open
 // withdrawals; more than that, or nothing, is ErrInvalidAmount.
 func (s *Service) OpenWithdrawal(ctx context.Context, partnerID int64, currency string, amount int64) (Withdrawal, error) {
+	return s.openWithdrawal(ctx, 0, partnerID, currency, amount)
+}
+
+// OpenProgramWithdrawal opens a payout of a partner's money earned in one
+// program (the console's payouts): what is available is the program's
+// balance (ProgramFunds) minus its open payouts, and never more than the
+// partner's whole available balance, so the partner-wide rules
+// (FitWithdrawals, PaidOut) still hold. Same amounts and messages as
+// OpenWithdrawal.
+func (s *Service) OpenProgramWithdrawal(ctx context.Context, programID, partnerID int64, currency string, amount int64) (Withdrawal, error) {
+	if programID <= 0 {
+		return Withdrawal{}, fmt.Errorf("%w: program %d", ErrInvalidInput, programID)
+	}
+	return s.openWithdrawal(ctx, programID, partnerID, currency, amount)
+}
+
+func (s *Service) openWithdrawal(ctx context.Context, programID, partnerID int64, currency string, amount int64) (Withdrawal, error) {
 	cur, err := money.ParseCurrency(currency)
 	if err != nil {
 		return Withdrawal{}, fmt.Errorf("%w: %w", ErrUnsupportedCurrency, err)
@@ -97,6 +114,13 @@ func (s *Service) OpenWithdrawal(ctx context.Context, partnerID int64, currency 
 			avail -= o.Amount.Minor
 		}
 		avail = max(avail, 0)
+		if programID != 0 {
+			f, err := tx.ProgramFunds(ctx, programID, partnerID, cur)
+			if err != nil {
+				return err
+			}
+			avail = ProgramAvailable(f, avail)
+		}
 		want := amount
 		if want == 0 {
 			want = avail
@@ -106,7 +130,7 @@ func (s *Service) OpenWithdrawal(ctx context.Context, partnerID int64, currency 
 				money.Amount{Minor: want, Currency: cur}, money.Amount{Minor: avail, Currency: cur})
 		}
 		w = Withdrawal{
-			PartnerID: partnerID, Amount: money.Amount{Minor: want, Currency: cur}, Requested: want,
+			PartnerID: partnerID, ProgramID: programID, Amount: money.Amount{Minor: want, Currency: cur}, Requested: want,
 			Status: WithdrawalOpen, CreatedAt: now, UpdatedAt: now,
 		}
 		return tx.InsertWithdrawal(ctx, &w)
@@ -117,18 +141,40 @@ func (s *Service) OpenWithdrawal(ctx context.Context, partnerID int64, currency 
 	return w, nil
 }
 
+// ProgramAvailable is what a program's payout may take: the program's
+// balance minus its open payouts, capped by the partner's whole available
+// balance (partnerAvailable), never negative.
+func ProgramAvailable(f ProgramFunds, partnerAvailable int64) int64 {
+	return max(min(f.Balance()-f.Open, partnerAvailable), 0)
+}
+
 // PayWithdrawal marks an open withdrawal paid and takes its amount from the
 // balance (a withdrawal journal entry).
 func (s *Service) PayWithdrawal(ctx context.Context, id int64) (Withdrawal, error) {
-	return s.closeWithdrawal(ctx, id, WithdrawalPaid)
+	return s.closeWithdrawal(ctx, 0, id, WithdrawalPaid, "")
 }
 
 // CancelWithdrawal cancels an open withdrawal; the balance is unchanged.
 func (s *Service) CancelWithdrawal(ctx context.Context, id int64) (Withdrawal, error) {
-	return s.closeWithdrawal(ctx, id, WithdrawalCancelled)
+	return s.closeWithdrawal(ctx, 0, id, WithdrawalCancelled, "")
 }
 
-func (s *Service) closeWithdrawal(ctx context.Context, id int64, status string) (Withdrawal, error) {
+// PayProgramWithdrawal pays a payout of the program, keeping the
+// transfer's external reference; a withdrawal of another program (or an
+// admin one) is ErrWithdrawalNotFound and is left alone.
+func (s *Service) PayProgramWithdrawal(ctx context.Context, programID, id int64, reference string) (Withdrawal, error) {
+	return s.closeWithdrawal(ctx, programID, id, WithdrawalPaid, reference)
+}
+
+// CancelProgramWithdrawal cancels a payout of the program, as
+// PayProgramWithdrawal scopes it.
+func (s *Service) CancelProgramWithdrawal(ctx context.Context, programID, id int64) (Withdrawal, error) {
+	return s.closeWithdrawal(ctx, programID, id, WithdrawalCancelled, "")
+}
+
+// closeWithdrawal pays or cancels; programID 0 is the admin API (any
+// withdrawal), otherwise only the program's own.
+func (s *Service) closeWithdrawal(ctx context.Context, programID, id int64, status, reference string) (Withdrawal, error) {
 	now := s.now().UTC()
 	var w Withdrawal
 	err := s.store.Atomic(ctx, func(tx Tx) error {
@@ -136,10 +182,16 @@ func (s *Service) closeWithdrawal(ctx context.Context, id int64, status string) 
 		if w, err = tx.LockWithdrawal(ctx, id); err != nil {
 			return err
 		}
+		if programID != 0 && w.ProgramID != programID {
+			return fmt.Errorf("withdrawal %d of program %d: %w", id, programID, ErrWithdrawalNotFound)
+		}
 		if w.Status != WithdrawalOpen {
 			return fmt.Errorf("withdrawal %d is %s: %w", id, w.Status, ErrWithdrawalNotOpen)
 		}
 		w.Status, w.UpdatedAt = status, now
+		if reference != "" {
+			w.Reference = reference
+		}
 		change := WithdrawalDropped
 		if status == WithdrawalPaid {
 			change = WithdrawalPaidOut
@@ -152,7 +204,7 @@ func (s *Service) closeWithdrawal(ctx context.Context, id int64, status string) 
 		}
 		_, err = tx.PostEntry(ctx, Entry{
 			PartnerID: w.PartnerID, Delta: money.Amount{Minor: -w.Amount.Minor, Currency: w.Amount.Currency},
-			Kind: EntryWithdrawal, WithdrawalID: w.ID, At: now,
+			Kind: EntryWithdrawal, WithdrawalID: w.ID, ProgramID: w.ProgramID, At: now,
 		})
 		return err
 	})

@@ -762,12 +762,12 @@ func (t *tx) LockBalance(ctx context.Context, partnerID int64, c money.Currency)
 	return out, nil
 }
 
-const withdrawalColumns = `id, partner_id, currency, amount, requested_amount, status, created_at, updated_at`
+const withdrawalColumns = `id, partner_id, COALESCE(program_id, 0), reference, currency, amount, requested_amount, status, created_at, updated_at`
 
 func scanWithdrawal(row pgx.Row) (ledger.Withdrawal, error) {
 	var w ledger.Withdrawal
 	var cur string
-	err := row.Scan(&w.ID, &w.PartnerID, &cur, &w.Amount.Minor, &w.Requested, &w.Status, &w.CreatedAt, &w.UpdatedAt)
+	err := row.Scan(&w.ID, &w.PartnerID, &w.ProgramID, &w.Reference, &cur, &w.Amount.Minor, &w.Requested, &w.Status, &w.CreatedAt, &w.UpdatedAt)
 	w.Amount.Currency = money.Currency(cur)
 	w.CreatedAt, w.UpdatedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC()
 	return w, err
@@ -810,6 +810,25 @@ func (t *tx) PaidTotal(ctx context.Context, partnerID int64, c money.Currency) (
 	return n, nil
 }
 
+// ProgramFunds sums the partner's credited commissions of the program (net
+// of refunds) and the program's paid and open payouts, in c
+// (commissions_program_credited, withdrawals_program_partner).
+func (t *tx) ProgramFunds(ctx context.Context, programID, partnerID int64, c money.Currency) (ledger.ProgramFunds, error) {
+	var f ledger.ProgramFunds
+	err := t.tx.QueryRow(ctx, `SELECT
+		COALESCE((SELECT sum(amount - refunded_amount) FROM commissions
+			WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND credited), 0)::bigint,
+		COALESCE((SELECT sum(amount) FROM withdrawals
+			WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND status = 'paid'), 0)::bigint,
+		COALESCE((SELECT sum(amount) FROM withdrawals
+			WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND status = 'open'), 0)::bigint`,
+		programID, partnerID, string(c)).Scan(&f.Earned, &f.Paid, &f.Open)
+	if err != nil {
+		return f, fmt.Errorf("funds of partner %d in program %d: %w", partnerID, programID, err)
+	}
+	return f, nil
+}
+
 func (t *tx) withdrawalEvent(ctx context.Context, w ledger.Withdrawal, ch ledger.WithdrawalChange) error {
 	return t.publish(ctx, eventsv1.TypeWithdrawalChanged, 0, w.UpdatedAt, &eventsv1.WithdrawalChanged{
 		WithdrawalId: w.ID, PartnerId: w.PartnerID, Currency: string(w.Amount.Currency), Amount: w.Amount.Minor,
@@ -818,9 +837,9 @@ func (t *tx) withdrawalEvent(ctx context.Context, w ledger.Withdrawal, ch ledger
 }
 
 func (t *tx) InsertWithdrawal(ctx context.Context, w *ledger.Withdrawal) error {
-	err := t.tx.QueryRow(ctx, `INSERT INTO withdrawals (partner_id, currency, amount, requested_amount, status, created_at, updated_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7) RETURNING id`,
-		w.PartnerID, string(w.Amount.Currency), w.Amount.Minor, w.Requested, w.Status, w.CreatedAt, w.UpdatedAt).Scan(&w.ID)
+	err := t.tx.QueryRow(ctx, `INSERT INTO withdrawals (partner_id, program_id, currency, amount, requested_amount, status, created_at, updated_at)
+		VALUES ($1,NULLIF($2, 0),$3,$4,$5,$6,$7,$8) RETURNING id`,
+		w.PartnerID, w.ProgramID, string(w.Amount.Currency), w.Amount.Minor, w.Requested, w.Status, w.CreatedAt, w.UpdatedAt).Scan(&w.ID)
 	if err != nil {
 		return fmt.Errorf("store withdrawal of partner %d: %w", w.PartnerID, err)
 	}
@@ -850,8 +869,8 @@ func (t *tx) LockWithdrawal(ctx context.Context, id int64) (ledger.Withdrawal, e
 }
 
 func (t *tx) UpdateWithdrawal(ctx context.Context, w ledger.Withdrawal, ch ledger.WithdrawalChange) error {
-	if _, err := t.tx.Exec(ctx, `UPDATE withdrawals SET amount = $2, status = $3, updated_at = $4 WHERE id = $1`,
-		w.ID, w.Amount.Minor, w.Status, w.UpdatedAt); err != nil {
+	if _, err := t.tx.Exec(ctx, `UPDATE withdrawals SET amount = $2, status = $3, updated_at = $4, reference = $5 WHERE id = $1`,
+		w.ID, w.Amount.Minor, w.Status, w.UpdatedAt, w.Reference); err != nil {
 		return fmt.Errorf("update withdrawal %d: %w", w.ID, err)
 	}
 	return t.withdrawalEvent(ctx, w, ch)

@@ -1,7 +1,8 @@
 // Package consumer is the Kafka transport of commissions' catalog replica:
 // it applies accounts catalog events (topic accounts.catalog.v1) to
 // commissions' own copy of the programs (commission terms, currency, lead
-// reward, payment tracking mode and processor connection) and program API keys, inside the
+// reward, payment tracking mode and processor connection) program API keys, and what the console routes check (memberships, users'
+// suspensions, signed-out sessions, partner-program records), inside the
 // inbox transaction the platform opens for each event, and advances the
 // catalog watermark the sync barrier waits on.
 package consumer
@@ -103,6 +104,8 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 		}
 	case eventsv1.TypeAPIKeyUpserted:
 		return catalogsync.UpsertAPIKey(ctx, tx, env)
+	case eventsv1.TypeMembershipUpserted, eventsv1.TypePartnerProgramUpserted, eventsv1.TypeUserUpserted, eventsv1.TypeSessionRevoked:
+		return upsertConsole(ctx, tx, env)
 	}
 	// Other catalog events are not kept here; they still advance the
 	// watermark.

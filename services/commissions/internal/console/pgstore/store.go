@@ -1,0 +1,221 @@
+// Package pgstore is the console's Store over commissions' schema: the
+// replica's memberships and partner-program records, the ledger's
+// commissions, balances and withdrawals. Every statement is served by an
+// index whose leading columns its predicate fixes (migration 00009; the
+// plan test in deploy/devstack/plans).
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/svc-dev/svc/libs/auth/session"
+
+	"github.com/svc-dev/svc/services/commissions/internal/console"
+	"github.com/svc-dev/svc/services/commissions/internal/ledger"
+	"github.com/svc-dev/svc/services/commissions/internal/money"
+)
+
+// Store reads the console's rows.
+type Store struct{ pool *pgxpool.Pool }
+
+// New returns the store over pool.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// Member reads a membership (memberships' primary key).
+func (s *Store) Member(ctx context.Context, programID, userID int64) (console.Member, bool, error) {
+	var m console.Member
+	err := s.pool.QueryRow(ctx, `SELECT active, permissions FROM memberships WHERE program_id = $1 AND user_id = $2`,
+		programID, userID).Scan(&m.Active, &m.Permissions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return console.Member{}, false, nil
+	}
+	if err != nil {
+		return console.Member{}, false, fmt.Errorf("membership %d/%d: %w", programID, userID, err)
+	}
+	return m, true, nil
+}
+
+// PartnerInProgram reports whether the partner has a record in the program,
+// approved or not (partner_programs_program_partner).
+func (s *Store) PartnerInProgram(ctx context.Context, programID, partnerID int64) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partner_programs WHERE program_id = $1 AND partner_id = $2)`,
+		programID, partnerID).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("partner %d in program %d: %w", partnerID, programID, err)
+	}
+	return ok, nil
+}
+
+// CommissionsQuery is the list's statement for a filter, with its
+// arguments: only the filter's predicates are written (an optional
+// predicate written as `$n = ” OR …` would keep the planner from the
+// (program_id, partner_id, created_at) index). Exported for the plan test.
+func CommissionsQuery(programID int64, f console.Filter, after *console.Cursor, limit int) (string, []any) {
+	args := []any{programID}
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	where := []string{"c.program_id = $1"}
+	if f.PartnerID != 0 {
+		where = append(where, "c.partner_id = "+arg(f.PartnerID))
+	}
+	if f.Status != "" {
+		where = append(where, "c.status = "+arg(f.Status))
+	}
+	if !f.From.IsZero() {
+		where = append(where, "c.created_at >= "+arg(f.From))
+	}
+	if !f.To.IsZero() {
+		where = append(where, "c.created_at < "+arg(f.To))
+	}
+	if after != nil {
+		where = append(where, fmt.Sprintf("(c.created_at, c.id) < (%s, %s)", arg(after.CreatedAt), arg(after.ID)))
+	}
+	q := `SELECT c.id, COALESCE(c.sale_id, 0), COALESCE(s.transaction_id, ''), c.partner_id, c.customer_click_id, c.kind, c.status,
+			c.amount, c.currency, c.refunded_amount, COALESCE(s.is_test, false), c.hold_until, c.created_at, c.approved_at
+		FROM commissions c LEFT JOIN sales s ON s.id = c.sale_id
+		WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY c.created_at DESC, c.id DESC`
+	if limit > 0 {
+		q += " LIMIT " + arg(limit)
+	}
+	return q, args
+}
+
+// Commissions lists the program's commissions newest first, calling each
+// per row while they are read.
+func (s *Store) Commissions(ctx context.Context, programID int64, f console.Filter, after *console.Cursor, limit int, each func(console.Commission) error) error {
+	q, args := CommissionsQuery(programID, f, after, limit)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("commissions of program %d: %w", programID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c console.Commission
+		if err := rows.Scan(&c.ID, &c.SaleID, &c.TransactionID, &c.PartnerID, &c.CustomerClickID, &c.Kind, &c.Status,
+			&c.Amount, &c.Currency, &c.Refunded, &c.Test, &c.HoldUntil, &c.CreatedAt, &c.ApprovedAt); err != nil {
+			return fmt.Errorf("commissions of program %d: %w", programID, err)
+		}
+		c.HoldUntil, c.CreatedAt = c.HoldUntil.UTC(), c.CreatedAt.UTC()
+		if c.ApprovedAt != nil {
+			t := c.ApprovedAt.UTC()
+			c.ApprovedAt = &t
+		}
+		if err := each(c); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("commissions of program %d: %w", programID, err)
+	}
+	return nil
+}
+
+// MoneyQuery is the payouts list's money per partner and currency: for
+// each partner of the program (partner_programs_program_partner), its
+// credited commissions there (commissions_program_credited, partner fixed)
+// and the program's payouts to it (withdrawals_program_partner), with the
+// partner's whole balance (balances' key) less all its open withdrawals
+// (withdrawals_partner). Per partner, so each aggregate is an index range
+// of one partner, never a scan of the program's commissions as a whole.
+// Exported for the plan test.
+const MoneyQuery = `WITH per AS (
+		SELECT pp.partner_id, m.currency, sum(m.earned)::bigint AS earned, sum(m.paid)::bigint AS paid, sum(m.open)::bigint AS open
+		FROM partner_programs pp
+		CROSS JOIN LATERAL (
+			SELECT c.currency, sum(c.amount - c.refunded_amount) AS earned, 0 AS paid, 0 AS open
+			FROM commissions c WHERE c.program_id = $1 AND c.partner_id = pp.partner_id AND c.credited GROUP BY c.currency
+			UNION ALL
+			SELECT w.currency, 0, COALESCE(sum(w.amount) FILTER (WHERE w.status = 'paid'), 0), COALESCE(sum(w.amount) FILTER (WHERE w.status = 'open'), 0)
+			FROM withdrawals w WHERE w.program_id = $1 AND w.partner_id = pp.partner_id GROUP BY w.currency
+		) m
+		WHERE pp.program_id = $1
+		GROUP BY pp.partner_id, m.currency
+	)
+	SELECT per.partner_id, per.currency, per.earned, per.paid, per.open,
+		COALESCE((SELECT b.balance FROM balances b WHERE b.partner_id = per.partner_id AND b.currency = per.currency), 0)
+		- COALESCE((SELECT sum(w.amount) FROM withdrawals w
+			WHERE w.partner_id = per.partner_id AND w.currency = per.currency AND w.status = 'open'), 0)::bigint
+	FROM per
+	ORDER BY per.partner_id, per.currency`
+
+// Money lists every partner with money in the program.
+func (s *Store) Money(ctx context.Context, programID int64, each func(console.PartnerMoney, int64) error) error {
+	rows, err := s.pool.Query(ctx, MoneyQuery, programID)
+	if err != nil {
+		return fmt.Errorf("money of program %d: %w", programID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m console.PartnerMoney
+		var avail int64
+		if err := rows.Scan(&m.PartnerID, &m.Currency, &m.Earned, &m.Paid, &m.Open, &avail); err != nil {
+			return fmt.Errorf("money of program %d: %w", programID, err)
+		}
+		if err := each(m, max(avail, 0)); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("money of program %d: %w", programID, err)
+	}
+	return nil
+}
+
+// PayoutsQuery lists a program's payouts newest first after an id
+// (withdrawals_program). Exported for the plan test.
+const PayoutsQuery = `SELECT id, partner_id, program_id, reference, currency, amount, requested_amount, status, created_at, updated_at
+	FROM withdrawals WHERE program_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3`
+
+// Payouts lists the program's payouts, calling each per row.
+func (s *Store) Payouts(ctx context.Context, programID, afterID int64, limit int, each func(ledger.Withdrawal) error) error {
+	if afterID <= 0 {
+		afterID = 1<<63 - 1
+	}
+	var lim any = limit
+	if limit <= 0 {
+		lim = nil // LIMIT NULL: every row
+	}
+	rows, err := s.pool.Query(ctx, PayoutsQuery, programID, afterID, lim)
+	if err != nil {
+		return fmt.Errorf("payouts of program %d: %w", programID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var w ledger.Withdrawal
+		var cur string
+		if err := rows.Scan(&w.ID, &w.PartnerID, &w.ProgramID, &w.Reference, &cur, &w.Amount.Minor, &w.Requested, &w.Status,
+			&w.CreatedAt, &w.UpdatedAt); err != nil {
+			return fmt.Errorf("payouts of program %d: %w", programID, err)
+		}
+		w.Amount.Currency = money.Currency(cur)
+		w.CreatedAt, w.UpdatedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC()
+		if err := each(w); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("payouts of program %d: %w", programID, err)
+	}
+	return nil
+}
+
+// Revoked is session.Revocations over the replica: a session no longer
+// stands when it was signed out or its user is suspended. One round trip,
+// two primary-key lookups.
+func (s *Store) Revoked(ctx context.Context, c session.Claims) (bool, error) {
+	var revoked bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_revocations WHERE session_id = $1)
+		OR EXISTS (SELECT 1 FROM users WHERE id = $2 AND blocked)`, c.ID, c.UserID).Scan(&revoked)
+	if err != nil {
+		return false, fmt.Errorf("look up session %s of user %d: %w", c.ID, c.UserID, err)
+	}
+	return revoked, nil
+}

@@ -1,0 +1,101 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
+
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+)
+
+// upsertConsole keeps what the console routes check, as analytics' replica
+// does (services/analytics/internal/replica/consumer): a member's
+// permissions, a user's suspension, a signed-out session, and which
+// partners are in which program. An older snapshot never overwrites a newer
+// one (catalog_seq).
+func upsertConsole(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	seq := env.GetSeq()
+	switch env.GetType() {
+	case eventsv1.TypeMembershipUpserted:
+		var m eventsv1.Membership
+		if err := proto.Unmarshal(env.GetPayload(), &m); err != nil {
+			return fmt.Errorf("decode membership event %s: %w", env.GetId(), err)
+		}
+		perms := m.GetPermissions()
+		if perms == nil {
+			perms = []string{}
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO memberships (program_id, user_id, active, permissions, catalog_seq)
+			VALUES ($1,$2,$3,$4,$5)
+			ON CONFLICT (program_id, user_id) DO UPDATE SET active = EXCLUDED.active, permissions = EXCLUDED.permissions,
+				catalog_seq = EXCLUDED.catalog_seq
+			WHERE memberships.catalog_seq < EXCLUDED.catalog_seq`,
+			m.GetProgramId(), m.GetUserId(), m.GetActive(), perms, seq); err != nil {
+			return fmt.Errorf("upsert membership %d/%d: %w", m.GetProgramId(), m.GetUserId(), err)
+		}
+	case eventsv1.TypePartnerProgramUpserted:
+		var pp eventsv1.PartnerProgram
+		if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
+			return fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO partner_programs (id, program_id, partner_id, approved, catalog_seq)
+			VALUES ($1,$2,$3,$4,$5)
+			ON CONFLICT (id) DO UPDATE SET program_id = EXCLUDED.program_id, partner_id = EXCLUDED.partner_id,
+				approved = EXCLUDED.approved, catalog_seq = EXCLUDED.catalog_seq
+			WHERE partner_programs.catalog_seq < EXCLUDED.catalog_seq`,
+			pp.GetId(), pp.GetProgramId(), pp.GetPartnerId(), pp.GetApproved(), seq); err != nil {
+			return fmt.Errorf("upsert partner program %d: %w", pp.GetId(), err)
+		}
+	case eventsv1.TypeUserUpserted:
+		var u eventsv1.User
+		if err := proto.Unmarshal(env.GetPayload(), &u); err != nil {
+			return fmt.Errorf("decode user event %s: %w", env.GetId(), err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO users (id, blocked, catalog_seq) VALUES ($1, $2, $3)
+			ON CONFLICT (id) DO UPDATE SET blocked = EXCLUDED.blocked, catalog_seq = EXCLUDED.catalog_seq
+			WHERE users.catalog_seq < EXCLUDED.catalog_seq`, u.GetId(), u.GetBlocked(), seq); err != nil {
+			return fmt.Errorf("upsert user %d: %w", u.GetId(), err)
+		}
+	case eventsv1.TypeSessionRevoked:
+		return revokeSession(ctx, tx, env)
+	}
+	return nil
+}
+
+// revocationKeep is how long past its token's expiry a revocation is kept:
+// more than the verifier's leeway for clock skew (5 s); judged at the
+// event's own time, so a replay leaves the same rows.
+const revocationKeep = time.Minute
+
+// revocationSweepBatch bounds the expired revocations one event deletes.
+const revocationSweepBatch = 500
+
+// revokeSession keeps a signed-out session until its token expires and
+// sweeps the revocations of tokens that expired before it.
+func revokeSession(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+	var r eventsv1.SessionRevoked
+	if err := proto.Unmarshal(env.GetPayload(), &r); err != nil {
+		return fmt.Errorf("decode session revocation %s: %w", env.GetId(), err)
+	}
+	if r.GetSessionId() == "" || r.GetExpiresAt() == nil {
+		return fmt.Errorf("session revocation %s: no session id or expiry", env.GetId())
+	}
+	at := r.GetRevokedAt().AsTime()
+	if r.GetRevokedAt() == nil {
+		at = env.GetOccurredAt().AsTime()
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM session_revocations WHERE session_id IN (
+			SELECT session_id FROM session_revocations WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)`,
+		at.Add(-revocationKeep), revocationSweepBatch); err != nil {
+		return fmt.Errorf("sweep expired revocations: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO session_revocations (session_id, user_id, expires_at, catalog_seq)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING`,
+		r.GetSessionId(), r.GetUserId(), r.GetExpiresAt().AsTime(), env.GetSeq()); err != nil {
+		return fmt.Errorf("insert revocation of session %s: %w", r.GetSessionId(), err)
+	}
+	return nil
+}
