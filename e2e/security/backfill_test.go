@@ -2,6 +2,7 @@ package security_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestSuspensionFromBeforeTheReplicaReachesIt(t *testing.T) {
 	if _, err := acc.Pool.Exec(ctx, `UPDATE users SET blocked = true WHERE id = $1`, uid); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := acc.Pool.Exec(ctx, `DELETE FROM catalog_backfills`); err != nil {
+	if _, err := acc.Pool.Exec(ctx, `DELETE FROM catalog_backfills WHERE name = '2026-11-blocked-users'`); err != nil {
 		t.Fatal(err)
 	}
 	if a := e.access(tok, prog); a.performance.Status != 200 {
@@ -87,4 +88,47 @@ func startAccountsPod(t *testing.T, running *platform.Platform) *platform.Instan
 	}
 	t.Cleanup(func() { _ = inst.Stop() })
 	return inst
+}
+
+// Commissions' console replica (memberships, blocks, sign-outs, partner
+// records) came after its catalog group had passed those events: a
+// membership made before it would be refused by the console's commissions
+// routes. The accounts pod of this version republishes them once.
+func TestMembershipFromBeforeCommissionsKeptThemReachesIt(t *testing.T) {
+	t.Parallel()
+	e := startSignIn(t, "commissions", "accounts")
+	who := person{subject: "sub-old-member", email: "old-member@brand.example"}
+	tok := e.dashboardSession(who)
+	uid := e.meID(tok)
+	adv := e.id("POST", "/admin/v1/advertisers", map[string]any{"name": "Old", "email": "old@brand.example"})
+	prog := e.id("POST", "/admin/v1/programs", map[string]any{"advertiser_id": adv, "name": "Old", "domain": "old.example",
+		"commission_type": "percent", "commission_rate": 5})
+	e.sync()
+	acc := e.Stack.Instance("accounts").Platform()
+	ctx := context.Background()
+	// What an older version left: the membership, no event any replica
+	// of it applied, and no backfill recorded.
+	if _, err := acc.Pool.Exec(ctx, `INSERT INTO memberships (program_id, user_id, active, permissions) VALUES ($1, $2, true, '{tracking:read}')`, prog, uid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acc.Pool.Exec(ctx, `DELETE FROM catalog_backfills WHERE name = '2026-11-commissions-console-replica'`); err != nil {
+		t.Fatal(err)
+	}
+	list := func() reply {
+		return e.client("203.0.113.95").withKey(tok).do("GET", fmt.Sprintf("/api/v1/programs/%d/commissions", prog), nil)
+	}
+	if r := list(); r.Status != 403 {
+		t.Fatalf("before the new pod, commissions answered %d %s: its replica already knew", r.Status, r.Raw)
+	}
+	startAccountsPod(t, acc)
+	began := time.Now()
+	for list().Status != 200 {
+		if time.Since(began) > replicaWait {
+			t.Fatalf("%s after the new pod started, commissions still refuses the member: %s", replicaWait, list().Raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := e.count("commissions", `SELECT count(*) FROM memberships WHERE program_id = $1 AND user_id = $2 AND active`, prog, uid); n != 1 {
+		t.Fatalf("commissions' replica: %d memberships", n)
+	}
 }

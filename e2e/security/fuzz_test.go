@@ -103,6 +103,13 @@ func fuzzRoutes() []fuzzRoute {
 		{method: "GET", path: "/api/v1/programs/{program}/settings", auth: "session"},
 		{method: "PATCH", path: "/api/v1/programs/{spare_program}/settings", auth: "session", body: map[string]any{"allowed_origins": []any{"https://shop.example"}, "lead_auth_policy": "server_required", "payment_tracking_mode": "processor"}},
 		{method: "GET", path: "/dashboard/"},
+		// The brand console's lists (accounts, analytics' figures, commissions).
+		{method: "GET", path: "/api/v1/programs/{program}/keys", auth: "session"},
+		{method: "GET", path: "/api/v1/programs/{program}/members", auth: "session", query: map[string]string{"limit": "10", "cursor": "1"}},
+		{method: "GET", path: "/api/v1/programs/{program}/partners", auth: "session", query: map[string]string{"limit": "10", "cursor": "1"}},
+		{method: "GET", path: "/api/v1/programs/{program}/commissions", auth: "session", query: map[string]string{"status": "approved", "partner_id": "{partner}", "from": "2025-01-01", "to": "2025-01-31", "limit": "10"}},
+		{method: "GET", path: "/api/v1/programs/{program}/payouts", auth: "session"},
+		{method: "POST", path: "/api/v1/programs/{spare_program}/partners", auth: "session", body: map[string]any{"email": "f@partners.example", "name": "F"}},
 		// Admin: writes go to the spare program, link, key and user, so
 		// the routes above keep working credentials.
 		{method: "POST", path: "/admin/v1/advertisers", auth: "admin", body: map[string]any{"name": "A", "email": "a@brand.example"}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
@@ -31,6 +32,19 @@ func backfills() []backfill {
 		// a user it has never heard of as not blocked.
 		{name: "2026-11-blocked-users", run: func(ctx context.Context, s *Store, tx pgx.Tx) (int, error) {
 			return s.republishUsers(ctx, tx, `SELECT id, email, name, advertiser_id, blocked, created_at FROM users WHERE blocked ORDER BY id`)
+		}},
+		// Commissions' console replica (memberships, users' blocks,
+		// sign-outs, partner records) came after its catalog group had
+		// passed those events: without them its console routes would
+		// refuse every member. Unexpired sign-outs only: an expired one
+		// opens nothing anyway.
+		{name: "2026-11-commissions-console-replica", run: func(ctx context.Context, s *Store, tx pgx.Tx) (int, error) {
+			n, err := s.republishUsers(ctx, tx, `SELECT id, email, name, advertiser_id, blocked, created_at FROM users WHERE blocked ORDER BY id`)
+			if err != nil {
+				return 0, err
+			}
+			m, err := s.republishConsoleState(ctx, tx)
+			return n + m, err
 		}},
 	}
 }
@@ -94,4 +108,57 @@ func (s *Store) republishUsers(ctx context.Context, tx pgx.Tx, query string) (in
 		}
 	}
 	return len(users), nil
+}
+
+// republishConsoleState publishes every membership, partner record and
+// unexpired session revocation as it stands now, each as the event its
+// change publishes.
+func (s *Store) republishConsoleState(ctx context.Context, tx pgx.Tx) (int, error) {
+	type event struct {
+		typ     string
+		program int64
+		msg     proto.Message
+	}
+	var events []event
+	rows, err := tx.Query(ctx, `SELECT program_id, user_id, active, permissions FROM memberships ORDER BY program_id, user_id`)
+	if err != nil {
+		return 0, fmt.Errorf("read memberships: %w", err)
+	}
+	var m catalog.Membership
+	if _, err := pgx.ForEachRow(rows, []any{&m.ProgramID, &m.UserID, &m.Active, &m.Permissions}, func() error {
+		events = append(events, event{eventsv1.TypeMembershipUpserted, m.ProgramID, &eventsv1.Membership{
+			ProgramId: m.ProgramID, UserId: m.UserID, Active: m.Active, Permissions: m.Permissions}})
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("read memberships: %w", err)
+	}
+	rows, err = tx.Query(ctx, `SELECT id, partner_id, program_id, approved, created_at FROM partner_programs ORDER BY id`)
+	if err != nil {
+		return 0, fmt.Errorf("read partner records: %w", err)
+	}
+	var pp catalog.PartnerProgram
+	if _, err := pgx.ForEachRow(rows, []any{&pp.ID, &pp.PartnerID, &pp.ProgramID, &pp.Approved, &pp.CreatedAt}, func() error {
+		events = append(events, event{eventsv1.TypePartnerProgramUpserted, pp.ProgramID, partnerProgramEvent(pp)})
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("read partner records: %w", err)
+	}
+	rows, err = tx.Query(ctx, `SELECT session_id, user_id, expires_at, revoked_at FROM session_revocations WHERE expires_at > $1 ORDER BY session_id`, s.now())
+	if err != nil {
+		return 0, fmt.Errorf("read revocations: %w", err)
+	}
+	var r catalog.SessionRevocation
+	if _, err := pgx.ForEachRow(rows, []any{&r.SessionID, &r.UserID, &r.ExpiresAt, &r.RevokedAt}, func() error {
+		events = append(events, event{eventsv1.TypeSessionRevoked, 0, &eventsv1.SessionRevoked{
+			SessionId: r.SessionID, UserId: r.UserID, ExpiresAt: ts(r.ExpiresAt), RevokedAt: ts(r.RevokedAt)}})
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("read revocations: %w", err)
+	}
+	for _, e := range events {
+		if _, err := s.publish(ctx, tx, e.typ, e.program, e.msg); err != nil {
+			return 0, err
+		}
+	}
+	return len(events), nil
 }
