@@ -103,6 +103,9 @@ func fuzzRoutes() []fuzzRoute {
 		{method: "GET", path: "/api/v1/programs/{program}/settings", auth: "session"},
 		{method: "PATCH", path: "/api/v1/programs/{spare_program}/settings", auth: "session", body: map[string]any{"allowed_origins": []any{"https://shop.example"}, "lead_auth_policy": "server_required", "payment_tracking_mode": "processor"}},
 		{method: "GET", path: "/dashboard/"},
+		// The processor's redirect back: no session, the state is the
+		// credential (an unknown one is a 400 page).
+		{method: "GET", path: "/api/v1/processor/connect/callback", query: map[string]string{"code": "ac_fuzz", "state": "fuzz-state"}},
 		// Admin: writes go to the spare program, link, key and user, so
 		// the routes above keep working credentials.
 		{method: "POST", path: "/admin/v1/advertisers", auth: "admin", body: map[string]any{"name": "A", "email": "a@brand.example"}},
