@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
+	"github.com/svc-dev/svc/deploy/devstack/processorstub"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
 	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/libs/auth/oidctest"
@@ -146,6 +147,16 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		}
 		defer stopOIDC()
 		for k, v := range oidcEnv {
+			env[k] = v
+		}
+	}
+	if os.Getenv("PROCESSOR_API_URL") == "" {
+		procEnv, stopProc, err := devProcessor(out, gatewayURL)
+		if err != nil {
+			return err
+		}
+		defer stopProc()
+		for k, v := range procEnv {
 			env[k] = v
 		}
 	}
@@ -355,6 +366,25 @@ func devSignIn(out io.Writer, gatewayURL string) (map[string]string, func(), err
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Fprintf(out, "sign-in   dev OpenID provider on %s (svc login and the dashboard sign in as %s)\n", base, envOr("DEV_LOGIN_EMAIL", "owner@demo-brand.example"))
 	return p.Env(), func() { _ = srv.Close() }, nil
+}
+
+// devProcessor serves the stand-in payment processor (processorstub) for
+// the console's Settings > Payments: its authorize page approves in one
+// click, and its test-payment page posts signed checkout and refund events
+// of the connected account to the gateway's processor webhook. It exists
+// only here; real deployments set PROCESSOR_* to the real processor.
+func devProcessor(out io.Writer, gatewayURL string) (map[string]string, func(), error) {
+	ln, err := net.Listen("tcp", envOr("DEV_PROCESSOR_ADDR", "127.0.0.1:0"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("stand-in payment processor: %w", err)
+	}
+	base := "http://" + ln.Addr().String()
+	stub := processorstub.New(processorstub.Config{ClientID: "ca_local_dev", Secret: "sk_local_dev_platform",
+		WebhookURL: gatewayURL + "/api/v1/webhooks/processor", WebhookSecret: processorWebhookSecret()})
+	srv := &http.Server{Handler: stub.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Fprintf(out, "processor stand-in payment processor on %s (connect it from the dashboard: Settings > Payments; then send a test payment at %s/test-payment)\n", base, base)
+	return stub.Env(base), func() { _ = srv.Close() }, nil
 }
 
 // printDashboardLink prints the link that signs the demo owner in to the

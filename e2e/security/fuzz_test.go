@@ -110,6 +110,9 @@ func fuzzRoutes() []fuzzRoute {
 		{method: "GET", path: "/api/v1/programs/{program}/commissions", auth: "session", query: map[string]string{"status": "approved", "partner_id": "{partner}", "from": "2025-01-01", "to": "2025-01-31", "limit": "10"}},
 		{method: "GET", path: "/api/v1/programs/{program}/payouts", auth: "session"},
 		{method: "POST", path: "/api/v1/programs/{spare_program}/partners", auth: "session", body: map[string]any{"email": "f@partners.example", "name": "F"}},
+		// The processor's redirect back: no session, the state is the
+		// credential (an unknown one is a 400 page).
+		{method: "GET", path: "/api/v1/processor/connect/callback", query: map[string]string{"code": "ac_fuzz", "state": "fuzz-state"}},
 		// Admin: writes go to the spare program, link, key and user, so
 		// the routes above keep working credentials.
 		{method: "POST", path: "/admin/v1/advertisers", auth: "admin", body: map[string]any{"name": "A", "email": "a@brand.example"}},

@@ -60,6 +60,9 @@ func Rules() []Rule {
 		// The dashboard's browser sign-in and the signed-in user's
 		// programs (accounts issues dashboard sessions).
 		{Prefix: "/api/v1/dashboard/", Service: "accounts", Public: true},
+		// The payment processor sends the console's connecting person back
+		// here (accounts owns the connection).
+		{Prefix: "/api/v1/processor/", Service: "accounts", Public: true},
 		// The integrator's API reference (api/openapi.yaml as JSON).
 		{Prefix: "/api/openapi.json", Service: "accounts", Public: true},
 		{Prefix: "/api/v1/programs/me/", Service: "analytics", Public: true},

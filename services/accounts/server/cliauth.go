@@ -205,6 +205,11 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 		return nil, err
 	}
 
+	// The console's payment processor connection: see processorconnect.go.
+	if routes, err = appendProcessorConnect(routes, p, cfg, cat, checker, trace, cli, refusals); err != nil {
+		return nil, err
+	}
+
 	dash, err := wireDashAuth(p, cfg, oenv, svc, verifier != nil, issuer, checker, sessionsendpoints.New(sessSvc, trace), trace, cli, refusals)
 	if err != nil {
 		return nil, err

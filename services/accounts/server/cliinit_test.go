@@ -253,7 +253,7 @@ func TestCLIStripeConnectIsGone(t *testing.T) {
 	s := start(t, nil)
 	for _, tok := range []string{"", "anything"} {
 		r := s.cli("POST", "stripe-connect", tok, `{}`)
-		wantError(t, r, 410, "GoneError", "This endpoint has been retired. Connect your payment processor from the dashboard: Settings > Payments.")
+		wantError(t, r, 410, "GoneError", "This endpoint has been retired. Connect your payment processor from the dashboard: Settings > Payments (/dashboard/#settings).")
 		if r.header.Get("X-Request-ID") == "" || r.header.Get("X-RateLimit-Limit") != "60" {
 			t.Fatalf("headers %v", r.header)
 		}

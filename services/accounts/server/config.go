@@ -15,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth"
 	"github.com/svc-dev/svc/services/accounts/internal/identity"
 	"github.com/svc-dev/svc/services/accounts/internal/integration"
+	"github.com/svc-dev/svc/services/accounts/internal/processorconnect"
 	"github.com/svc-dev/svc/services/accounts/internal/sessions"
 )
 
@@ -78,6 +79,14 @@ type Config struct {
 	// are reported (apikeys.used.v1, consumed back here for the console's
 	// last use), as tracking, commissions and analytics report theirs.
 	KeyUseInterval time.Duration `env:"KEY_USE_REPORT_INTERVAL"`
+
+	// The console's payment processor connection (OAuth): all of the
+	// client id, secret and API address, or none (connect answers 503).
+	ProcessorClientID   string        `env:"PROCESSOR_CONNECT_CLIENT_ID"`
+	ProcessorSecret     string        `env:"PROCESSOR_CONNECT_SECRET"` // secret: the platform's secret key
+	ProcessorAPIURL     string        `env:"PROCESSOR_API_URL"`
+	ProcessorConnectURL string        `env:"PROCESSOR_CONNECT_URL"`
+	ProcessorStateTTL   time.Duration `env:"PROCESSOR_CONNECT_STATE_TTL"`
 }
 
 // OIDCConfig is the OpenID provider the command-line sign-in trusts. None
@@ -145,7 +154,15 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		SignOutSyncTimeout:   env.Duration("SIGNOUT_SYNC_TIMEOUT", sessions.DefaultPropagationTimeout),
 		APIKeyDocsURL:        env.String("API_KEY_DOCS_URL", apikey.DefaultDocsURL),
 		KeyUseInterval:       env.Duration("KEY_USE_REPORT_INTERVAL", catalogsync.DefaultKeyUseInterval),
+
+		ProcessorClientID: env.String("PROCESSOR_CONNECT_CLIENT_ID", ""),
+		ProcessorSecret:   env.String("PROCESSOR_CONNECT_SECRET", ""),
+		ProcessorAPIURL:   strings.TrimRight(env.String("PROCESSOR_API_URL", ""), "/"),
+		ProcessorStateTTL: env.Duration("PROCESSOR_CONNECT_STATE_TTL", processorconnect.DefaultStateTTL),
 	}
+	// The processor's OAuth host, when it is not its API's.
+	c.ProcessorConnectURL = strings.TrimRight(env.String("PROCESSOR_CONNECT_URL", c.ProcessorAPIURL), "/")
+	c.validateProcessor(env)
 	c.OIDC.Enabled = c.OIDC.validate(env)
 	if _, err := dashauth.SafeReturnTo(c.DashboardURL); err != nil {
 		env.Fail(fmt.Errorf("DASHBOARD_URL must be a path on this site under /dashboard/, got %q", c.DashboardURL))
@@ -168,6 +185,32 @@ func LoadConfig(env *obs.Env) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// ProcessorEnabled is whether the console may connect a payment processor.
+func (c Config) ProcessorEnabled() bool { return c.ProcessorClientID != "" }
+
+// validateProcessor wants the connection's settings all or none, http(s)
+// addresses, and PUBLIC_URL (the callback the processor sends people to).
+func (c Config) validateProcessor(env *obs.Env) {
+	if c.ProcessorStateTTL <= 0 {
+		env.Fail(fmt.Errorf("PROCESSOR_CONNECT_STATE_TTL must be positive, got %s", c.ProcessorStateTTL))
+	}
+	if c.ProcessorClientID == "" && c.ProcessorSecret == "" && c.ProcessorAPIURL == "" {
+		return
+	}
+	if c.ProcessorClientID == "" || c.ProcessorSecret == "" || c.ProcessorAPIURL == "" {
+		env.Fail(errors.New("set all of PROCESSOR_CONNECT_CLIENT_ID, PROCESSOR_CONNECT_SECRET and PROCESSOR_API_URL, or none"))
+		return
+	}
+	for k, v := range map[string]string{"PROCESSOR_API_URL": c.ProcessorAPIURL, "PROCESSOR_CONNECT_URL": c.ProcessorConnectURL} {
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			env.Fail(fmt.Errorf("%s must be an http(s) address, got %q", k, v))
+		}
+	}
+	if c.PublicURL == "" {
+		env.Fail(errors.New("PUBLIC_URL is required when PROCESSOR_CONNECT_CLIENT_ID is set: the processor sends people back to PUBLIC_URL/api/v1/processor/connect/callback"))
+	}
 }
 
 var errJWKSChoice = errors.New("set exactly one of OIDC_JWKS_URL and OIDC_JWKS_FILE")

@@ -63,7 +63,7 @@ var (
 
 // MsgStripeConnectGone answers the retired stripe-connect route, naming its
 // replacement (Versioning 2).
-const MsgStripeConnectGone = "This endpoint has been retired. Connect your payment processor from the dashboard: Settings > Payments."
+const MsgStripeConnectGone = "This endpoint has been retired. Connect your payment processor from the dashboard: Settings > Payments (/dashboard/#settings)."
 
 // route describes how one route answers failures.
 type route struct {
