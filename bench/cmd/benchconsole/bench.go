@@ -26,8 +26,7 @@ const benchRateLimit = "100000000"
 
 var rateLimitEnv = []string{
 	"ADMIN_RATE_LIMIT",    // the seed: 3 admin calls a partner
-	"SETTINGS_RATE_LIMIT", // accounts' console routes (settings, programs, keys, team, partners)
-	"CONSOLE_RATE_LIMIT",  // commissions' console routes
+	"SETTINGS_RATE_LIMIT", // the console routes, accounts' and commissions' alike
 }
 
 // list is one console list: its path under the program, the queries a
