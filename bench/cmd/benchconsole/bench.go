@@ -123,8 +123,17 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (report, error) 
 		return rep, err
 	}
 	rep.partners = len(partners)
-	if err := admin.Sync(ctx, 60*time.Second); err != nil {
-		return rep, fmt.Errorf("wait for the catalog to reach the replicas: %w", err)
+	// 30,000 catalog events take the replicas longer than one barrier
+	// call may wait (its client gives up at a minute): ask again.
+	for deadline := time.Now().Add(10 * time.Minute); ; {
+		err := admin.Sync(ctx, 45*time.Second)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return rep, fmt.Errorf("wait for the catalog to reach the replicas: %w", err)
+		}
+		logger.Info("the replicas are still applying the catalog", "err", err)
 	}
 	rep.seeded = time.Since(began)
 	db, err := rig.OpenPool(ctx, st.DSN, int32(o.dbMaxConns), "benchconsole-reference", nil)
