@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrRevoked is matched, in addition to ErrInvalidToken, by a token whose
@@ -66,4 +67,24 @@ func (c *Checker) Check(ctx context.Context, token string) (Claims, error) {
 // revocation lookup: for signing out, which ends the session either way.
 func (c *Checker) Verify(token string) (Claims, error) {
 	return c.verifier.VerifyKind(token, c.kind)
+}
+
+// NewDashboardChecker is the dashboard-session check of a service that
+// verifies accounts' tokens locally (analytics, commissions): publicKey
+// (base64 Ed25519) and issuer verify the token, r holds the replica's
+// revocations and suspensions. An empty publicKey answers nil: the
+// service then signs every caller out, and says so at start.
+func NewDashboardChecker(publicKey, issuer string, now func() time.Time, r Revocations) (*Checker, error) {
+	if publicKey == "" {
+		return nil, nil
+	}
+	pub, err := ParsePublicKey(publicKey)
+	if err != nil {
+		return nil, err
+	}
+	v, err := NewVerifier(pub, issuer, now)
+	if err != nil {
+		return nil, err
+	}
+	return NewChecker(v, KindDashboard, r)
 }

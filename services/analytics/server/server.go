@@ -85,21 +85,12 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	// Sessions are verified with accounts' public key and checked against
 	// the replica's revocations and suspensions (the catalog topic).
 	store := pgstore.New(p.Pool)
-	var sessions *session.Checker
-	if cfg.SessionPublicKey == "" {
+	sessions, err := session.NewDashboardChecker(cfg.SessionPublicKey, SessionIssuer, p.Now, store)
+	if err != nil {
+		return nil, err
+	}
+	if sessions == nil {
 		p.Logger.Warn("no SESSION_PUBLIC_KEY: every caller of the dashboard routes is signed out")
-	} else {
-		pub, err := session.ParsePublicKey(cfg.SessionPublicKey)
-		if err != nil {
-			return nil, err
-		}
-		v, err := session.NewVerifier(pub, SessionIssuer, p.Now)
-		if err != nil {
-			return nil, err
-		}
-		if sessions, err = session.NewChecker(v, session.KindDashboard, store); err != nil {
-			return nil, err
-		}
 	}
 	svc, err := dashboard.New(store, p.Now)
 	if err != nil {

@@ -23,21 +23,12 @@ import (
 func wireConsole(p *platform.Platform, cfg Config, l *ledger.Service, tracing obs.EndpointMiddleware,
 	failedAuth func(http.Handler) http.Handler, refusals *ratelimit.RefusalCounter) ([]platform.Route, error) {
 	store := consolestore.New(p.Pool)
-	var sessions *session.Checker
-	if cfg.SessionPublicKey == "" {
+	sessions, err := session.NewDashboardChecker(cfg.SessionPublicKey, SessionIssuer, p.Now, store)
+	if err != nil {
+		return nil, err
+	}
+	if sessions == nil {
 		p.Logger.Warn("no SESSION_PUBLIC_KEY: every caller of the console's commissions and payouts routes is signed out")
-	} else {
-		pub, err := session.ParsePublicKey(cfg.SessionPublicKey)
-		if err != nil {
-			return nil, err
-		}
-		v, err := session.NewVerifier(pub, SessionIssuer, p.Now)
-		if err != nil {
-			return nil, err
-		}
-		if sessions, err = session.NewChecker(v, session.KindDashboard, store); err != nil {
-			return nil, err
-		}
 	}
 	svc, err := console.New(store, l)
 	if err != nil {
