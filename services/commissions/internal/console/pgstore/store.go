@@ -23,10 +23,17 @@ import (
 )
 
 // Store reads the console's rows.
-type Store struct{ pool *pgxpool.Pool }
+type Store struct {
+	pool *pgxpool.Pool
+	// page is how many rows one statement of a whole export reads: an
+	// export without a limit is read in keyset pages so every statement
+	// stays a bounded index range (one unlimited statement lets the
+	// planner hash-join all of sales once a program grows).
+	page int
+}
 
 // New returns the store over pool.
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, page: 1000} }
 
 // Member reads a membership (memberships' primary key).
 func (s *Store) Member(ctx context.Context, programID, userID int64) (console.Member, bool, error) {
@@ -89,33 +96,58 @@ func CommissionsQuery(programID int64, f console.Filter, after *console.Cursor, 
 }
 
 // Commissions lists the program's commissions newest first, calling each
-// per row while they are read.
+// per row while they are read; limit 0 reads them all, page by page.
 func (s *Store) Commissions(ctx context.Context, programID int64, f console.Filter, after *console.Cursor, limit int, each func(console.Commission) error) error {
+	if limit > 0 {
+		_, err := s.commissionsPage(ctx, programID, f, after, limit, each)
+		return err
+	}
+	for {
+		last, err := s.commissionsPage(ctx, programID, f, after, s.page, each)
+		if err != nil || last == nil {
+			return err
+		}
+		after = last
+	}
+}
+
+// commissionsPage reads at most limit rows after the cursor and answers
+// the cursor of the last one when the page was full (nil: no more rows).
+func (s *Store) commissionsPage(ctx context.Context, programID int64, f console.Filter, after *console.Cursor, limit int, each func(console.Commission) error) (*console.Cursor, error) {
 	q, args := CommissionsQuery(programID, f, after, limit)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return fmt.Errorf("commissions of program %d: %w", programID, err)
+		return nil, fmt.Errorf("commissions of program %d: %w", programID, err)
 	}
 	defer rows.Close()
+	n := 0
+	var last console.Cursor
 	for rows.Next() {
 		var c console.Commission
 		if err := rows.Scan(&c.ID, &c.SaleID, &c.TransactionID, &c.PartnerID, &c.CustomerClickID, &c.Kind, &c.Status,
 			&c.Amount, &c.Currency, &c.Refunded, &c.Test, &c.HoldUntil, &c.CreatedAt, &c.ApprovedAt); err != nil {
-			return fmt.Errorf("commissions of program %d: %w", programID, err)
+			return nil, fmt.Errorf("commissions of program %d: %w", programID, err)
 		}
+		// The cursor keeps the row's own timestamp (not its UTC copy) so
+		// the next page's comparison is exact.
+		last = console.Cursor{CreatedAt: c.CreatedAt, ID: c.ID}
+		n++
 		c.HoldUntil, c.CreatedAt = c.HoldUntil.UTC(), c.CreatedAt.UTC()
 		if c.ApprovedAt != nil {
 			t := c.ApprovedAt.UTC()
 			c.ApprovedAt = &t
 		}
 		if err := each(c); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("commissions of program %d: %w", programID, err)
+		return nil, fmt.Errorf("commissions of program %d: %w", programID, err)
 	}
-	return nil
+	if n < limit {
+		return nil, nil
+	}
+	return &last, nil
 }
 
 // MoneyQuery is the payouts list's money per partner and currency: for
