@@ -365,6 +365,23 @@ func TestConsoleMoney(t *testing.T) {
 		if len(ps) != 1 || ps[0].(map[string]any)["id"] != float64(paidID) || r.get("next_cursor") != nil {
 			t.Fatalf("second page: %s", r.Raw)
 		}
+		// The balances page the same way, by partner id then currency,
+		// with their own cursor; the payouts' cursor does not move them.
+		first, second := min(f.p, f.r), max(f.p, f.r)
+		r = f.call(f.reader, "GET", a, "/payouts?limit=1", nil).want(t, 200)
+		bs := r.get("data", "balances").([]any)
+		if len(bs) != 1 || bs[0].(map[string]any)["partner_id"] != float64(first) || r.str("balances_next_cursor") == "" {
+			t.Fatalf("first page of balances: %s", r.Raw)
+		}
+		r = f.call(f.reader, "GET", a, "/payouts?limit=1&balances_cursor="+url.QueryEscape(r.str("balances_next_cursor")), nil).want(t, 200)
+		bs = r.get("data", "balances").([]any)
+		if len(bs) != 1 || bs[0].(map[string]any)["partner_id"] != float64(second) || r.get("balances_next_cursor") != nil {
+			t.Fatalf("second page of balances: %s", r.Raw)
+		}
+		for _, bad := range []string{"abc", "MTIz", "MC5VU0Q", "MS51c2Q", "MS5VU0RY"} { // 123, 0.USD, 1.usd, 1.USDX
+			wantRefusal(t, f.call(f.reader, "GET", a, "/payouts?balances_cursor="+bad, nil), 400, "balances_cursor must be the balances_next_cursor of a previous page")
+		}
+
 		r = f.call(f.reader, "GET", a, "/payouts", nil, "Accept", "text/csv").want(t, 200)
 		rows, err := csv.NewReader(strings.NewReader(r.Raw)).ReadAll()
 		if err != nil || len(rows) != 3 || strings.Join(rows[0], ",") != "id,partner_id,currency,amount,requested_amount,status,reference,created_at,updated_at" ||

@@ -61,9 +61,9 @@ func lists(programID int64, partnerID int64) []list {
 			name:    "payouts",
 			path:    base + "/payouts",
 			filters: []string{""},
-			refQuery: `SELECT b.partner_id, b.currency, b.balance FROM accounts.partner_programs pp
-				JOIN commissions.balances b ON b.partner_id = pp.partner_id
-				WHERE pp.program_id = $1 ORDER BY pp.partner_id LIMIT 50`,
+			refQuery: `SELECT m.partner_id, m.currency, m.earned, m.paid, m.open, b.balance FROM commissions.program_money m
+				LEFT JOIN commissions.balances b ON b.partner_id = m.partner_id AND b.currency = m.currency
+				WHERE m.program_id = $1 ORDER BY m.partner_id, m.currency LIMIT 50`,
 		},
 	}
 }

@@ -18,8 +18,10 @@ import (
 //     commission (approved and credited once 30 days old, pending before;
 //     every 20th refunded in part, every 100th reversed) and the
 //     customer's click id; each partner's balance (its credits less what
-//     refunds took back); an open payout of 10.00 for every 4th partner and
-//     a paid one for every 7th.
+//     refunds took back); an open payout of 10.00 from the program for
+//     every 4th partner and a paid one for every 7th. The program's running
+//     totals (program_money) follow from the ledger's triggers, as they do
+//     in production.
 //   - analytics: each partner's daily rollups (clicks, leads, conversions,
 //     revenue and commission) for the last 30 days, which the partners
 //     list's figures read.
@@ -59,8 +61,8 @@ SELECT partner_id, currency, sum(amount - CASE WHEN credited THEN refunded_amoun
 FROM commissions.commissions WHERE program_id = $1 AND credited GROUP BY 1, 2
 ON CONFLICT (partner_id, currency) DO UPDATE SET balance = b.balance + EXCLUDED.balance, updated_at = EXCLUDED.updated_at`, false},
 	{"commissions payouts", `
-INSERT INTO commissions.withdrawals (partner_id, currency, amount, requested_amount, status, created_at, updated_at)
-SELECT pp.partner_id, 'USD', 1000, 1000, CASE WHEN pp.partner_id % 4 = 0 THEN 'open' ELSE 'paid' END,
+INSERT INTO commissions.withdrawals (partner_id, program_id, currency, amount, requested_amount, status, created_at, updated_at)
+SELECT pp.partner_id, $1, 'USD', 1000, 1000, CASE WHEN pp.partner_id % 4 = 0 THEN 'open' ELSE 'paid' END,
 	now() - interval '3 days', now() - interval '2 days'
 FROM accounts.partner_programs pp
 WHERE pp.program_id = $1 AND (pp.partner_id % 4 = 0 OR pp.partner_id % 7 = 0)

@@ -52,6 +52,7 @@ var (
 	ErrEmptyRange      = &Error{Kind: errkind.Invalid, Field: "to", Message: "to must be after from"}
 	ErrBadLimit        = &Error{Kind: errkind.Invalid, Field: "limit", Message: fmt.Sprintf("limit must be a whole number from 1 to %d", MaxLimit)}
 	ErrBadCursor       = &Error{Kind: errkind.Invalid, Field: "cursor", Message: "cursor must be the next_cursor of a previous page"}
+	ErrBadMoneyCursor  = &Error{Kind: errkind.Invalid, Field: "balances_cursor", Message: "balances_cursor must be the balances_next_cursor of a previous page"}
 )
 
 // Statuses a commission can have (the status filter's values).
@@ -117,6 +118,13 @@ type PartnerMoney struct {
 	Available int64
 }
 
+// MoneyCursor is where a page of the payouts list's money continues: after
+// this partner and currency (the zero value: from the first).
+type MoneyCursor struct {
+	PartnerID int64
+	Currency  string
+}
+
 // Store is what the console reads. Each listing calls each per row, in
 // order, while it reads (rows are never collected: a CSV answer streams
 // them); limit 0 reads every row.
@@ -126,7 +134,9 @@ type Store interface {
 	Commissions(ctx context.Context, programID int64, f Filter, after *Cursor, limit int, each func(Commission) error) error
 	// Money lists every partner with money in the program, by partner
 	// and currency, with their whole available balance in the currency.
-	Money(ctx context.Context, programID int64, each func(m PartnerMoney, partnerAvailable int64) error) error
+	// Money lists a page of the partners' money in the program, by
+	// partner and currency, after the cursor.
+	Money(ctx context.Context, programID int64, after MoneyCursor, limit int, each func(m PartnerMoney, partnerAvailable int64) error) error
 	// Payouts lists the program's payouts, newest first, after the id
 	// afterID (0: from the newest).
 	Payouts(ctx context.Context, programID, afterID int64, limit int, each func(ledger.Withdrawal) error) error
@@ -210,13 +220,14 @@ func (s *Service) Commissions(ctx context.Context, userID, programID int64, f Fi
 	}, nil
 }
 
-// Money checks access and answers every partner's money in the program.
-func (s *Service) Money(ctx context.Context, userID, programID int64) ([]PartnerMoney, error) {
+// Money checks access and answers a page of the partners' money in the
+// program after the cursor, at most limit rows.
+func (s *Service) Money(ctx context.Context, userID, programID int64, after MoneyCursor, limit int) ([]PartnerMoney, error) {
 	if err := s.authorize(ctx, userID, programID, false); err != nil {
 		return nil, err
 	}
 	out := []PartnerMoney{}
-	err := s.store.Money(ctx, programID, func(m PartnerMoney, partnerAvailable int64) error {
+	err := s.store.Money(ctx, programID, after, limit, func(m PartnerMoney, partnerAvailable int64) error {
 		m.Balance = m.Earned - m.Paid
 		m.Available = ledger.ProgramAvailable(ledger.ProgramFunds{Earned: m.Earned, Paid: m.Paid, Open: m.Open}, partnerAvailable)
 		out = append(out, m)

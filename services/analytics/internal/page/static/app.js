@@ -396,10 +396,12 @@
   }
 
   // Pager keeps the cursors seen so far: Next follows next_cursor (or
-  // meta.next_cursor / meta.cursor), Previous goes back one page.
-  function Pager(boxId, fetchPage) {
+  // meta.next_cursor / meta.cursor; pick names another field, for an answer
+  // that pages two lists), Previous goes back one page.
+  function Pager(boxId, fetchPage, pick) {
     this.box = $(boxId);
     this.fetchPage = fetchPage;
+    this.pick = pick || nextCursor;
     this.stack = [''];
   }
   Pager.prototype.reset = function () { this.stack = ['']; return this.load(); };
@@ -407,7 +409,7 @@
     var self = this;
     var cursor = this.stack[this.stack.length - 1];
     return this.fetchPage(cursor).then(function (body) {
-      var next = nextCursor(body);
+      var next = self.pick(body);
       self.box.textContent = '';
       if (self.stack.length > 1) {
         self.box.appendChild(button('Previous page', 'secondary', function () { self.stack.pop(); return self.load(); }));
@@ -426,10 +428,10 @@
     return m.next_cursor || m.nextCursor || m.cursor || '';
   }
 
-  function withCursor(path, cursor, extra) {
+  function withCursor(path, cursor, extra, name) {
     var q = new URLSearchParams(extra || {});
     q.set('limit', String(PAGE_SIZE));
-    if (cursor) q.set('cursor', cursor);
+    if (cursor) q.set(name || 'cursor', cursor);
     return path + '?' + q.toString();
   }
 
@@ -686,46 +688,63 @@
   });
 
   // ---- Payouts
+  //
+  // One answer pages two lists: data.balances (each partner's money here,
+  // by balances_cursor) and data.payouts (newest first, by cursor). Each
+  // list has its own pager and asks for its own page.
+
+  var balancePager = new Pager('balance-pager', function (cursor) {
+    var box = $('balance-list');
+    return api(withCursor(programBase() + '/payouts', cursor, {}, 'balances_cursor')).then(function (b) {
+      grid(box, [
+        ['Partner', function (r) { return partnerName(r.partner_id); }, 'name'],
+        ['Currency', function (r) { return text(r.currency); }],
+        ['Earned', function (r) { return money(r.earned, r.currency); }, 'num'],
+        ['Paid', function (r) { return money(r.paid, r.currency); }, 'num'],
+        ['Open payouts', function (r) { return money(r.open_payouts, r.currency); }, 'num'],
+        ['Available', function (r) { return money(r.available, r.currency); }, 'num'],
+        ['', function (r) { return canWrite() && r.available > 0 ? payoutForm(r) : ''; }, 'actions-cell']
+      ], (b && b.data && b.data.balances) || [], 'No partner has earned money in this program yet.', 'balance');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  }, function (b) { return (b && b.balances_next_cursor) || ''; });
 
   var payoutPager = new Pager('payout-pager', function (cursor) {
     var box = $('payout-list');
     return api(withCursor(programBase() + '/payouts', cursor)).then(function (b) {
       grid(box, [
-        ['Partner', function (r) { return text(r.partner_name || r.name || r.partner_id); }, 'name'],
-        ['Currency', function (r) { return text(r.currency); }],
-        ['Balance', function (r) { return money(r.balance, r.currency); }, 'num'],
-        ['Available', function (r) { return money(r.available, r.currency); }, 'num'],
-        ['Open payouts', function (r) { return openPayouts(r); }],
-        ['', function (r) { return canWrite() ? payoutForm(r) : ''; }, 'actions-cell']
-      ], list(b), 'No partner has a balance yet.', 'payout');
+        ['Opened', function (p) { return when(p.created_at); }],
+        ['Partner', function (p) { return partnerName(p.partner_id); }, 'name'],
+        ['Amount', function (p) { return money(p.amount, p.currency); }, 'num'],
+        ['Status', function (p) { return el('span', { className: 'badge ' + (p.status || ''), text: text(p.status) }); }],
+        ['Reference', function (p) { return el('span', { className: 'mono', text: text(p.reference) }); }],
+        ['', function (p) { return canWrite() && p.status === 'open' ? payoutActions(p) : ''; }, 'actions-cell']
+      ], (b && b.data && b.data.payouts) || [], 'No payout yet.', 'payout');
       return b;
     }).catch(function (e) { problem(box, e); throw e; });
   });
 
-  function openPayouts(r) {
-    var items = r.payouts || r.open_payouts || [];
-    var ul = el('ul', { className: 'links' });
-    items.forEach(function (p) {
-      var li = el('li', {}, [el('span', { text: money(p.amount, p.currency || r.currency) + ' ' + text(p.status) })]);
-      if (canWrite() && (!p.status || p.status === 'open' || p.status === 'pending')) {
-        li.appendChild(button('Mark paid', 'link-button', function () {
-          var ref = window.prompt('Reference of the transfer (optional)', '') || '';
-          return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/pay', { method: 'POST', body: ref ? { reference: ref } : {} }).then(function () {
-            say('Payout of ' + money(p.amount, p.currency || r.currency) + ' is marked paid.');
-            return payoutPager.load();
-          }).catch(fail('The payout was not marked paid'));
-        }, { 'aria-label': 'Mark paid: payout ' + p.id }));
-        li.appendChild(button('Cancel', 'link-button', function () {
-          return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/cancel', { method: 'POST' }).then(function () {
-            say('Payout ' + p.id + ' is canceled; its amount is available again.');
-            return payoutPager.load();
-          }).catch(fail('The payout was not canceled'));
-        }, { 'aria-label': 'Cancel payout ' + p.id }));
-      }
-      ul.appendChild(li);
-    });
-    if (items.length === 0) return '\u2014';
-    return ul;
+  // partnerName shows a partner by id: the API's money rows carry ids only.
+  function partnerName(id) { return 'Partner ' + text(id); }
+
+  function reloadPayouts() { return Promise.all([balancePager.load(), payoutPager.load()]); }
+
+  function payoutActions(p) {
+    var wrap = el('div', { className: 'row-actions' });
+    wrap.appendChild(button('Mark paid', 'secondary', function () {
+      var ref = window.prompt('Reference of the transfer (optional)', '') || '';
+      return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/pay', { method: 'POST', body: ref ? { reference: ref } : {} }).then(function () {
+        say('Payout ' + p.id + ' of ' + money(p.amount, p.currency) + ' is marked paid.');
+        return reloadPayouts();
+      }).catch(fail('The payout was not marked paid'));
+    }, { 'aria-label': 'Mark paid: payout ' + p.id }));
+    wrap.appendChild(button('Cancel', 'danger', function () {
+      return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/cancel', { method: 'POST' }).then(function () {
+        say('Payout ' + p.id + ' is canceled; its amount is available again.');
+        return reloadPayouts();
+      }).catch(fail('The payout was not canceled'));
+    }, { 'aria-label': 'Cancel payout ' + p.id }));
+    return wrap;
   }
 
   function payoutForm(r) {
@@ -745,8 +764,8 @@
         body.amount = Math.round(n * Math.pow(10, digits));
       }
       api(programBase() + '/payouts', { method: 'POST', body: body }).then(function () {
-        say('A payout for ' + text(r.partner_name || r.partner_id) + ' is open.');
-        return payoutPager.load();
+        say('A payout for ' + partnerName(r.partner_id) + ' is open.');
+        return Promise.all([balancePager.load(), payoutPager.reset()]);
       }).catch(fail('The payout was not opened'));
     });
     return form;
@@ -866,7 +885,7 @@
       case 'install': done = showInstall(); break;
       case 'partners': done = partnerPager.reset().catch(function () {}); break;
       case 'commissions': done = commissionPager.reset().catch(function () {}); break;
-      case 'payouts': done = payoutPager.reset().catch(function () {}); break;
+      case 'payouts': done = Promise.all([balancePager.reset(), payoutPager.reset()]).catch(function () {}); break;
       case 'settings': done = showSettings(); break;
       default: done = Promise.resolve(); $('create-name').focus();
     }

@@ -20,7 +20,7 @@ import (
 type Service interface {
 	Check(ctx context.Context, userID, programID int64, write bool) error
 	Commissions(ctx context.Context, userID, programID int64, f console.Filter, after *console.Cursor, limit int) (func(context.Context, func(console.Commission) error) error, error)
-	Money(ctx context.Context, userID, programID int64) ([]console.PartnerMoney, error)
+	Money(ctx context.Context, userID, programID int64, after console.MoneyCursor, limit int) ([]console.PartnerMoney, error)
 	Payouts(ctx context.Context, userID, programID int64) (func(ctx context.Context, afterID int64, limit int, each func(ledger.Withdrawal) error) error, error)
 	OpenPayout(ctx context.Context, userID, programID, partnerID int64, currency string, amount int64) (ledger.Withdrawal, error)
 	PayPayout(ctx context.Context, userID, programID, id int64, reference string) (ledger.Withdrawal, error)
@@ -153,12 +153,14 @@ func checkFirst(ctx context.Context, svc Service, t Target, write bool) error {
 }
 
 // PayoutsRequest lists the program's money and payouts; AfterID pages the
-// payouts (0: from the newest). CSV reads every payout instead of a page.
+// payouts (0: from the newest), MoneyAfter the partners' money (Limit rows
+// each). CSV reads every payout instead of a page.
 type PayoutsRequest struct {
 	Target
-	AfterID int64
-	Limit   int
-	CSV     bool
+	AfterID    int64
+	MoneyAfter console.MoneyCursor
+	Limit      int
+	CSV        bool
 }
 
 // MoneyView is a partner's money in the program and one currency.
@@ -196,20 +198,22 @@ func ViewPayout(w ledger.Withdrawal) PayoutView {
 	return v
 }
 
-// PayoutsData is the JSON answer's data: every partner's money (not
-// paged) and a page of payouts.
+// PayoutsData is the JSON answer's data: a page of the partners' money
+// and a page of payouts.
 type PayoutsData struct {
 	Balances []MoneyView  `json:"balances"`
 	Payouts  []PayoutView `json:"payouts"`
 }
 
-// PayoutsResponse is the JSON page (Data, Next: the id to continue after,
-// 0 on the last page) or, for CSV, the reader of every payout (Rows).
+// PayoutsResponse is the JSON page (Data; Next: the payout id to continue
+// after, 0 on the last page; MoneyNext: the money row to continue after,
+// nil on the last page) or, for CSV, the reader of every payout (Rows).
 type PayoutsResponse struct {
-	Data PayoutsData
-	Next int64
-	Rows func(ctx context.Context, each func(ledger.Withdrawal) error) error
-	Err  error
+	Data      PayoutsData
+	Next      int64
+	MoneyNext *console.MoneyCursor
+	Rows      func(ctx context.Context, each func(ledger.Withdrawal) error) error
+	Err       error
 }
 
 // Failed is the refusal.
@@ -233,11 +237,16 @@ func makePayouts(svc Service) endpoint.Endpoint {
 				return read(ctx, req.AfterID, 0, each)
 			}}, nil
 		}
-		money, err := svc.Money(ctx, req.UserID, req.ProgramID)
+		money, err := svc.Money(ctx, req.UserID, req.ProgramID, req.MoneyAfter, req.Limit+1)
 		if err != nil {
 			return nil, err
 		}
 		resp := PayoutsResponse{Data: PayoutsData{Balances: make([]MoneyView, 0, len(money)), Payouts: []PayoutView{}}}
+		if len(money) > req.Limit {
+			money = money[:req.Limit]
+			last := money[len(money)-1]
+			resp.MoneyNext = &console.MoneyCursor{PartnerID: last.PartnerID, Currency: last.Currency}
+		}
 		for _, m := range money {
 			resp.Data.Balances = append(resp.Data.Balances, MoneyView{PartnerID: m.PartnerID, Currency: m.Currency, Earned: m.Earned,
 				Paid: m.Paid, OpenPayouts: m.Open, Balance: m.Balance, Available: m.Available})

@@ -164,7 +164,7 @@ func decodeCommissions(ctx context.Context, r *http.Request) (any, error) {
 
 func decodePayouts(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.PayoutsRequest{Target: target(ctx, r), CSV: wantsCSV(r)}
-	q, err := query(r, "cursor", "limit")
+	q, err := query(r, "cursor", "balances_cursor", "limit")
 	if err != nil {
 		req.Err = err
 		return req, nil
@@ -176,6 +176,14 @@ func decodePayouts(ctx context.Context, r *http.Request) (any, error) {
 			return req, nil
 		}
 		req.AfterID = id
+	}
+	if v, ok := q["balances_cursor"]; ok {
+		c, good := decodeMoneyCursor(v)
+		if !good {
+			req.Err = console.ErrBadMoneyCursor
+			return req, nil
+		}
+		req.MoneyAfter = c
 	}
 	req.Limit, req.Err = limit(q)
 	return req, nil
@@ -317,6 +325,33 @@ func encodeID(id int64) *string {
 	}
 	s := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(id, 10)))
 	return &s
+}
+
+// The money cursor is base64url of "<partner id>.<currency>".
+func encodeMoneyCursor(c *console.MoneyCursor) *string {
+	if c == nil {
+		return nil
+	}
+	s := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.PartnerID, 10) + "." + c.Currency))
+	return &s
+}
+
+func decodeMoneyCursor(v string) (console.MoneyCursor, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return console.MoneyCursor{}, false
+	}
+	id, cur, ok := strings.Cut(string(raw), ".")
+	n, err := strconv.ParseInt(id, 10, 64)
+	if !ok || err != nil || n <= 0 || len(cur) != 3 {
+		return console.MoneyCursor{}, false
+	}
+	for _, r := range cur {
+		if r < 'A' || r > 'Z' {
+			return console.MoneyCursor{}, false
+		}
+	}
+	return console.MoneyCursor{PartnerID: n, Currency: cur}, true
 }
 
 func decodeIDCursor(v string) (int64, bool) {

@@ -196,7 +196,8 @@ func encodeResponse(status int, enc errorEncoder) kithttp.EncodeResponseFunc {
 			if r.Rows != nil {
 				return streamPayouts(ctx, w, r.Rows, enc)
 			}
-			return httpkit.WriteJSON(w, status, payoutsPage{Data: r.Data, NextCursor: encodeID(r.Next)})
+			return httpkit.WriteJSON(w, status, payoutsPage{Data: r.Data, NextCursor: encodeID(r.Next),
+				BalancesNextCursor: encodeMoneyCursor(r.MoneyNext)})
 		case endpoints.PayoutResponse:
 			if r.Err != nil {
 				enc.encode(ctx, r.Err, w)
@@ -214,7 +215,10 @@ type commissionsPage struct {
 	NextCursor *string                    `json:"next_cursor"`
 }
 
+// balances_next_cursor pages data.balances the same way (sent back as
+// balances_cursor).
 type payoutsPage struct {
-	Data       endpoints.PayoutsData `json:"data"`
-	NextCursor *string               `json:"next_cursor"`
+	Data               endpoints.PayoutsData `json:"data"`
+	NextCursor         *string               `json:"next_cursor"`
+	BalancesNextCursor *string               `json:"balances_next_cursor"`
 }

@@ -84,9 +84,14 @@ func CommissionsQuery(programID int64, f console.Filter, after *console.Cursor, 
 	if after != nil {
 		where = append(where, fmt.Sprintf("(c.created_at, c.id) < (%s, %s)", arg(after.CreatedAt), arg(after.ID)))
 	}
+	// The sale is read per commission row, by its key, as the index scan
+	// hands rows to LIMIT: OFFSET 0 keeps the planner from flattening the
+	// lateral subquery into a join, which it may otherwise make a hash join
+	// over all of sales for a page of a partner with many commissions.
 	q := `SELECT c.id, COALESCE(c.sale_id, 0), COALESCE(s.transaction_id, ''), c.partner_id, c.customer_click_id, c.kind, c.status,
 			c.amount, c.currency, c.refunded_amount, COALESCE(s.is_test, false), c.hold_until, c.created_at, c.approved_at
-		FROM commissions c LEFT JOIN sales s ON s.id = c.sale_id
+		FROM commissions c
+		LEFT JOIN LATERAL (SELECT s.transaction_id, s.is_test FROM sales s WHERE s.id = c.sale_id OFFSET 0) s ON true
 		WHERE ` + strings.Join(where, " AND ") + `
 		ORDER BY c.created_at DESC, c.id DESC`
 	if limit > 0 {
@@ -150,37 +155,25 @@ func (s *Store) commissionsPage(ctx context.Context, programID int64, f console.
 	return &last, nil
 }
 
-// MoneyQuery is the payouts list's money per partner and currency: for
-// each partner of the program (partner_programs_program_partner), its
-// credited commissions there (commissions_program_credited, partner fixed)
-// and the program's payouts to it (withdrawals_program_partner), with the
-// partner's whole balance (balances' key) less all its open withdrawals
-// (withdrawals_partner). Per partner, so each aggregate is an index range
-// of one partner, never a scan of the program's commissions as a whole.
-// Exported for the plan test.
-const MoneyQuery = `WITH per AS (
-		SELECT pp.partner_id, m.currency, sum(m.earned)::bigint AS earned, sum(m.paid)::bigint AS paid, sum(m.open)::bigint AS open
-		FROM partner_programs pp
-		CROSS JOIN LATERAL (
-			SELECT c.currency, sum(c.amount - c.refunded_amount) AS earned, 0 AS paid, 0 AS open
-			FROM commissions c WHERE c.program_id = $1 AND c.partner_id = pp.partner_id AND c.credited GROUP BY c.currency
-			UNION ALL
-			SELECT w.currency, 0, COALESCE(sum(w.amount) FILTER (WHERE w.status = 'paid'), 0), COALESCE(sum(w.amount) FILTER (WHERE w.status = 'open'), 0)
-			FROM withdrawals w WHERE w.program_id = $1 AND w.partner_id = pp.partner_id GROUP BY w.currency
-		) m
-		WHERE pp.program_id = $1
-		GROUP BY pp.partner_id, m.currency
-	)
-	SELECT per.partner_id, per.currency, per.earned, per.paid, per.open,
-		COALESCE((SELECT b.balance FROM balances b WHERE b.partner_id = per.partner_id AND b.currency = per.currency), 0)
+// MoneyQuery is a page of the payouts list's money per partner and
+// currency, after (partner_id, currency): the program's running totals
+// (program_money, migration 00010: one row per partner and currency, kept
+// by the ledger's statements) with the partner's whole balance (balances'
+// key) less all its open withdrawals (withdrawals_partner), so a page
+// costs the same at any number of commissions. Exported for the plan test.
+const MoneyQuery = `SELECT m.partner_id, m.currency, m.earned, m.paid, m.open,
+		COALESCE((SELECT b.balance FROM balances b WHERE b.partner_id = m.partner_id AND b.currency = m.currency), 0)
 		- COALESCE((SELECT sum(w.amount) FROM withdrawals w
-			WHERE w.partner_id = per.partner_id AND w.currency = per.currency AND w.status = 'open'), 0)::bigint
-	FROM per
-	ORDER BY per.partner_id, per.currency`
+			WHERE w.partner_id = m.partner_id AND w.currency = m.currency AND w.status = 'open'), 0)::bigint
+	FROM program_money m
+	WHERE m.program_id = $1 AND (m.partner_id, m.currency) > ($2, $3)
+	ORDER BY m.partner_id, m.currency
+	LIMIT $4`
 
-// Money lists every partner with money in the program.
-func (s *Store) Money(ctx context.Context, programID int64, each func(console.PartnerMoney, int64) error) error {
-	rows, err := s.pool.Query(ctx, MoneyQuery, programID)
+// Money lists a page of the partners' money in the program after the
+// cursor (the zero MoneyCursor: from the first).
+func (s *Store) Money(ctx context.Context, programID int64, after console.MoneyCursor, limit int, each func(console.PartnerMoney, int64) error) error {
+	rows, err := s.pool.Query(ctx, MoneyQuery, programID, after.PartnerID, after.Currency, limit)
 	if err != nil {
 		return fmt.Errorf("money of program %d: %w", programID, err)
 	}

@@ -52,6 +52,9 @@ func open(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	// Cleanups run last-in first-out: this one sees the pool still open,
+	// after whatever the test did.
+	t.Cleanup(func() { checkProgramMoney(t, pool) })
 	e := &env{pool: pool, store: pgstore.New(pool), clock: platformtest.NewClock(t0)}
 	e.svc = e.service(t, 0)
 	return e
@@ -941,4 +944,108 @@ func TestLeadCommission(t *testing.T) {
 		}
 	}
 	sameEvents(t, e.events(t), map[string]int{eventsv1.TypeCommissionCreated: 1, eventsv1.TypeBalanceChanged: 1})
+}
+
+// checkProgramMoney holds every ledger test to the running totals'
+// invariant (migration 00010): program_money equals what its triggers sum
+// up from the rows, whatever sales, refunds, approvals, reversals and
+// payouts the test made.
+func checkProgramMoney(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		WITH want AS (
+			SELECT program_id, partner_id, currency, sum(earned)::bigint AS earned, sum(paid)::bigint AS paid, sum(open)::bigint AS open FROM (
+				SELECT program_id, partner_id, currency, amount - refunded_amount AS earned, 0 AS paid, 0 AS open FROM commissions WHERE credited
+				UNION ALL
+				SELECT program_id, partner_id, currency, 0, CASE WHEN status = 'paid' THEN amount ELSE 0 END, CASE WHEN status = 'open' THEN amount ELSE 0 END
+				FROM withdrawals WHERE program_id IS NOT NULL
+			) x GROUP BY 1, 2, 3
+		)
+		SELECT COALESCE(w.program_id, m.program_id), COALESCE(w.partner_id, m.partner_id), COALESCE(w.currency, m.currency),
+			COALESCE(w.earned, 0), COALESCE(w.paid, 0), COALESCE(w.open, 0), COALESCE(m.earned, 0), COALESCE(m.paid, 0), COALESCE(m.open, 0)
+		FROM want w FULL JOIN program_money m USING (program_id, partner_id, currency)
+		WHERE (COALESCE(w.earned, 0), COALESCE(w.paid, 0), COALESCE(w.open, 0)) IS DISTINCT FROM (COALESCE(m.earned, 0), COALESCE(m.paid, 0), COALESCE(m.open, 0))`)
+	if err != nil {
+		t.Errorf("check program_money: %v", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var prog, partner, we, wp, wo, me, mp, mo int64
+		var cur string
+		if err := rows.Scan(&prog, &partner, &cur, &we, &wp, &wo, &me, &mp, &mo); err != nil {
+			t.Errorf("check program_money: %v", err)
+			return
+		}
+		t.Errorf("program_money of program %d, partner %d, %s: earned/paid/open %d/%d/%d, the rows sum to %d/%d/%d", prog, partner, cur, me, mp, mo, we, wp, wo)
+	}
+	if err := rows.Err(); err != nil {
+		t.Errorf("check program_money: %v", err)
+	}
+}
+
+// A program's payouts move its running totals (program_money) through
+// every state: opened, shrunk while open by a refund that leaves the
+// partner's balance short (FitWithdrawals), paid and cancelled; a payout's
+// cap reads them, and the admin API's program-less withdrawal leaves them
+// alone. After each step the totals equal the rows (checkProgramMoney).
+func TestProgramPayoutsMoveTheRunningTotals(t *testing.T) {
+	e := open(t)
+	ctx := context.Background()
+	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
+	e.program(t, 2, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
+	e.sale(t, ledger.SaleInput{TransactionID: "pm-1", ProgramID: 1, CustomerID: 1, AmountCents: 10000})
+	e.sale(t, ledger.SaleInput{TransactionID: "pm-2", ProgramID: 2, CustomerID: 2, AmountCents: 5000})
+	funds := func(program int64) [3]int64 {
+		t.Helper()
+		checkProgramMoney(t, e.pool)
+		var f [3]int64
+		if err := e.pool.QueryRow(ctx, `SELECT earned, paid, open FROM program_money WHERE program_id = $1 AND partner_id = 7 AND currency = 'USD'`, program).
+			Scan(&f[0], &f[1], &f[2]); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	if f := funds(1); f != [3]int64{1000, 0, 0} {
+		t.Fatalf("after the sale: %v", f)
+	}
+	// Program 1 may pay out only what program 1 earned.
+	if _, err := e.svc.OpenProgramWithdrawal(ctx, 1, 7, "USD", 1001); !errors.Is(err, ledger.ErrInvalidAmount) {
+		t.Fatalf("a payout over program 1's money: %v", err)
+	}
+	w, err := e.svc.OpenProgramWithdrawal(ctx, 1, 7, "USD", 0)
+	if err != nil || w.Amount.Minor != 1000 {
+		t.Fatalf("open all: %+v %v", w, err)
+	}
+	if f := funds(1); f != [3]int64{1000, 0, 1000} {
+		t.Fatalf("after opening: %v", f)
+	}
+	w2, err := e.svc.OpenProgramWithdrawal(ctx, 2, 7, "USD", 0)
+	if err != nil || w2.Amount.Minor != 500 {
+		t.Fatalf("open program 2's: %+v %v", w2, err)
+	}
+	// The program-less admin withdrawal has nothing left to take, and
+	// would not be in the totals.
+	if _, err := e.svc.OpenWithdrawal(ctx, 7, "USD", 1); !errors.Is(err, ledger.ErrInvalidAmount) {
+		t.Fatalf("an admin withdrawal beyond the balance: %v", err)
+	}
+	// A refund of 40% leaves the partner 400 short of its open payouts:
+	// one of them shrinks, and the totals follow whichever it is.
+	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "pm-1", AmountCents: 4000})
+	f1, f2 := funds(1), funds(2)
+	if f1[0] != 600 || f2[0] != 500 || f1[2]+f2[2] != 1100 {
+		t.Fatalf("after the refund: %v %v", f1, f2)
+	}
+	if _, err := e.svc.PayProgramWithdrawal(ctx, 1, w.ID, "tr_1"); err != nil {
+		t.Fatal(err)
+	}
+	if f := funds(1); f != [3]int64{600, f1[2], 0} {
+		t.Fatalf("after paying: %v, want [600 %d 0]", f, f1[2])
+	}
+	if _, err := e.svc.CancelProgramWithdrawal(ctx, 2, w2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if f := funds(2); f != [3]int64{500, 0, 0} {
+		t.Fatalf("after cancelling: %v", f)
+	}
 }

@@ -810,20 +810,14 @@ func (t *tx) PaidTotal(ctx context.Context, partnerID int64, c money.Currency) (
 	return n, nil
 }
 
-// ProgramFunds sums the partner's credited commissions of the program (net
-// of refunds) and the program's paid and open payouts, in c
-// (commissions_program_credited, withdrawals_program_partner).
+// ProgramFunds reads the partner's running totals in the program
+// (program_money's key, migration 00010): the net of its credited
+// commissions there and the program's paid and open payouts, in c.
 func (t *tx) ProgramFunds(ctx context.Context, programID, partnerID int64, c money.Currency) (ledger.ProgramFunds, error) {
 	var f ledger.ProgramFunds
-	err := t.tx.QueryRow(ctx, `SELECT
-		COALESCE((SELECT sum(amount - refunded_amount) FROM commissions
-			WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND credited), 0)::bigint,
-		COALESCE((SELECT sum(amount) FROM withdrawals
-			WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND status = 'paid'), 0)::bigint,
-		COALESCE((SELECT sum(amount) FROM withdrawals
-			WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND status = 'open'), 0)::bigint`,
+	err := t.tx.QueryRow(ctx, `SELECT earned, paid, open FROM program_money WHERE program_id = $1 AND partner_id = $2 AND currency = $3`,
 		programID, partnerID, string(c)).Scan(&f.Earned, &f.Paid, &f.Open)
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return f, fmt.Errorf("funds of partner %d in program %d: %w", partnerID, programID, err)
 	}
 	return f, nil
