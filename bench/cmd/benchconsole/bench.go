@@ -37,6 +37,11 @@ type list struct {
 	path     string
 	filters  []string
 	refQuery string
+	// pagers are the list's cursors: the query parameter that takes one
+	// and the answer's field that gives the next (nil: cursor and
+	// next_cursor). The payouts answer pages its balances and its payouts
+	// apart.
+	pagers [][2]string
 }
 
 func lists(programID int64, partnerID int64) []list {
@@ -64,6 +69,7 @@ func lists(programID int64, partnerID int64) []list {
 			refQuery: `SELECT m.partner_id, m.currency, m.earned, m.paid, m.open, b.balance FROM commissions.program_money m
 				LEFT JOIN commissions.balances b ON b.partner_id = m.partner_id AND b.currency = m.currency
 				WHERE m.program_id = $1 ORDER BY m.partner_id, m.currency LIMIT 50`,
+			pagers: [][2]string{{"cursor", "next_cursor"}, {"balances_cursor", "balances_next_cursor"}},
 		},
 	}
 }
@@ -183,7 +189,14 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (report, error) 
 					return rep, err
 				}
 			}
+			stop := func() {}
+			if o.cpuProfile != "" && run.out == &r.service {
+				if stop, err = rig.StartProfile(o.cpuProfile + "-" + l.name + ".pprof"); err != nil {
+					return rep, err
+				}
+			}
 			res, err := load.Run(ctx, load.Config{Name: run.name, Connections: o.clients, Duration: o.duration, Jobs: -1, Do: run.do})
+			stop()
 			if err != nil {
 				return rep, err
 			}
@@ -224,29 +237,35 @@ func walk(ctx context.Context, client *http.Client, gw, token string, l list, de
 		}
 		urls = append(urls, u)
 	}
-	next := ""
-	for range depth {
-		u := gw + l.path
-		if next != "" {
-			u += "?cursor=" + url.QueryEscape(next)
+	pagers := l.pagers
+	if len(pagers) == 0 {
+		pagers = [][2]string{{"cursor", "next_cursor"}}
+	}
+	for _, pg := range pagers {
+		param, field := pg[0], pg[1]
+		next := ""
+		for range depth {
+			u := gw + l.path
+			if next != "" {
+				u += "?" + param + "=" + url.QueryEscape(next)
+			}
+			status, body, err := load.Send(ctx, client, http.MethodGet, u, nil, auth)
+			if err != nil || status != http.StatusOK {
+				return nil, fmt.Errorf("GET %s: %d %s %v", u, status, body, err)
+			}
+			if next != "" {
+				urls = append(urls, u)
+			}
+			var page map[string]any
+			if err := json.Unmarshal(body, &page); err != nil {
+				return nil, fmt.Errorf("GET %s: %w", u, err)
+			}
+			n, _ := page[field].(string)
+			if n == "" {
+				break
+			}
+			next = n
 		}
-		status, body, err := load.Send(ctx, client, http.MethodGet, u, nil, auth)
-		if err != nil || status != http.StatusOK {
-			return nil, fmt.Errorf("GET %s: %d %s %v", u, status, body, err)
-		}
-		if next != "" {
-			urls = append(urls, u)
-		}
-		var page struct {
-			Next *string `json:"next_cursor"`
-		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, fmt.Errorf("GET %s: %w", u, err)
-		}
-		if page.Next == nil || *page.Next == "" {
-			break
-		}
-		next = *page.Next
 	}
 	return urls, nil
 }

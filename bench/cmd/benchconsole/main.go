@@ -46,6 +46,7 @@ type options struct {
 	logFile          string
 	logLevel         string
 	keep             bool
+	cpuProfile       string
 }
 
 func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -63,6 +64,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.StringVar(&o.logFile, "log", "", "file for the services' logs (default: a file in the temp directory, printed at the end)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "services' LOG_LEVEL")
 	fs.BoolVar(&o.keep, "keep", false, "keep the database (its URL is printed) for EXPLAIN")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write the CPU profile of each list's measured service run to <prefix>-<list>.pprof (every service runs in this process; Postgres' share is not in it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
