@@ -333,8 +333,9 @@ try {
     : { body: { data: [{ id: 1, sale_id: 2, transaction_id: 'ord_sample', partner_id: 901, customer_click_id: 'cust_1_2', kind: 'sale', status: 'approved',
       amount: 4900, currency: 'USD', created_at: '2026-11-28T08:00:00Z' }], next_cursor: null } }));
   await sample(`**/api/v1/programs/${programId}/payouts**`, (req) => (req.method() === 'POST' ? { status: 201, body: { data: { id: 6 } } }
-    : { body: { data: [{ partner_id: 901, partner_name: 'Sample Partner', currency: 'EUR', balance: 10000, available: 7500,
-      payouts: [{ id: 5, amount: 2500, currency: 'EUR', status: 'open' }] }], next_cursor: null } }));
+    : { body: { data: { balances: [{ partner_id: 901, currency: 'EUR', earned: 12500, paid: 2500, open_payouts: 2500, balance: 10000, available: 7500 }],
+      payouts: [{ id: 5, partner_id: 901, currency: 'EUR', amount: 2500, requested_amount: 2500, status: 'open', reference: null,
+        created_at: '2026-11-28T08:00:00Z', updated_at: '2026-11-28T08:00:00Z' }] }, next_cursor: null } }));
 
   await page.setViewportSize({ width: 390, height: 844 });
   await go('partners');
@@ -371,7 +372,7 @@ try {
     check(r0.includes('\u20AC100.00') && r0.includes('\u20AC75.00') && r0.includes('\u20AC25.00'), `payout amounts: ${r0}`);
     await page.getByTestId('payout-0').getByLabel('Amount').fill('10');
     await page.getByRole('button', { name: 'Open payout' }).click();
-    await said(/A payout for Sample Partner is open/, 'opening a payout');
+    await said(/A payout for Partner #901 is open/, 'opening a payout');
     check(sent.some((s) => s.method === 'POST' && s.url.endsWith('/payouts') && s.body === JSON.stringify({ partner_id: 901, currency: 'EUR', amount: 1000 })),
       `the payout was not opened with minor units: ${JSON.stringify(sent.filter((s) => s.method === 'POST'))}`);
     await page.getByRole('button', { name: 'Mark paid: payout 5' }).click();

@@ -687,27 +687,50 @@
 
   // ---- Payouts
 
+  // The route answers data.balances (each partner's money in the program,
+  // one row a partner and currency, never paged) and data.payouts (a page
+  // of the program's payouts, newest first). A partner's open payouts on
+  // this page are offered beside its balance; every payout of the page is
+  // listed below, with its reference once paid.
   var payoutPager = new Pager('payout-pager', function (cursor) {
     var box = $('payout-list');
     return api(withCursor(programBase() + '/payouts', cursor)).then(function (b) {
+      var d = (b && b.data) || {};
+      var balances = Array.isArray(d.balances) ? d.balances : [];
+      var payouts = Array.isArray(d.payouts) ? d.payouts : [];
+      var openOf = function (r) {
+        return payouts.filter(function (p) { return p.partner_id === r.partner_id && p.currency === r.currency && p.status === 'open'; });
+      };
       grid(box, [
-        ['Partner', function (r) { return text(r.partner_name || r.name || r.partner_id); }, 'name'],
+        ['Partner', function (r) { return partnerName(r); }, 'name'],
         ['Currency', function (r) { return text(r.currency); }],
+        ['Earned', function (r) { return money(r.earned, r.currency); }, 'num'],
+        ['Paid', function (r) { return money(r.paid, r.currency); }, 'num'],
         ['Balance', function (r) { return money(r.balance, r.currency); }, 'num'],
         ['Available', function (r) { return money(r.available, r.currency); }, 'num'],
-        ['Open payouts', function (r) { return openPayouts(r); }],
+        ['Open payouts', function (r) { return openPayouts(r, openOf(r)); }],
         ['', function (r) { return canWrite() ? payoutForm(r) : ''; }, 'actions-cell']
-      ], list(b), 'No partner has a balance yet.', 'payout');
+      ], balances, 'No partner has a balance yet.', 'payout');
+      grid($('payout-history'), [
+        ['Opened', function (p) { return when(p.created_at); }],
+        ['Partner', function (p) { return partnerName(p); }, 'name'],
+        ['Amount', function (p) { return money(p.amount, p.currency); }, 'num'],
+        ['Status', function (p) { return el('span', { className: 'badge ' + (p.status || ''), text: text(p.status) }); }],
+        ['Reference', function (p) { return el('span', { className: 'mono', text: text(p.reference) }); }],
+        ['Updated', function (p) { return when(p.updated_at); }]
+      ], payouts, 'No payout yet.', 'payout-history');
       return b;
-    }).catch(function (e) { problem(box, e); throw e; });
+    }).catch(function (e) { problem(box, e); $('payout-history').textContent = ''; throw e; });
   });
 
-  function openPayouts(r) {
-    var items = r.payouts || r.open_payouts || [];
+  // The payouts route names partners by id only.
+  function partnerName(r) { return r.partner_name ? String(r.partner_name) : 'Partner #' + r.partner_id; }
+
+  function openPayouts(r, items) {
     var ul = el('ul', { className: 'links' });
     items.forEach(function (p) {
       var li = el('li', {}, [el('span', { text: money(p.amount, p.currency || r.currency) + ' ' + text(p.status) })]);
-      if (canWrite() && (!p.status || p.status === 'open' || p.status === 'pending')) {
+      if (canWrite()) {
         li.appendChild(button('Mark paid', 'link-button', function () {
           var ref = window.prompt('Reference of the transfer (optional)', '') || '';
           return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/pay', { method: 'POST', body: ref ? { reference: ref } : {} }).then(function () {
@@ -745,7 +768,7 @@
         body.amount = Math.round(n * Math.pow(10, digits));
       }
       api(programBase() + '/payouts', { method: 'POST', body: body }).then(function () {
-        say('A payout for ' + text(r.partner_name || r.partner_id) + ' is open.');
+        say('A payout for ' + partnerName(r) + ' is open.');
         return payoutPager.load();
       }).catch(fail('The payout was not opened'));
     });
@@ -902,6 +925,10 @@
       var body = { name: $('create-name').value.trim(), domain: $('create-domain').value.trim(),
         commission_type: $('create-type').value, commission_rate: Number($('create-rate').value) };
       if (origins.length) body.allowed_origins = origins;
+      // Sent as typed (a number when it is one), so the route's own
+      // message names a bad value; left empty, the route's 30 days.
+      var hold = $('create-hold').value.trim();
+      if (hold) body.hold_days = isNaN(Number(hold)) ? hold : Number(hold);
       if (ownWorkspaces().length > 1) body.advertiser_id = Number($('create-workspace').value);
       api('/api/v1/programs', { method: 'POST', body: body }).then(function (b) {
         var p = (b && b.data) || {};
