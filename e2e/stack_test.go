@@ -77,6 +77,10 @@ func freeAddr(t *testing.T) string {
 type stackConfig struct {
 	DatabaseURL string
 	DataDir     string
+	// Env is more of the stack's environment (NAME=value), after the
+	// suite's own, so it wins (DEV_LOGIN_EMAIL: who the dev provider
+	// signs in).
+	Env []string
 }
 
 func newStackConfig(t *testing.T) stackConfig {
@@ -126,6 +130,7 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 		// beside other packages' against one Postgres.
 		"DB_MAX_CONNS=6", "DB_MAX_CONN_IDLE=500ms",
 	)
+	cmd.Env = append(cmd.Env, cfg.Env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	s := &stack{t: t, cmd: cmd, out: &strings.Builder{}, mu: &sync.Mutex{}, done: make(chan error, 1)}

@@ -24,6 +24,15 @@ import (
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
+// BatchSize is how many catalog events a replica applies in one
+// transaction (platform.BatchEvents): each is still deduplicated by its
+// inbox row and Applied advances the watermark event by event, but the
+// commit, its WAL flush and the progress row's lock are paid once per
+// batch. One transaction an event held a replica to about 100 events a
+// second on a 2-core box (docs/benchmarks.md, bench-console), minutes
+// for a brand that enrols thousands of partners.
+const BatchSize = 100
+
 // VersionTable is the goose version table of the progress tables, in the
 // service's schema beside the service's own (goose_db_version) and the
 // outbox's.

@@ -122,6 +122,23 @@ func TestConsolePrograms(t *testing.T) {
 		}
 	})
 
+	t.Run("hold_days: the brand's hold period, 30 days when left out, 0 approves at once", func(t *testing.T) {
+		for _, tc := range []struct {
+			body string
+			want float64
+		}{{`{` + shop + `}`, 30}, {`{` + shop + `,"hold_days":0}`, 0}, {`{` + shop + `,"hold_days":14}`, 14}} {
+			a := c.call("POST", "/api/v1/programs", alice, tc.body)
+			if a.status != 201 || a.body["data"].(map[string]any)["hold_days"] != tc.want {
+				t.Fatalf("%s: %d %s", tc.body, a.status, a.raw)
+			}
+			var held int
+			id := int64(a.body["data"].(map[string]any)["id"].(float64))
+			if err := c.pool.QueryRow(context.Background(), `SELECT hold_days FROM programs WHERE id = $1`, id).Scan(&held); err != nil || float64(held) != tc.want {
+				t.Fatalf("%s: stored hold_days %d %v", tc.body, held, err)
+			}
+		}
+	})
+
 	t.Run("advertiser_id naming the own workspace, as a number or a string", func(t *testing.T) {
 		for _, adv := range []string{itoa(aliceWS), `"` + itoa(aliceWS) + `"`, itoa(aliceWS) + ".0"} {
 			if a := c.call("POST", "/api/v1/programs", alice, `{"advertiser_id":`+adv+`,`+shop+`}`); a.status != 201 {
@@ -157,6 +174,10 @@ func TestConsolePrograms(t *testing.T) {
 			{"percent over 100", alice, `{"name":"Shop","domain":"shop.example","commission_type":"percent","commission_rate":101}`, 400, "commission_rate is a percentage for this type and cannot exceed 100", ""},
 			{"fractional duration", alice, `{` + shop + `,"duration_months":1.5}`, 400, "duration_months must be a whole number of months (0 = lifetime)", ""},
 			{"cookie duration out of range", alice, `{` + shop + `,"cookie_duration":366}`, 400, "cookie_duration must be a whole number of days from 1 to 365", ""},
+			{"hold days out of range", alice, `{` + shop + `,"hold_days":366}`, 400, "hold_days must be a whole number of days from 0 to 365", ""},
+			{"negative hold days", alice, `{` + shop + `,"hold_days":-1}`, 400, "hold_days must be a whole number of days from 0 to 365", ""},
+			{"fractional hold days", alice, `{` + shop + `,"hold_days":1.5}`, 400, "hold_days must be a whole number of days from 0 to 365", ""},
+			{"hold days not a number", alice, `{` + shop + `,"hold_days":"7"}`, 400, "hold_days must be a whole number of days from 0 to 365", ""},
 			{"origins not a list", alice, `{` + shop + `,"allowed_origins":"https://shop.example"}`, 400, origins, ""},
 			{"origin with a path", alice, `{` + shop + `,"allowed_origins":["https://shop.example/cart"]}`, 400, origins, ""},
 			{"not JSON", alice, `{"name":`, 400, "", ""},

@@ -374,7 +374,7 @@ try {
     check(p0.includes('\u20AC25.00') && p0.includes('open'), `payout row: ${p0}`);
     await page.getByTestId('balance-0').getByLabel('Amount').fill('10');
     await page.getByRole('button', { name: 'Open payout' }).click();
-    await said(/A payout for Partner 901 is open/, 'opening a payout');
+    await said(/A payout for Partner #901 is open/, 'opening a payout');
     check(sent.some((s) => s.method === 'POST' && s.url.endsWith('/payouts') && s.body === JSON.stringify({ partner_id: 901, currency: 'EUR', amount: 1000 })),
       `the payout was not opened with minor units: ${JSON.stringify(sent.filter((s) => s.method === 'POST'))}`);
     await page.getByRole('button', { name: 'Mark paid: payout 5' }).click();

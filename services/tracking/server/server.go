@@ -54,7 +54,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.Consume(eventsv1.TopicCatalog, replicaconsumer.Group(p.Name), replicaconsumer.Applier{Service: p.Name, Now: p.Now}.Apply); err != nil {
+	if err := p.Consume(eventsv1.TopicCatalog, replicaconsumer.Group(p.Name), replicaconsumer.Applier{Service: p.Name, Now: p.Now}.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
 	}
 	enr, err := enrich.New(enrich.Config{GeoIPPath: cfg.GeoIPDB})

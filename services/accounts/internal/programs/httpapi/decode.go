@@ -20,8 +20,9 @@ const msgOrigins = "allowed_origins must be a list of origins like https://shop.
 // them (name and domain that are not strings count as missing; a
 // commission_type that is not a string is named as sent; numbers are raw
 // JSON for the catalog's own messages), plus allowed_origins as the
-// settings routes read it. Unknown fields are ignored, as init ignores
-// them.
+// settings routes read it and hold_days (the admin API's field: a brand
+// chooses how long commissions wait before approval, 30 days when left
+// out). Unknown fields are ignored, as init ignores them.
 func decodeCreate(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.CreateRequest{UserID: settingshttpapi.SessionUser(ctx)}
 	obj, err := httpkit.DecodeObject(r, 0)
@@ -29,6 +30,10 @@ func decodeCreate(ctx context.Context, r *http.Request) (any, error) {
 		return nil, numberNUL(err)
 	}
 	advertiser, program := cataloghttp.ReadProgram(obj)
+	if v, ok := obj.Raw("hold_days"); ok {
+		raw := string(v)
+		program.HoldDays = &raw
+	}
 	in := programs.CreateInput{AdvertiserID: advertiser, Program: program}
 	if obj.Has("allowed_origins") {
 		// null is no origins, as an empty list is.

@@ -701,6 +701,7 @@
         ['Currency', function (r) { return text(r.currency); }],
         ['Earned', function (r) { return money(r.earned, r.currency); }, 'num'],
         ['Paid', function (r) { return money(r.paid, r.currency); }, 'num'],
+        ['Balance', function (r) { return money(r.balance, r.currency); }, 'num'],
         ['Open payouts', function (r) { return money(r.open_payouts, r.currency); }, 'num'],
         ['Available', function (r) { return money(r.available, r.currency); }, 'num'],
         ['', function (r) { return canWrite() && r.available > 0 ? payoutForm(r) : ''; }, 'actions-cell']
@@ -725,7 +726,7 @@
   });
 
   // partnerName shows a partner by id: the API's money rows carry ids only.
-  function partnerName(id) { return 'Partner ' + text(id); }
+  function partnerName(id) { return 'Partner #' + text(id); }
 
   function reloadPayouts() { return Promise.all([balancePager.load(), payoutPager.load()]); }
 
@@ -734,7 +735,7 @@
     wrap.appendChild(button('Mark paid', 'secondary', function () {
       var ref = window.prompt('Reference of the transfer (optional)', '') || '';
       return api(programBase() + '/payouts/' + encodeURIComponent(p.id) + '/pay', { method: 'POST', body: ref ? { reference: ref } : {} }).then(function () {
-        say('Payout ' + p.id + ' of ' + money(p.amount, p.currency) + ' is marked paid.');
+        say('Payout of ' + money(p.amount, p.currency) + ' is marked paid.');
         return reloadPayouts();
       }).catch(fail('The payout was not marked paid'));
     }, { 'aria-label': 'Mark paid: payout ' + p.id }));
@@ -921,6 +922,10 @@
       var body = { name: $('create-name').value.trim(), domain: $('create-domain').value.trim(),
         commission_type: $('create-type').value, commission_rate: Number($('create-rate').value) };
       if (origins.length) body.allowed_origins = origins;
+      // Sent as typed (a number when it is one), so the route's own
+      // message names a bad value; left empty, the route's 30 days.
+      var hold = $('create-hold').value.trim();
+      if (hold) body.hold_days = isNaN(Number(hold)) ? hold : Number(hold);
       if (ownWorkspaces().length > 1) body.advertiser_id = Number($('create-workspace').value);
       api('/api/v1/programs', { method: 'POST', body: body }).then(function (b) {
         var p = (b && b.data) || {};
