@@ -61,10 +61,25 @@ func (s *Store) PartnerInProgram(ctx context.Context, programID, partnerID int64
 	return ok, nil
 }
 
-// CommissionsQuery is the list's statement for a filter, with its
-// arguments: only the filter's predicates are written (an optional
-// predicate written as `$n = ” OR …` would keep the planner from the
-// (program_id, partner_id, created_at) index). Exported for the plan test.
+// CommissionsQuery is the list's statement for a filter, a cursor and a
+// page of limit rows, with its arguments. Only the filter's predicates
+// are written (an optional predicate written as `$n IS NULL OR …` would keep
+// the planner from the indexes). Every page is an index range read
+// backwards from the cursor and stopped by LIMIT (migration 00011):
+//   - a partner: commissions_program_partner_created (a status, if any,
+//     filters the partner's rows);
+//   - a status: commissions_program_status_created;
+//   - neither: commissions_program_listed, a partial index whose
+//     predicate (kind IN ('sale', 'lead'): every row, by the table's CHECK)
+//     only this statement states. A status page cannot use it, so the
+//     planner cannot pick it for one: it did, guessing from approved being
+//     most rows that a page came soon, while the newest commissions are
+//     all pending (in their hold period) and a page of approved ones
+//     scanned them all first.
+//
+// The sale of each row is read by its key (OFFSET 0 keeps the planner from
+// turning that into a join, which it may make a hash join over all of
+// sales for a partner with many commissions). Exported for the plan test.
 func CommissionsQuery(programID int64, f console.Filter, after *console.Cursor, limit int) (string, []any) {
 	args := []any{programID}
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
@@ -75,6 +90,9 @@ func CommissionsQuery(programID int64, f console.Filter, after *console.Cursor, 
 	if f.Status != "" {
 		where = append(where, "c.status = "+arg(f.Status))
 	}
+	if f.PartnerID == 0 && f.Status == "" {
+		where = append(where, "c.kind IN ('sale', 'lead')")
+	}
 	if !f.From.IsZero() {
 		where = append(where, "c.created_at >= "+arg(f.From))
 	}
@@ -84,19 +102,13 @@ func CommissionsQuery(programID int64, f console.Filter, after *console.Cursor, 
 	if after != nil {
 		where = append(where, fmt.Sprintf("(c.created_at, c.id) < (%s, %s)", arg(after.CreatedAt), arg(after.ID)))
 	}
-	// The sale is read per commission row, by its key, as the index scan
-	// hands rows to LIMIT: OFFSET 0 keeps the planner from flattening the
-	// lateral subquery into a join, which it may otherwise make a hash join
-	// over all of sales for a page of a partner with many commissions.
 	q := `SELECT c.id, COALESCE(c.sale_id, 0), COALESCE(s.transaction_id, ''), c.partner_id, c.customer_click_id, c.kind, c.status,
 			c.amount, c.currency, c.refunded_amount, COALESCE(s.is_test, false), c.hold_until, c.created_at, c.approved_at
 		FROM commissions c
 		LEFT JOIN LATERAL (SELECT s.transaction_id, s.is_test FROM sales s WHERE s.id = c.sale_id OFFSET 0) s ON true
 		WHERE ` + strings.Join(where, " AND ") + `
-		ORDER BY c.created_at DESC, c.id DESC`
-	if limit > 0 {
-		q += " LIMIT " + arg(limit)
-	}
+		ORDER BY c.created_at DESC, c.id DESC
+		LIMIT ` + arg(limit)
 	return q, args
 }
 
