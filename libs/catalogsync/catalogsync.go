@@ -73,15 +73,20 @@ func Applied(ctx context.Context, tx pgx.Tx, service, epoch string, seq int64, n
 	if _, err := tx.Exec(ctx, `INSERT INTO catalog_applied (epoch, seq) VALUES ($1, $2) ON CONFLICT DO NOTHING`, epoch, seq); err != nil {
 		return fmt.Errorf("record applied seq %d: %w", seq, err)
 	}
-	// With wm+1 present, the first applied number whose successor is missing
-	// ends the contiguous run.
+	// The contiguous run from the watermark, walked one key probe a number:
+	// each applied number is walked once (the run is trimmed below), where
+	// looking for the run's end among every applied number above the
+	// watermark cost a scan of all of them per event (20 ms at 13,000
+	// applied ahead of a lagging partition: minutes for a brand enrolling
+	// thousands of partners).
 	var next int64
 	err := tx.QueryRow(ctx, `
-		SELECT CASE WHEN EXISTS (SELECT 1 FROM catalog_applied WHERE epoch = $2 AND seq = $1 + 1)
-		THEN (SELECT min(a.seq) FROM catalog_applied a
-		      WHERE a.epoch = $2 AND a.seq > $1
-		        AND NOT EXISTS (SELECT 1 FROM catalog_applied b WHERE b.epoch = $2 AND b.seq = a.seq + 1))
-		ELSE $1 END`, wm, epoch).Scan(&next)
+		WITH RECURSIVE run(seq) AS (
+			SELECT $1::bigint
+			UNION ALL
+			SELECT r.seq + 1 FROM run r
+			WHERE EXISTS (SELECT 1 FROM catalog_applied b WHERE b.epoch = $2 AND b.seq = r.seq + 1))
+		SELECT max(seq) FROM run`, wm, epoch).Scan(&next)
 	if err != nil {
 		return fmt.Errorf("advance catalog watermark: %w", err)
 	}

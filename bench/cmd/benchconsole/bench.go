@@ -60,7 +60,7 @@ func lists(programID int64, partnerID int64) []list {
 			path:    base + "/commissions",
 			filters: []string{"", "?status=approved", "?partner_id=" + pid},
 			refQuery: `SELECT id, sale_id, partner_id, kind, status, amount, currency, refunded_amount, created_at, approved_at
-				FROM commissions.commissions WHERE program_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50`,
+				FROM commissions.commissions WHERE program_id = $1 AND kind IN ('sale', 'lead') ORDER BY created_at DESC, id DESC LIMIT 50`,
 		},
 		{
 			name:    "payouts",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
@@ -86,7 +87,10 @@ func wire(ctx context.Context, p *platform.Platform) ([]platform.Route, error) {
 	// One tracer for the service; every feature's endpoints use it.
 	trace := obs.Tracing(p.Tracer.Tracer("svc/accounts"))
 	set := endpoints.New(svc, trace)
-	if err := p.Consume(eventsv1.TopicCatalogApplied, catalogconsumer.Group, catalogconsumer.Handler(pgstore.RecordAck)); err != nil {
+	if err := p.Consume(eventsv1.TopicCatalogApplied, catalogconsumer.Group, catalogconsumer.Handler(pgstore.RecordAck),
+		// An ack is a GREATEST upsert: a batch of them shares a transaction
+		// (every replica acknowledges each catalog event it applies).
+		platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
 	}
 	limiter, err := ratelimit.New(ratelimit.Config{Limit: cfg.AdminRateLimit, Now: p.Now})

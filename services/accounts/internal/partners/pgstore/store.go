@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,44 +30,45 @@ func fixtureEmail(programID int64) string {
 }
 
 // ListEnrolled reads a page by partner_programs' unique (program_id,
-// partner_id), then the page's links by links_program_partner (migration
-// 00014): two statements whose cost is the page's, not the program's.
+// partner_id) and each of its partners' links by links_program_partner
+// (migration 00014), in one statement: its cost is the page's, not the
+// program's, and the page is one round trip. A partner comes once per link
+// (once with none), its rows together, in the page's order.
 func (s *Store) ListEnrolled(ctx context.Context, programID, after int64, limit int) ([]partners.Enrolled, error) {
-	rows, err := s.pool.Query(ctx, `SELECT p.id, p.name, p.email, p.created_at, pp.approved, pp.created_at
-		FROM partner_programs pp JOIN partners p ON p.id = pp.partner_id
-		WHERE pp.program_id = $1 AND pp.partner_id > $2 AND p.email <> $3
-		ORDER BY pp.partner_id LIMIT $4`, programID, after, fixtureEmail(programID), limit)
+	rows, err := s.pool.Query(ctx, `SELECT page.id, page.name, page.email, page.created_at, page.approved, page.enrolled_at,
+			l.id, l.code, l.active, l.created_at
+		FROM (SELECT p.id, p.name, p.email, p.created_at, pp.approved, pp.created_at AS enrolled_at
+			FROM partner_programs pp JOIN partners p ON p.id = pp.partner_id
+			WHERE pp.program_id = $1 AND pp.partner_id > $2 AND p.email <> $3
+			ORDER BY pp.partner_id LIMIT $4) page
+		LEFT JOIN links l ON l.program_id = $1 AND l.partner_id = page.id
+		ORDER BY page.id, l.id`, programID, after, fixtureEmail(programID), limit)
 	if err != nil {
 		return nil, fmt.Errorf("select partners: %w", err)
 	}
 	var out []partners.Enrolled
 	var e partners.Enrolled
-	if _, err := pgx.ForEachRow(rows, []any{&e.Partner.ID, &e.Partner.Name, &e.Partner.Email, &e.Partner.CreatedAt, &e.Approved, &e.EnrolledAt}, func() error {
-		out = append(out, e)
+	var linkID *int64
+	var code *string
+	var active *bool
+	var linkAt *time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&e.Partner.ID, &e.Partner.Name, &e.Partner.Email, &e.Partner.CreatedAt, &e.Approved, &e.EnrolledAt,
+		&linkID, &code, &active, &linkAt}, func() error {
+		if n := len(out); n == 0 || out[n-1].Partner.ID != e.Partner.ID {
+			e.Links = nil
+			out = append(out, e)
+		}
+		if linkID != nil {
+			last := &out[len(out)-1]
+			last.Links = append(last.Links, catalog.Link{ID: *linkID, ProgramID: programID, PartnerID: e.Partner.ID,
+				Code: *code, Active: *active, CreatedAt: *linkAt})
+		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("select partners: %w", err)
 	}
-	if len(out) == 0 {
-		return out, nil
-	}
-	ids := make([]int64, len(out))
-	at := make(map[int64]int, len(out))
-	for i, e := range out {
-		ids[i], at[e.Partner.ID] = e.Partner.ID, i
-	}
-	rows, err = s.pool.Query(ctx, `SELECT id, program_id, partner_id, code, active, created_at FROM links
-		WHERE program_id = $1 AND partner_id = ANY($2) ORDER BY partner_id, id`, programID, ids)
-	if err != nil {
-		return nil, fmt.Errorf("select links: %w", err)
-	}
-	var l catalog.Link
-	if _, err := pgx.ForEachRow(rows, []any{&l.ID, &l.ProgramID, &l.PartnerID, &l.Code, &l.Active, &l.CreatedAt}, func() error {
-		i := at[l.PartnerID]
-		out[i].Links = append(out[i].Links, l)
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("select links: %w", err)
+	if out == nil {
+		out = []partners.Enrolled{}
 	}
 	return out, nil
 }
