@@ -20,6 +20,7 @@ import (
 // the services serve them). /admin/v1 is not public.
 var wantOperations = []string{
 	"GET /api/openapi.json",
+	"GET /api/tracking/activity/{programId}",
 	"GET /api/tracking/partners/{programId}",
 	"GET /api/tracking/performance/{programId}",
 	"GET /api/tracking/sources/{programId}",

@@ -286,6 +286,16 @@ try {
   await visitor.screenshot({ path: join(flags.shots, 'journey-shop-1440.png'), fullPage: true });
   check(shopErrors.length === 0, `the shop page threw: ${shopErrors.join('; ')}`);
 
+  // ---- Install: "Check my installation" shows the real click (analytics
+  // applies it a moment after tracking answered), and no test click.
+  await until('install', async () => {
+    await page.getByRole('button', { name: 'Check my installation' }).click();
+    await page.getByTestId('check-real-click').waitFor();
+    const real = await page.getByTestId('check-real-click').textContent();
+    const test = await page.getByTestId('check-test-click').textContent();
+    return (/UTC/.test(real) && test === 'None seen yet') || { real, test };
+  }, 'the real click on Install');
+
   // ---- Settings: connect the stand-in processor (its Approve page, then
   // back to #settings, connected).
   await go('settings');

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/api/openapivalidate"
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/auth/session"
@@ -375,6 +376,73 @@ func TestDashboardRoutes(t *testing.T) {
 		}
 		if r := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", w.program), nil, bearer(w.live)...); r.status != 401 {
 			t.Errorf("a program key: %d %s", r.status, r.raw)
+		}
+	})
+
+	t.Run("activity: the latest real click and lead, test events left out; the status route's refusals", func(t *testing.T) {
+		act := func(t *testing.T, program string, h ...string) reply {
+			t.Helper()
+			return d.do(t, "GET", "/api/tracking/activity/"+program, nil, h...)
+		}
+		id := strconv.FormatInt(w.program, 10)
+		// Every event of the test came at t0 (the injected clock): the
+		// latest real click and lead are real ones at t0; the test click
+		// and lead sent after them moved neither.
+		var r reply
+		eventually(t, "the real click and lead", func() bool {
+			r = act(t, id, bearer(owner)...)
+			data, _ := r.body["data"].(map[string]any)
+			return r.status == 200 && data["latestClick"] != nil && data["latestLead"] != nil
+		})
+		data := r.body["data"].(map[string]any)
+		for _, k := range []string{"latestClick", "latestLead"} {
+			e := data[k].(map[string]any)
+			if e["timestamp"] != "2026-03-10T12:00:00.000Z" || e["id"].(float64) <= 0 {
+				t.Errorf("%s: %v", k, e)
+			}
+		}
+		// The answer is the one api/openapi.yaml describes.
+		v, err := openapivalidate.NewValidator()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("GET", d.gw+"/api/tracking/activity/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+owner)
+		resp, err := d.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body = io.NopCloser(bytes.NewReader(raw))
+		if err := v.ValidateResponse(req, resp); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %v\n%s", resp.StatusCode, err, raw)
+		}
+		// A program with only a test click shows none.
+		other := d.world(t)
+		if r := d.do(t, "POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://brand.example/?via=" + other.code,
+			"additional_data": map[string]any{"test_mode": true}}, bearer(other.test)...); r.status != 200 {
+			t.Fatalf("test click: %d %s", r.status, r.raw)
+		}
+		eventually(t, "the other program's test click", func() bool {
+			s := d.do(t, "GET", fmt.Sprintf("/api/tracking/status/%d", other.program), nil, bearer(d.token(t, other.owner))...)
+			return s.status == 200 && strings.Contains(s.raw, `"pageview":"complete"`)
+		})
+		wantJSON(t, "only a test click", act(t, strconv.FormatInt(other.program, 10), bearer(d.token(t, other.owner))...).body["data"],
+			`{"latestClick":null,"latestLead":null}`)
+		// The status route's answers: another tenant's owner, a reader
+		// without tracking:read, a program key, no session, no program.
+		for name, c := range map[string]struct {
+			program string
+			h       []string
+			want    int
+		}{
+			"another tenant": {id, bearer(d.token(t, other.owner)), 403}, "no tracking:read": {id, bearer(d.token(t, w.reader)), 403},
+			"a program key": {id, bearer(w.live), 401}, "no session": {id, nil, 401}, "no such program": {"999999", bearer(owner), 404},
+		} {
+			if r := act(t, c.program, c.h...); r.status != c.want {
+				t.Errorf("%s: %d %s, want %d", name, r.status, r.raw, c.want)
+			}
 		}
 	})
 

@@ -105,6 +105,17 @@ type TestEvents struct {
 	Latest *TestEvent
 }
 
+// LatestEvent is a program's newest real (not test) event of a kind.
+type LatestEvent struct {
+	ID         int64
+	OccurredAt time.Time
+}
+
+// LatestEvents are the program's newest real click and lead.
+type LatestEvents struct {
+	Click, Lead *LatestEvent
+}
+
 // Test event kinds.
 const (
 	KindClick = "click"
@@ -124,6 +135,9 @@ type Store interface {
 	// FirstActivity is the start of the earliest bucket with any figure.
 	FirstActivity(ctx context.Context, programID int64) (time.Time, bool, error)
 	TestEvents(ctx context.Context, programID int64, kind string) (TestEvents, error)
+	// LatestEvents reads the program's latest real click and lead (nil:
+	// none seen).
+	LatestEvents(ctx context.Context, programID int64) (LatestEvents, error)
 	// Sources sums the span per value of each source dimension (unranked),
 	// and counts the UTC days whose money used an earlier day's rate.
 	Sources(ctx context.Context, programID int64, span Span) (map[string][]sources.Row, int, error)
@@ -512,6 +526,31 @@ func (p Program) PaymentsReady() bool {
 // Status answers a program's integration health. A session is checked
 // first (401), then the program (404, as the spec asks, for any signed-in
 // caller), then the permission (403).
+// Activity answers the program's latest real click and lead, for the
+// console's Install page, with the status route's access rules (a
+// session, the program, tracking:read).
+func (s *Service) Activity(ctx context.Context, q StatusQuery) (LatestEvents, error) {
+	if q.UserID == 0 {
+		return LatestEvents{}, ErrNoSession
+	}
+	if q.ProgramID == 0 {
+		return LatestEvents{}, ErrProgramNotFound
+	}
+	if _, ok, err := s.store.Program(ctx, q.ProgramID); err != nil {
+		return LatestEvents{}, err
+	} else if !ok {
+		return LatestEvents{}, ErrProgramNotFound
+	}
+	m, ok, err := s.store.Member(ctx, q.ProgramID, q.UserID)
+	if err != nil {
+		return LatestEvents{}, err
+	}
+	if !ok || !m.Can(PermissionTrackingRead) {
+		return LatestEvents{}, ErrNoPermission
+	}
+	return s.store.LatestEvents(ctx, q.ProgramID)
+}
+
 func (s *Service) Status(ctx context.Context, q StatusQuery) (Status, error) {
 	if q.UserID == 0 {
 		return Status{}, ErrNoSession

@@ -43,6 +43,22 @@ func TrackingBatch(ctx context.Context, tx pgx.Tx, envs []*eventsv1.Envelope) er
 	if err := foldClicks(ctx, tx, clicks); err != nil {
 		return err
 	}
+	// Each program's newest click of the batch (one row a program: an
+	// INSERT ... ON CONFLICT may not touch a row twice).
+	newest := map[int64]latest{}
+	for _, c := range clicks {
+		e := latest{c.GetProgramId(), c.GetEventId(), c.GetClickedAt().AsTime()}
+		if had, ok := newest[e.program]; !ok || had.at.Before(e.at) || (had.at.Equal(e.at) && had.id < e.id) {
+			newest[e.program] = e
+		}
+	}
+	evs := make([]latest, 0, len(newest))
+	for _, e := range newest {
+		evs = append(evs, e)
+	}
+	if err := noteLatest(ctx, tx, "click", evs); err != nil {
+		return err
+	}
 	for _, env := range rest {
 		if err := Tracking(ctx, tx, env); err != nil {
 			return err

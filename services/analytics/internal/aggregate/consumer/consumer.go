@@ -81,6 +81,9 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			}
 			return testEvent(ctx, tx, ev.GetProgramId(), "click", ev.GetEventId(), at, env.GetOccurredAt().AsTime())
 		}
+		if err := noteLatest(ctx, tx, "click", []latest{{ev.GetProgramId(), ev.GetEventId(), at}}); err != nil {
+			return err
+		}
 		return click(ctx, tx, &ev)
 	case eventsv1.TypeLeadRecorded:
 		var ev eventsv1.LeadRecorded
@@ -92,6 +95,9 @@ func Tracking(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 				return nil
 			}
 			return testEvent(ctx, tx, ev.GetProgramId(), "lead", ev.GetEventId(), ev.GetRecordedAt().AsTime(), env.GetOccurredAt().AsTime())
+		}
+		if err := noteLatest(ctx, tx, "lead", []latest{{ev.GetProgramId(), ev.GetEventId(), ev.GetRecordedAt().AsTime()}}); err != nil {
+			return err
 		}
 		if ev.GetStatus() != LeadSettled || ev.GetCustomerId() == 0 || ev.GetSignupDate() == nil {
 			return nil
@@ -309,6 +315,32 @@ func countCustomer(ctx context.Context, tx pgx.Tx, program, customer, partner in
 		return err
 	}
 	return addKeyed(ctx, tx, "partner_buckets", "partner_id", program, partner, at, counter)
+}
+
+// latest is a real event's program, id and time, for latest_events.
+type latest struct {
+	program, id int64
+	at          time.Time
+}
+
+// noteLatest moves each program's latest real event of kind forward
+// (latest_events, the Install page's "last real click/lead"): newer by
+// (time, id) only, so a redelivery or a late event never moves it back.
+func noteLatest(ctx context.Context, tx pgx.Tx, kind string, evs []latest) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	programs, ids, ats := make([]int64, len(evs)), make([]int64, len(evs)), make([]time.Time, len(evs))
+	for i, e := range evs {
+		programs[i], ids[i], ats[i] = e.program, e.id, e.at
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO latest_events AS l (program_id, kind, event_id, occurred_at)
+		SELECT p, $1, i, a FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[]) AS t (p, i, a)
+		ON CONFLICT (program_id, kind) DO UPDATE SET event_id = EXCLUDED.event_id, occurred_at = EXCLUDED.occurred_at
+		WHERE (l.occurred_at, l.event_id) < (EXCLUDED.occurred_at, EXCLUDED.event_id)`, kind, programs, ids, ats); err != nil {
+		return fmt.Errorf("note the latest real %s: %w", kind, err)
+	}
+	return nil
 }
 
 // testEvent keeps a test click or lead for status and readiness, and

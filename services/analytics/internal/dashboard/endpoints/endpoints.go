@@ -21,6 +21,7 @@ type Service interface {
 	Status(ctx context.Context, q dashboard.StatusQuery) (dashboard.Status, error)
 	Sources(ctx context.Context, q dashboard.SourcesQuery) (dashboard.Sources, error)
 	Partners(ctx context.Context, q dashboard.SourcesQuery) (dashboard.Partners, error)
+	Activity(ctx context.Context, q dashboard.StatusQuery) (dashboard.LatestEvents, error)
 }
 
 // Set holds the endpoints.
@@ -29,6 +30,7 @@ type Set struct {
 	Status      endpoint.Endpoint
 	Sources     endpoint.Endpoint
 	Partners    endpoint.Endpoint
+	Activity    endpoint.Endpoint
 }
 
 // New builds the set, each endpoint decorated with mw.
@@ -38,6 +40,7 @@ func New(svc Service, mw ...obs.EndpointMiddleware) Set {
 		Status:      obs.Decorate("status", makeStatus(svc), mw...),
 		Sources:     obs.Decorate("sources", makeSources(svc), mw...),
 		Partners:    obs.Decorate("partners", makePartners(svc), mw...),
+		Activity:    obs.Decorate("activity", makeActivity(svc), mw...),
 	}
 }
 
@@ -249,6 +252,48 @@ type StatusData struct {
 	Statistics   Statistics   `json:"statistics"`
 	HasPartners  bool         `json:"hasPartners"`
 	LastUpdated  string       `json:"lastUpdated"`
+}
+
+// LatestEventView is a real event's id and time (ISO, UTC).
+type LatestEventView struct {
+	ID        int64  `json:"id"`
+	Timestamp string `json:"timestamp"`
+}
+
+// ActivityData is the program's latest real click and lead, null when
+// none was seen.
+type ActivityData struct {
+	LatestClick *LatestEventView `json:"latestClick"`
+	LatestLead  *LatestEventView `json:"latestLead"`
+}
+
+// ActivityResponse is {data}.
+type ActivityResponse struct {
+	Data ActivityData `json:"data"`
+	Err  error        `json:"-"`
+}
+
+// Failed implements endpoint.Failer.
+func (r ActivityResponse) Failed() error { return r.Err }
+
+func latestView(e *dashboard.LatestEvent) *LatestEventView {
+	if e == nil {
+		return nil
+	}
+	return &LatestEventView{ID: e.ID, Timestamp: iso(e.OccurredAt)}
+}
+
+func makeActivity(svc Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		a, err := svc.Activity(ctx, request.(StatusRequest))
+		if err != nil {
+			if errkind.Status(err) >= 500 {
+				return ActivityResponse{Err: err}, err
+			}
+			return ActivityResponse{Err: err}, nil
+		}
+		return ActivityResponse{Data: ActivityData{LatestClick: latestView(a.Click), LatestLead: latestView(a.Lead)}}, nil
+	}
 }
 
 // StatusRequest is the route's input.

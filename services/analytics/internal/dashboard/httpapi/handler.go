@@ -32,6 +32,9 @@ const (
 	PathStatus      = "/api/tracking/status/"
 	PathSources     = "/api/tracking/sources/"
 	PathPartners    = "/api/tracking/partners/"
+	// PathActivity is ours (not the spec's): the console's latest real
+	// click and lead.
+	PathActivity = "/api/tracking/activity/"
 )
 
 // Config carries what the transport needs besides the endpoints.
@@ -55,6 +58,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "GET " + PathStatus + "{programId}", Name: "dashboard_status", Handler: h(set.Status, decodeStatus(cfg.Sessions))},
 		{Pattern: "GET " + PathSources + "{programId}", Name: "dashboard_sources", Handler: h(set.Sources, decodeSources(cfg.Sessions))},
 		{Pattern: "GET " + PathPartners + "{programId}", Name: "dashboard_partners", Handler: h(set.Partners, decodeSources(cfg.Sessions))},
+		{Pattern: "GET " + PathActivity + "{programId}", Name: "dashboard_activity", Handler: h(set.Activity, decodeStatus(cfg.Sessions))},
 	}
 }
 

@@ -321,6 +321,32 @@ func (s *Store) TestEvents(ctx context.Context, programID int64, kind string) (d
 	return out, nil
 }
 
+// LatestEvents reads the program's latest real click and lead
+// (latest_events' key).
+func (s *Store) LatestEvents(ctx context.Context, programID int64) (dashboard.LatestEvents, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kind, event_id, occurred_at FROM latest_events WHERE program_id = $1`, programID)
+	if err != nil {
+		return dashboard.LatestEvents{}, fmt.Errorf("latest events of program %d: %w", programID, err)
+	}
+	var out dashboard.LatestEvents
+	var kind string
+	var e dashboard.LatestEvent
+	if _, err := pgx.ForEachRow(rows, []any{&kind, &e.ID, &e.OccurredAt}, func() error {
+		got := e
+		got.OccurredAt = got.OccurredAt.UTC()
+		switch kind {
+		case dashboard.KindClick:
+			out.Click = &got
+		case dashboard.KindLead:
+			out.Lead = &got
+		}
+		return nil
+	}); err != nil {
+		return dashboard.LatestEvents{}, fmt.Errorf("latest events of program %d: %w", programID, err)
+	}
+	return out, nil
+}
+
 // notFixture keeps a partner-program record pp unless its partner is the
 // program's `svc test` fixture (partners.fixture_program_id, from the
 // fixture's address): the CLI's test events make it, and it is no partner
