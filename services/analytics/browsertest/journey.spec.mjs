@@ -288,6 +288,7 @@ try {
 
   // ---- Install: "Check my installation" shows the real click (analytics
   // applies it a moment after tracking answered), and no test click.
+  await go('install');
   await until('install', async () => {
     await page.getByRole('button', { name: 'Check my installation' }).click();
     await page.getByTestId('check-real-click').waitFor();
