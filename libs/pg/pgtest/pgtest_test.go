@@ -3,10 +3,12 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -107,5 +109,15 @@ func TestDBName(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestMigrationsUpTo(t *testing.T) {
+	fsys := fstest.MapFS{
+		"00001_a.sql": {Data: []byte("a")}, "00002_b.sql": {Data: []byte("b")}, "00010_c.sql": {Data: []byte("c")}, "embed.go": {Data: []byte("x")},
+	}
+	got, err := fs.Glob(MigrationsUpTo(t, fsys, "00002"), "*")
+	if err != nil || fmt.Sprint(got) != "[00001_a.sql 00002_b.sql]" {
+		t.Fatalf("%v %v", got, err)
 	}
 }

@@ -223,6 +223,29 @@ func errorMessage(r reply) any {
 }
 
 // wantJSON compares got with the JSON want, key order aside.
+// validated GETs path through the gateway with a dashboard session and
+// checks the 200 answer against api/openapi.yaml; it answers the body.
+func (d *dash) validated(t *testing.T, path, token string) []byte {
+	t.Helper()
+	v, err := openapivalidate.NewValidator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", d.gw+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := d.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(raw))
+	if err := v.ValidateResponse(req, resp); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %v\n%s", path, resp.StatusCode, err, raw)
+	}
+	return raw
+}
+
 func wantJSON(t *testing.T, what string, got any, want string) {
 	t.Helper()
 	var w any
@@ -402,22 +425,7 @@ func TestDashboardRoutes(t *testing.T) {
 			}
 		}
 		// The answer is the one api/openapi.yaml describes.
-		v, err := openapivalidate.NewValidator()
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, _ := http.NewRequest("GET", d.gw+"/api/tracking/activity/"+id, nil)
-		req.Header.Set("Authorization", "Bearer "+owner)
-		resp, err := d.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		resp.Body = io.NopCloser(bytes.NewReader(raw))
-		if err := v.ValidateResponse(req, resp); err != nil || resp.StatusCode != 200 {
-			t.Fatalf("%d %v\n%s", resp.StatusCode, err, raw)
-		}
+		d.validated(t, "/api/tracking/activity/"+id, owner)
 		// A program with only a test click shows none.
 		other := d.world(t)
 		if r := d.do(t, "POST", "/api/v1/track/click", map[string]any{"affiliate_url": "https://brand.example/?via=" + other.code,

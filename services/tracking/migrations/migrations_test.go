@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,24 +14,7 @@ import (
 )
 
 // upTo is the migrations numbered at most last.
-func upTo(t *testing.T, last string) fs.FS {
-	t.Helper()
-	out := fstest.MapFS{}
-	names, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range names {
-		if n[:5] <= last {
-			b, err := fs.ReadFile(migrations.FS, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[n] = &fstest.MapFile{Data: b}
-		}
-	}
-	return out
-}
+func upTo(t *testing.T, last string) fs.FS { return pgtest.MigrationsUpTo(t, migrations.FS, last) }
 
 func tableExists(t *testing.T, dsn, table string) bool {
 	t.Helper()
