@@ -110,8 +110,29 @@ var (
 )
 
 // startStack runs the devstack binary the way `make run` does, with its
-// own ports, and waits until it says the stack is up.
+// own ports, and waits until it says the stack is up. The gateway's port
+// is picked here and bound only once the services are up (the services
+// are told its URL first), so another test's listener can take it in
+// between ("bind: address already in use", seen in CI): then the stack is
+// started again on the same database and data, with new ports, as a
+// person would run `make run` again.
 func startStack(t *testing.T, cfg stackConfig) *stack {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s, taken := launch(t, cfg)
+		if !taken {
+			return s
+		}
+		if attempt == 3 {
+			t.Fatalf("devstack found its ports taken 3 times:\n%s", s.output())
+		}
+		t.Logf("devstack's port was taken before it bound it; starting again:\n%s", s.output())
+	}
+}
+
+// launch is one start of the stack; taken reports that it exited because
+// a port it was given was taken meanwhile.
+func launch(t *testing.T, cfg stackConfig) (_ *stack, taken bool) {
 	t.Helper()
 	cmd := exec.Command(devstackBinary(t), "run")
 	cmd.Dir = repoRoot
@@ -178,6 +199,9 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 	case <-up:
 	case err := <-s.done:
 		s.done <- err
+		if strings.Contains(s.output(), "address already in use") {
+			return s, true
+		}
 		t.Fatalf("devstack exited before the stack was up (%v):\n%s", err, s.output())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("devstack not up after 3 minutes:\n%s", s.output())
@@ -187,7 +211,7 @@ func startStack(t *testing.T, cfg stackConfig) *stack {
 	if s.Gateway == "" || s.ProgramID == "" || s.TestKey == "" || s.LiveKey == "" {
 		t.Fatalf("devstack did not print the gateway, demo program and both keys:\n%s", s.out.String())
 	}
-	return s
+	return s, false
 }
 
 func (s *stack) output() string {
