@@ -20,8 +20,8 @@ import (
 //     customer's click id; each partner's balance (its credits less what
 //     refunds took back); an open payout of 10.00 from the program for
 //     every 4th partner and a paid one for every 7th; the program's running
-//     totals (program_money) summed from them, as migration 00010 sums a
-//     database's existing rows (the load runs with triggers off: a
+//     totals (program_money) summed from them
+//     (program_money_from_rows, migration 00012) (the load runs with triggers off: a
 //     trigger a row made the 1,000,000 commissions take minutes).
 //   - analytics: each partner's daily rollups (clicks, leads, conversions,
 //     revenue and commission) for the last 30 days, which the partners
@@ -69,14 +69,7 @@ FROM accounts.partner_programs pp
 WHERE pp.program_id = $1 AND (pp.partner_id % 4 = 0 OR pp.partner_id % 7 = 0)
 ORDER BY pp.partner_id`, false},
 	{"commissions running totals", `
-INSERT INTO commissions.program_money (program_id, partner_id, currency, earned, paid, open)
-SELECT program_id, partner_id, currency, sum(earned), sum(paid), sum(open) FROM (
-	SELECT program_id, partner_id, currency, amount - refunded_amount AS earned, 0 AS paid, 0 AS open
-	FROM commissions.commissions WHERE program_id = $1 AND credited
-	UNION ALL
-	SELECT program_id, partner_id, currency, 0, CASE WHEN status = 'paid' THEN amount ELSE 0 END, CASE WHEN status = 'open' THEN amount ELSE 0 END
-	FROM commissions.withdrawals WHERE program_id = $1
-) t GROUP BY 1, 2, 3`, false},
+INSERT INTO commissions.program_money SELECT * FROM commissions.program_money_from_rows WHERE program_id = $1`, false},
 	{"analytics partner rollups", `
 INSERT INTO analytics.partner_buckets (program_id, bucket, partner_id, clicks, leads, conversions)
 SELECT $1, date_trunc('day', now()) - d * interval '1 day', pp.partner_id, 40 + pp.partner_id % 17, 4, 1

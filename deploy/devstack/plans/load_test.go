@@ -176,15 +176,9 @@ INSERT INTO payment_refs (ref, kind, sale_id, program_id, created_at) SELECT 'b'
 INSERT INTO processor_refunds (sale_id, refund_id, amount_cents, created_at) SELECT id, 'b', 1000, created_at FROM sales;
 INSERT INTO disputes (dispute_id, sale_id, status, opened_at, closed_at) SELECT 'b' || id, id, 'won', created_at, created_at FROM sales;
 -- The running totals the ledger's triggers keep (migration 00010); the
--- load runs with triggers off, so they are summed here as the migration
--- sums existing rows.
-INSERT INTO program_money (program_id, partner_id, currency, earned, paid, open)
-SELECT program_id, partner_id, currency, sum(earned), sum(paid), sum(open) FROM (
-	SELECT program_id, partner_id, currency, amount - refunded_amount AS earned, 0 AS paid, 0 AS open FROM commissions WHERE credited
-	UNION ALL
-	SELECT program_id, partner_id, currency, 0, CASE WHEN status = 'paid' THEN amount ELSE 0 END, CASE WHEN status = 'open' THEN amount ELSE 0 END
-	FROM withdrawals WHERE program_id IS NOT NULL
-) t GROUP BY 1, 2, 3;
+-- load runs with triggers off, so they are summed from the rows
+-- (program_money_from_rows, migration 00012).
+INSERT INTO program_money SELECT * FROM program_money_from_rows;
 -- and as many again of partners with money in the bulk programs, so the
 -- table is as large as the others.
 INSERT INTO program_money (program_id, partner_id, currency, earned, paid, open)
