@@ -7,7 +7,7 @@ MODULES   := $(shell $(GO) list -m -f '{{.Path}}' 2>/dev/null)
 MODDIRS   := $(shell $(GO) list -m -f '{{.Dir}}' 2>/dev/null)
 PKGS      := $(addsuffix /...,$(MODULES))
 BIN       := bin
-SERVICES  := accounts tracking commissions analytics
+SERVICES  := accounts tracking commissions analytics webhooks
 GOTESTFLAGS ?= -race -count=1 -timeout=20m
 # Images are $(REGISTRY)/svc-<service>:$(TAG), the names the charts derive
 # (charts/svc-lib, "svc-lib.image") and the production values example uses;

@@ -58,6 +58,7 @@ require (
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/accounts v0.0.0 // indirect
+	github.com/svc-dev/svc/services/webhooks v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -100,4 +101,5 @@ replace (
 	github.com/svc-dev/svc/services/analytics => ../services/analytics
 	github.com/svc-dev/svc/services/commissions => ../services/commissions
 	github.com/svc-dev/svc/services/tracking => ../services/tracking
+	github.com/svc-dev/svc/services/webhooks => ../services/webhooks
 )

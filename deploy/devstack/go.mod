@@ -20,6 +20,7 @@ require (
 	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/services/commissions v0.0.0
 	github.com/svc-dev/svc/services/tracking v0.0.0
+	github.com/svc-dev/svc/services/webhooks v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.6
 	google.golang.org/protobuf v1.36.12
 )
@@ -102,4 +103,5 @@ replace (
 	github.com/svc-dev/svc/services/analytics => ../../services/analytics
 	github.com/svc-dev/svc/services/commissions => ../../services/commissions
 	github.com/svc-dev/svc/services/tracking => ../../services/tracking
+	github.com/svc-dev/svc/services/webhooks => ../../services/webhooks
 )

@@ -40,6 +40,7 @@ require (
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
+	github.com/svc-dev/svc/services/webhooks v0.0.0-00010101000000-000000000000 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
 
@@ -110,6 +111,7 @@ replace (
 	github.com/svc-dev/svc/proto => ../../proto
 	github.com/svc-dev/svc/services/analytics => ../analytics
 	github.com/svc-dev/svc/services/commissions => ../commissions
+	github.com/svc-dev/svc/services/webhooks => ../webhooks
 )
 
 replace github.com/svc-dev/svc/services/tracking => ../tracking

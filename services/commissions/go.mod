@@ -59,6 +59,7 @@ require (
 	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
+	github.com/svc-dev/svc/services/webhooks v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
@@ -98,4 +99,5 @@ replace (
 	github.com/svc-dev/svc/services/accounts => ../accounts
 	github.com/svc-dev/svc/services/analytics => ../analytics
 	github.com/svc-dev/svc/services/tracking => ../tracking
+	github.com/svc-dev/svc/services/webhooks => ../webhooks
 )

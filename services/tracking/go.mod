@@ -21,6 +21,7 @@ require (
 	github.com/svc-dev/svc/api v0.0.0 // indirect
 	github.com/svc-dev/svc/services/analytics v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/commissions v0.0.0 // indirect
+	github.com/svc-dev/svc/services/webhooks v0.0.0-00010101000000-000000000000 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
@@ -102,6 +103,7 @@ replace (
 	github.com/svc-dev/svc/proto => ../../proto
 	github.com/svc-dev/svc/services/analytics => ../analytics
 	github.com/svc-dev/svc/services/commissions => ../commissions
+	github.com/svc-dev/svc/services/webhooks => ../webhooks
 )
 
 replace github.com/svc-dev/svc/services/accounts => ../accounts

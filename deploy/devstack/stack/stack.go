@@ -23,6 +23,7 @@ import (
 	analytics "github.com/svc-dev/svc/services/analytics/server"
 	commissions "github.com/svc-dev/svc/services/commissions/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
+	webhooks "github.com/svc-dev/svc/services/webhooks/server"
 )
 
 // Service is one service of the stack and what the others need to know of
@@ -57,6 +58,8 @@ func Services() []Service {
 		// The console's partners list asks analytics' internal figures.
 		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name},
 			InternalURLs: map[string]string{"ANALYTICS_URL": analytics.Name}},
+		// Outgoing webhooks: the ledger's and tracking's events to brands.
+		{Spec: webhooks.Spec(), CatalogReplica: true},
 	}
 }
 

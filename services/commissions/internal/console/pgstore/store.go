@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/auth/session"
+	"github.com/svc-dev/svc/libs/catalogsync"
 
 	"github.com/svc-dev/svc/services/commissions/internal/console"
 	"github.com/svc-dev/svc/services/commissions/internal/ledger"
@@ -248,11 +249,5 @@ func (s *Store) Payouts(ctx context.Context, programID, afterID int64, limit int
 // stands when it was signed out or its user is suspended. One round trip,
 // two primary-key lookups.
 func (s *Store) Revoked(ctx context.Context, c session.Claims) (bool, error) {
-	var revoked bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_revocations WHERE session_id = $1)
-		OR EXISTS (SELECT 1 FROM users WHERE id = $2 AND blocked)`, c.ID, c.UserID).Scan(&revoked)
-	if err != nil {
-		return false, fmt.Errorf("look up session %s of user %d: %w", c.ID, c.UserID, err)
-	}
-	return revoked, nil
+	return catalogsync.SessionRevoked(ctx, s.pool, c.ID, c.UserID)
 }

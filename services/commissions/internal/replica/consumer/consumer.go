@@ -105,7 +105,7 @@ func (a Applier) upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) 
 	case eventsv1.TypeAPIKeyUpserted:
 		return catalogsync.UpsertAPIKey(ctx, tx, env)
 	case eventsv1.TypeMembershipUpserted, eventsv1.TypePartnerProgramUpserted, eventsv1.TypeUserUpserted, eventsv1.TypeSessionRevoked:
-		return upsertConsole(ctx, tx, env)
+		return catalogsync.ApplyConsole(ctx, tx, env)
 	}
 	// Other catalog events are not kept here; they still advance the
 	// watermark.

@@ -1,4 +1,4 @@
-package consumer
+package catalogsync
 
 import (
 	"context"
@@ -11,12 +11,24 @@ import (
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
-// upsertConsole keeps what the console routes check, as analytics' replica
-// does (services/analytics/internal/replica/consumer): a member's
-// permissions, a user's suspension, a signed-out session, and which
-// partners are in which program. An older snapshot never overwrites a newer
-// one (catalog_seq).
-func upsertConsole(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
+// ConsoleEvent reports whether ApplyConsole keeps something of env's type.
+func ConsoleEvent(env *eventsv1.Envelope) bool {
+	switch env.GetType() {
+	case eventsv1.TypeMembershipUpserted, eventsv1.TypePartnerProgramUpserted, eventsv1.TypeUserUpserted, eventsv1.TypeSessionRevoked:
+		return true
+	}
+	return false
+}
+
+// ApplyConsole applies the catalog events a service's console routes check
+// (membership, partner-program, user and session-revoked events; others are
+// ignored) inside tx: a member's permissions, a user's suspension, a
+// signed-out session, and which partners are in which program. The service
+// keeps, in its own schema, the tables of commissions' migration
+// 00009_console.sql (memberships, users, session_revocations,
+// partner_programs). An older snapshot never overwrites a newer one
+// (catalog_seq).
+func ApplyConsole(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 	seq := env.GetSeq()
 	switch env.GetType() {
 	case eventsv1.TypeMembershipUpserted:
@@ -98,4 +110,19 @@ func revokeSession(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error
 		return fmt.Errorf("insert revocation of session %s: %w", r.GetSessionId(), err)
 	}
 	return nil
+}
+
+// SessionRevoked is session.Revocations' question over the console tables:
+// whether session sessionID of userID was signed out or its user is
+// suspended. One round trip, two primary-key lookups.
+func SessionRevoked(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, sessionID string, userID int64) (bool, error) {
+	var revoked bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_revocations WHERE session_id = $1)
+		OR EXISTS (SELECT 1 FROM users WHERE id = $2 AND blocked)`, sessionID, userID).Scan(&revoked)
+	if err != nil {
+		return false, fmt.Errorf("look up session %s of user %d: %w", sessionID, userID, err)
+	}
+	return revoked, nil
 }
