@@ -116,6 +116,11 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err != nil {
 		return err
 	}
+	// Seals the webhook endpoints' signing secrets (kept across runs).
+	webhooksKey, err := persistedKey(dataDir, "WEBHOOKS_SECRET_KEY", "webhooks-secret.key", 32)
+	if err != nil {
+		return err
+	}
 	env := map[string]string{
 		"DATABASE_URL":  dsn,
 		"KAFKA_BROKERS": brokers,
@@ -135,7 +140,11 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		"PROCESSOR_WEBHOOK_SECRET": processorWebhookSecret(),
 		// Anyone the dev provider signs in gets a user and a workspace at
 		// their first dashboard sign-in (accounts' own default is invite).
-		"SIGNUP": "open",
+		"SIGNUP":              "open",
+		"WEBHOOKS_SECRET_KEY": webhooksKey,
+		// Brands try webhooks on their own machine: http:// receivers on
+		// localhost are allowed here, never in a deployment.
+		"WEBHOOKS_ALLOW_PRIVATE": "true",
 	}
 	gatewayURL := "http://" + addr
 	// Where the provider sends the dashboard's browser sign-in back to.
@@ -404,16 +413,23 @@ func printDashboardLink(out io.Writer, baseURL string) {
 // signingSeed returns the dashboard-session signing seed, made once and kept
 // in dataDir so tokens survive a restart of the local stack.
 func signingSeed(dataDir string) (string, error) {
-	if v := os.Getenv("SESSION_SIGNING_KEY"); v != "" {
+	return persistedKey(dataDir, "SESSION_SIGNING_KEY", "session-signing.key", ed25519.SeedSize)
+}
+
+// persistedKey is the variable name's value when set, otherwise the base64
+// of size random bytes kept in dataDir's file: the same key on the next run,
+// so what it signed or sealed stays usable.
+func persistedKey(dataDir, name, file string, size int) (string, error) {
+	if v := os.Getenv(name); v != "" {
 		return v, nil
 	}
-	path := filepath.Join(dataDir, "session-signing.key")
+	path := filepath.Join(dataDir, file)
 	if b, err := os.ReadFile(path); err == nil {
 		return string(b), nil
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	s := make([]byte, ed25519.SeedSize)
+	s := make([]byte, size)
 	if _, err := rand.Read(s); err != nil {
 		return "", err
 	}

@@ -44,6 +44,10 @@ func Defaults() map[string]string {
 		// their user and workspace (accounts; the service's own default is
 		// invite-only).
 		"SIGNUP": "open",
+		// Webhooks: a fixed key seals the endpoints' secrets, and the
+		// tests' receivers listen on loopback over http.
+		"WEBHOOKS_SECRET_KEY":    base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{2}, 32)),
+		"WEBHOOKS_ALLOW_PRIVATE": "true",
 	}
 }
 
