@@ -184,7 +184,7 @@ render() { "$HELM" template "$RELEASE" "$charts_dir/svc" --namespace "$NAMESPACE
 render >"$tmp/default.yaml"
 
 # TRUSTED_PROXIES trusts nothing unless set: no chart's default render sets it.
-for chart in accounts tracking commissions analytics svc; do
+for chart in accounts tracking commissions analytics webhooks svc; do
   log "expect $chart's default render to trust no proxy (no TRUSTED_PROXIES)"
   "$HELM" template "$RELEASE" "$charts_dir/$chart" -f "$charts_dir/$chart/ci/default-values.yaml" >"$tmp/chart.yaml"
   if grep -q 'name: TRUSTED_PROXIES' "$tmp/chart.yaml"; then
@@ -255,7 +255,7 @@ if [[ -f "$gateway_go" ]]; then
   sed -nE 's/.*\{Pattern: "([^"]+)", Service: "([^"]+)", Public: true\}.*/\1 \2/p' "$gateway_go" \
     | sed -E 's#\*#[^/]+#g; s#^([^ ]+) #\1$ #' | sort -u >"$tmp/gateway.regex"
   "$HELM" template "$RELEASE" "$charts_dir/svc" -f "$umbrella_values" \
-      --set commissions.enabled=true,analytics.enabled=true --show-only templates/ingress.yaml \
+      --set commissions.enabled=true,analytics.enabled=true,webhooks.enabled=true --show-only templates/ingress.yaml \
     | awk -v rel="$RELEASE-" '
         /^  name: / { regex = ($2 ~ /-regex$/) }
         /- path:/ { p = $3; gsub(/"/, "", p) }

@@ -70,7 +70,7 @@ helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
 svc.assertCatalogConsumers: fails the render when accounts'
 CATALOG_CONSUMERS differs from the enabled catalog replicas (the enabled
 services whose chart sets catalogReplica: true: tracking, commissions,
-analytics).
+analytics, webhooks).
 A listed service that is not running never acknowledges on
 catalog.applied.v1, so accounts' sync barrier would answer 504; an enabled
 replica left out would be skipped by the barrier. Subcharts cannot see each
