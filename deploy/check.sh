@@ -36,7 +36,9 @@ dups="$(jq -r '[.panels[].id] | group_by(.) | map(select(length > 1) | .[0]) | .
 [[ -z "$dups" ]] || die "duplicate panel ids: $dups"
 for metric in http_requests_total http_request_duration_seconds_bucket outbox_backlog \
   outbox_oldest_unsent_age_seconds outbox_relay_lag_seconds_bucket outbox_publish_errors_total \
-  consumer_lag consumer_apply_errors_total consumer_dead_lettered_total rate_limit_refusals_total; do
+  consumer_lag consumer_apply_errors_total consumer_dead_lettered_total rate_limit_refusals_total \
+  webhooks_deliveries_total webhooks_attempts_total webhooks_delivery_lag_seconds_bucket \
+  webhooks_pending_deliveries webhooks_endpoint_pending_max webhooks_endpoints_disabled_total; do
   jq -e --arg m "$metric" '[.panels[].targets[]?.expr | select(contains($m))] | length > 0' "$dashboard" >/dev/null \
     || die "no panel queries $metric"
 done
