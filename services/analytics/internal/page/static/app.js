@@ -854,7 +854,7 @@
         say('A ping' + (d.event_id ? ' (' + d.event_id + ')' : '') + ' is on its way to ' + w.url + ': its delivery is in the log.');
         return openLog(w, false);
       }).catch(fail('The ping was not sent'));
-    }, { 'aria-label': 'Send a test ping to ' + w.url }));
+    }, { 'aria-label': 'Send test to ' + w.url }));
     wrap.appendChild(button('Edit', 'secondary', function () { startEdit(w); }, { 'aria-label': 'Edit ' + w.url }));
     wrap.appendChild(button('Rotate secret', 'secondary', function () {
       if (!window.confirm('Rotate the signing secret of ' + w.url + '? The old secret keeps signing beside the new one for 24 hours.')) return;
@@ -862,7 +862,7 @@
         showSecret(w.url, b && b.data && b.data.secret, true);
         say('The secret of ' + w.url + ' is rotated: copy the new one now, you will not see it again. The old one keeps signing for 24 hours.');
       }).catch(fail('The secret was not rotated'));
-    }, { 'aria-label': 'Rotate the secret of ' + w.url }));
+    }, { 'aria-label': 'Rotate secret of ' + w.url }));
     if (w.enabled) {
       wrap.appendChild(button('Disable', 'secondary', function () { return setEnabled(w, false); }, { 'aria-label': 'Disable ' + w.url }));
     } else {
