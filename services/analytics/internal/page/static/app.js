@@ -795,9 +795,11 @@
 
   function sameWebhook(a, b) { return !!(a && b) && String(a.id) === String(b.id); }
 
-  var webhookPager = new Pager('webhook-pager', function (cursor) {
+  // loadWebhooks lists the program's endpoints: one answer, no paging (a
+  // program has at most 20) and no query (the route takes none).
+  function loadWebhooks() {
     var box = $('webhook-list');
-    return api(withCursor(webhookBase(), cursor)).then(function (b) {
+    return api(webhookBase()).then(function (b) {
       var rows = list(b);
       renderWebhookWarnings(rows);
       grid(box, [
@@ -825,7 +827,7 @@
       problem(box, e);
       throw e;
     });
-  });
+  }
 
   function renderWebhookWarnings(rows) {
     var box = $('webhook-warnings');
@@ -874,7 +876,7 @@
         if (sameWebhook(w, state.webhook)) { state.webhook = null; $('deliveries-card').hidden = true; }
         if (sameWebhook(w, state.editing)) endEdit();
         say(w.url + ' is deleted: no event goes to it any more.');
-        return webhookPager.load();
+        return loadWebhooks();
       }).catch(fail('The endpoint was not deleted'));
     }, { 'aria-label': 'Delete ' + w.url }));
     return wrap;
@@ -883,7 +885,7 @@
   function setEnabled(w, on) {
     return api(webhookBase(w.id), { method: 'PATCH', body: { enabled: on } }).then(function () {
       say(w.url + (on ? ' is enabled again: new events go to it.' : ' is disabled: no event goes to it until you enable it.'));
-      return webhookPager.load();
+      return loadWebhooks();
     }).catch(fail(on ? 'The endpoint was not enabled' : 'The endpoint was not disabled'));
   }
 
@@ -989,19 +991,22 @@
           if (d.status === 'failed') return 'Not retried any more';
           return d.next_attempt_at ? when(d.next_attempt_at) : 'Soon';
         }],
-        ['', function (d) { return canWrite() && (d.status === 'failed' || (d.status === 'pending' && d.attempts > 0)) ? retryButton(w, d) : ''; }, 'actions-cell']
+        ['', function (d) { return canWrite() && (d.status !== 'pending' || d.attempts > 0) ? retryButton(w, d) : ''; }, 'actions-cell']
       ], list(b), status ? 'No ' + status + ' delivery.' : 'No delivery yet. Send a test ping to see one here.', 'delivery');
       return b;
     }).catch(function (e) { problem(box, e); throw e; });
   });
 
+  // retryButton makes a delivery due now: a failed or waiting one is
+  // retried, a delivered one sent again (a receiver that lost it).
   function retryButton(w, d) {
-    return button('Retry', 'secondary', function () {
+    var again = d.status === 'delivered';
+    return button(again ? 'Send again' : 'Retry', 'secondary', function () {
       return api(webhookBase(w.id) + '/deliveries/' + encodeURIComponent(d.id) + '/retry', { method: 'POST' }).then(function () {
         say('The delivery of ' + d.event_type + ' ' + (d.event_id || '') + ' is queued to be sent again.');
         return deliveryPager.load();
       }).catch(fail('The delivery was not retried'));
-    }, { 'aria-label': 'Retry delivery ' + d.id });
+    }, { 'aria-label': (again ? 'Send again: delivery ' : 'Retry delivery ') + d.id });
   }
 
   function showWebhooks() {
@@ -1010,7 +1015,7 @@
     state.webhook = null;
     $('deliveries-card').hidden = true;
     $('df-status').value = '';
-    return webhookPager.reset().catch(function () {});
+    return loadWebhooks().catch(function () {});
   }
 
   function wireWebhooks() {
@@ -1033,7 +1038,7 @@
           showSecret(w.url || body.url, w.secret, false);
           say('The endpoint ' + (w.url || body.url) + ' is added. Copy its signing secret now: you will not see it again.');
         }
-        return webhookPager.reset().catch(function () {});
+        return loadWebhooks().catch(function () {});
       }).catch(function (err) {
         fieldError(err);
         say((editing ? 'The endpoint was not saved: ' : 'The endpoint was not added: ') + err.message);
