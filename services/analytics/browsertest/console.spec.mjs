@@ -351,7 +351,7 @@ try {
     if (d) { Object.assign(d, { status: 'pending', next_attempt_at: new Date().toISOString() }); return { status: 202, body: { data: d } }; }
     return refusal(404, 'not found');
   };
-  await page.route(`**${hookPath}**`, async (route) => {
+  const hookRoute = async (route) => {
     const req = route.request();
     const u = new URL(req.url());
     hookSent.push({ method: req.method(), path: u.pathname, search: u.search, body: req.postData() });
@@ -370,7 +370,8 @@ try {
     }
     const f = hookAnswer(req, u);
     return route.fulfill({ status: f.status || 200, contentType: 'application/json', body: f.body === undefined ? '' : JSON.stringify(f.body) });
-  });
+  };
+  await page.route(`**${hookPath}**`, hookRoute);
 
   const shots = [];
   for (const width of [1440, 390]) {
@@ -494,6 +495,18 @@ try {
   await go('install');
   await go('webhooks');
   check(await page.locator('#new-secret').isHidden() && !(await page.content()).includes(secret), 'the secret is shown again');
+
+  // Editing sends every field of the form.
+  const edited = page.waitForRequest((r) => r.method() === 'PATCH' && new URL(r.url()).pathname === `${hookPath}/${made.id}`);
+  await page.getByRole('button', { name: `Edit ${hookUrl}` }).click();
+  check(await form.getByLabel('Description (optional)').inputValue() === 'Order system' && await form.getByLabel('click.recorded (high volume, opt-in)').isChecked(),
+    'the edit form does not hold the endpoint');
+  await form.getByLabel('Description (optional)').fill('Orders');
+  await form.getByRole('button', { name: 'Save endpoint' }).click();
+  check(JSON.stringify(JSON.parse((await edited).postData())) === JSON.stringify({ ...wantBody, description: 'Orders' }), 'editing did not send the form');
+  await said(/is saved/, 'editing an endpoint');
+  await page.locator('#webhook-list tr', { hasText: 'Orders' }).waitFor();
+  check(await form.getByRole('button', { name: 'Add endpoint' }).isVisible(), 'the form stays in edit mode');
 
   // A test ping: the POST, then its delivery in the log.
   const pinged = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === `${hookPath}/${made.id}/test`);
@@ -623,6 +636,10 @@ try {
     await route.fulfill({ response: r, json: body });
   };
   await page.route('**/api/v1/dashboard/me', asReader);
+  // The sample endpoint failing again: a reader sees the warning, not the
+  // button.
+  Object.assign(fakeHooks.get(SAMPLE_HOOK), { enabled: false, disabled_reason: 'failing', disabled_at: '2026-11-27T08:00:00Z' });
+  await page.route(`**${hookPath}**`, hookRoute);
   await page.setViewportSize({ width: 1440, height: 900 });
   await page.goto(`${base}/dashboard/?as=reader#overview`);
   await onPage('overview', programId);
@@ -634,7 +651,13 @@ try {
       .map((e) => e.textContent.trim() || e.id)
       .filter((t) => !/^(Copy snippet|Check my installation|Download CSV|Delivery log)$/.test(t)));
     check(offered.length === 0, `a reader is offered changes on #${route}: ${JSON.stringify(offered)}`);
+    if (route === 'webhooks') {
+      await page.getByTestId(`webhook-disabled-${SAMPLE_HOOK}`).waitFor();
+      await page.getByTestId('delivery-0').waitFor();
+      check(await page.locator('#delivery-list button').count() === 0, 'a reader is offered a retry');
+    }
   }
+  await page.unroute(`**${hookPath}**`, hookRoute);
   check(await page.getByLabel('Attribution window (days)').isDisabled(), 'a reader can edit the settings');
   await audit('settings-reader-1440');
   await page.unroute('**/api/v1/dashboard/me', asReader);
