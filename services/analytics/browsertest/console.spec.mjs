@@ -4,8 +4,13 @@
 //     whole key shown once, then only masked), add an allowed origin, invite
 //     a partner, disable one of its links (when the partners list answers),
 //     add a team member, check the installation;
+//   - Webhooks (sampled in the routes' shapes while they answer 404): a
+//     disabled endpoint's warning and re-enabling (PATCH {enabled:true}),
+//     the delivery log (paging, ?status=, retry), an endpoint created with
+//     the JSON the form says and its secret shown once, a test ping,
+//     rotation, a refused change said, deletion;
 //   - every page (Overview, Install, Partners, Commissions, Payouts,
-//     Settings) at 1440 and 390 px: rendered, no sideways scroll at 390,
+//     Webhooks, Settings) at 1440 and 390 px: rendered, no sideways scroll at 390,
 //     axe-core finds no serious or critical violation, a screenshot
 //     <page>-<width>.png under --shots;
 //   - a page whose route is not live on this server still renders, with a
@@ -16,6 +21,7 @@
 //
 //   node console.spec.mjs --base=URL --program-id=N --shots=DIR \
 //     [--chromium=/usr/bin/chromium] [--timeout-ms=20000]
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -46,7 +52,7 @@ const ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
   '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic',
 ];
-const PAGES = ['overview', 'install', 'partners', 'commissions', 'payouts', 'settings'];
+const PAGES = ['overview', 'install', 'partners', 'commissions', 'payouts', 'webhooks', 'settings'];
 
 const pageErrors = [];
 const consoleErrors = [];
@@ -275,6 +281,98 @@ try {
 
   // ---- Every page of the brand's program, at both widths, audited.
   await page.locator('#program').selectOption(programId);
+  // ---- Webhooks, sampled: while the routes answer 404 here, the driver
+  // answers them in the routes' shapes from a small store of its own; once
+  // they are live, their real answers pass through. Either way one sample
+  // endpoint (disabled by svc after days of failures, with a delivery log
+  // of each status) is answered by the driver, listed after the real
+  // ones: the live stack cannot make one fail for 5 days.
+  const hookPath = `/api/v1/programs/${programId}/webhooks`;
+  const hookSent = [];
+  let hooksLive = false;
+  const hookSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
+  const refusal = (status, message, field) => ({ status, body: { data: null, error: { status, name: status === 404 ? 'NotFound' : 'UnprocessableEntity',
+    message, details: field ? { field } : {} } } });
+  const SAMPLE_HOOK = 990001;
+  const sampleUrl = 'https://crm.example/svc-events';
+  const fakeHooks = new Map([[SAMPLE_HOOK, { id: SAMPLE_HOOK, url: sampleUrl, description: 'CRM (sample)', events: ['sale.created', 'sale.refunded'],
+    include_test: false, enabled: false, disabled_reason: 'failing', disabled_at: '2026-11-27T08:00:00Z', created_at: '2026-11-01T08:00:00Z' }]]);
+  const delivery = (id, type, status, extra) => ({ id, event_id: `evt_${String(id).padStart(32, '0')}`, event_type: type, status, attempts: 1,
+    last_status: null, last_error: '', last_duration_ms: null, last_attempt_at: '2026-11-27T07:59:00Z', next_attempt_at: null, delivered_at: null,
+    created_at: '2026-11-22T07:00:00Z', ...extra });
+  const fakeDeliveries = new Map([[SAMPLE_HOOK, [
+    delivery(7003, 'sale.created', 'failed', { attempts: 14, last_status: 503, last_error: 'the receiver answered 503', last_duration_ms: 120 }),
+    delivery(7002, 'sale.refunded', 'pending', { attempts: 3, last_error: 'connection refused', last_duration_ms: 2, next_attempt_at: '2026-11-28T10:00:00Z' }),
+    delivery(7001, 'sale.created', 'delivered', { last_status: 200, last_duration_ms: 85, delivered_at: '2026-11-22T07:00:01Z' }),
+    delivery(7000, 'sale.created', 'delivered', { last_status: 204, last_duration_ms: 40, delivered_at: '2026-11-21T07:00:01Z', created_at: '2026-11-21T07:00:00Z' }),
+  ]]]);
+  const hookAnswer = (req, u) => {
+    const rest = u.pathname.slice(hookPath.length);
+    const m = req.method();
+    const body = req.postData() ? JSON.parse(req.postData()) : {};
+    let mm;
+    // The list route takes no query and does not page (20 at most).
+    if (rest === '' && m === 'GET') return u.search ? refusal(400, `unknown parameter ${[...u.searchParams.keys()][0]}`, [...u.searchParams.keys()][0])
+      : { body: { data: [...fakeHooks.values()] } };
+    if (rest === '' && m === 'POST') {
+      if (!/^https?:\/\/[^/\s]+/.test(body.url || '')) return refusal(422, 'url must be an absolute https:// URL', 'url');
+      if (!Array.isArray(body.events) || body.events.length === 0) return refusal(422, 'events must name at least one event type', 'events');
+      const id = 990100 + fakeHooks.size;
+      const w = { id, url: body.url, description: body.description || '', events: body.events, include_test: !!body.include_test, enabled: true,
+        disabled_reason: '', disabled_at: null, created_at: new Date().toISOString() };
+      fakeHooks.set(id, w);
+      fakeDeliveries.set(id, []);
+      return { status: 201, body: { data: { ...w, secret: hookSecret() } } };
+    }
+    const w = (mm = rest.match(/^\/(\d+)/)) && fakeHooks.get(Number(mm[1]));
+    if (!w) return refusal(404, 'no such webhook endpoint');
+    const sub = rest.slice(mm[0].length);
+    if (sub === '' && m === 'PATCH') {
+      Object.assign(w, body);
+      if (body.enabled) Object.assign(w, { disabled_reason: '', disabled_at: null });
+      return { body: { data: w } };
+    }
+    if (sub === '' && m === 'DELETE') { fakeHooks.delete(w.id); return { status: 204 }; }
+    if (sub === '/secret' && m === 'POST') return { body: { data: { secret: hookSecret() } } };
+    if (sub === '/test' && m === 'POST') {
+      const d = delivery(7100 + fakeDeliveries.get(w.id).length, 'ping', 'pending', { attempts: 0, last_attempt_at: null, created_at: new Date().toISOString() });
+      fakeDeliveries.get(w.id).unshift(d);
+      return { status: 202, body: { data: { event_id: d.event_id, delivery_id: d.id } } };
+    }
+    if (sub === '/deliveries' && m === 'GET') {
+      const status = u.searchParams.get('status');
+      const rows = fakeDeliveries.get(w.id).filter((d) => !status || d.status === status);
+      // Pages of 3, by the cursor d<offset>.
+      const at = Number((u.searchParams.get('cursor') || 'd0').slice(1));
+      return { body: { data: rows.slice(at, at + 3), next_cursor: rows.length > at + 3 ? `d${at + 3}` : null } };
+    }
+    const rt = sub.match(/^\/deliveries\/(\d+)\/retry$/);
+    const d = rt && m === 'POST' && fakeDeliveries.get(w.id).find((x) => x.id === Number(rt[1]));
+    if (d) { Object.assign(d, { status: 'pending', next_attempt_at: new Date().toISOString() }); return { status: 202, body: { data: d } }; }
+    return refusal(404, 'not found');
+  };
+  const hookRoute = async (route) => {
+    const req = route.request();
+    const u = new URL(req.url());
+    hookSent.push({ method: req.method(), path: u.pathname, search: u.search, body: req.postData() });
+    const mm = u.pathname.slice(hookPath.length).match(/^\/(\d+)/);
+    if (!mm || !fakeHooks.has(Number(mm[1]))) {
+      const r = await route.fetch();
+      if (r.status() !== 404 && r.status() !== 405) {
+        hooksLive = true;
+        if (u.pathname === hookPath && req.method() === 'GET' && r.ok()) {
+          const b = await r.json();
+          b.data = [...(b.data || []), ...fakeHooks.values()];
+          return route.fulfill({ response: r, json: b });
+        }
+        return route.fulfill({ response: r });
+      }
+    }
+    const f = hookAnswer(req, u);
+    return route.fulfill({ status: f.status || 200, contentType: 'application/json', body: f.body === undefined ? '' : JSON.stringify(f.body) });
+  };
+  await page.route(`**${hookPath}**`, hookRoute);
+
   const shots = [];
   for (const width of [1440, 390]) {
     await page.setViewportSize(width === 1440 ? { width: 1440, height: 900 } : { width: 390, height: 844 });
@@ -294,6 +392,12 @@ try {
         check(state.length > 0, `#${route}'s list is blank`);
         if (/Not available yet|Could not load/.test(state)) notes.push(`${route} at ${width}: ${state}`);
       }
+      if (route === 'webhooks') {
+        // The sample endpoint's warning and its delivery log, on the page
+        // audited and shot.
+        await page.getByTestId(`webhook-disabled-${SAMPLE_HOOK}`).waitFor();
+        await page.getByTestId('delivery-0').waitFor();
+      }
       if (width === 390) {
         await page.waitForFunction(() => document.documentElement.scrollWidth - document.documentElement.clientWidth <= 1, null, { timeout: 5000 }).catch(() => {});
         const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -305,6 +409,136 @@ try {
       shots.push(file);
     }
   }
+
+  // ---- Webhooks: the disabled endpoint, the delivery log (paging, the
+  // status filter, retry), creating an endpoint (its secret once), a test
+  // ping, rotation, a refused change and deletion.
+  await go('webhooks');
+  const warn = page.getByTestId(`webhook-disabled-${SAMPLE_HOOK}`);
+  await warn.waitFor();
+  check(/was disabled on .* after 5 days of failed deliveries/.test(await warn.innerText()), `the disabled endpoint's warning: ${await warn.innerText()}`);
+  await page.getByRole('button', { name: `Delivery log of ${sampleUrl}` }).click();
+  await page.getByTestId('deliveries-endpoint').filter({ hasText: sampleUrl }).waitFor();
+  await page.getByTestId('delivery-0').filter({ hasText: 'evt_' + '7003'.padStart(32, '0') }).waitFor();
+  const d0 = await page.getByTestId('delivery-0').innerText();
+  check(d0.includes('failed') && d0.includes('HTTP 503') && d0.includes('the receiver answered 503') && d0.includes('120 ms') && d0.includes('14'),
+    `the failed delivery's row: ${d0}`);
+  const d1 = await page.getByTestId('delivery-1').innerText();
+  check(d1.includes('pending') && d1.includes('connection refused') && d1.includes('2026-11-28 10:00 UTC'), `the pending delivery's row: ${d1}`);
+  check(await page.getByTestId('delivery-2').getByRole('button', { name: 'Send again: delivery 7001' }).isVisible(), 'a delivered delivery cannot be sent again');
+  await page.locator('#delivery-pager').getByRole('button', { name: 'Next page' }).click();
+  await page.getByTestId('delivery-0').filter({ hasText: 'evt_' + '7000'.padStart(32, '0') }).waitFor();
+  check(hookSent.some((s) => s.path === `${hookPath}/${SAMPLE_HOOK}/deliveries` && /cursor=d3/.test(s.search)), 'the next page was not asked for by its cursor');
+  await page.locator('#delivery-pager').getByRole('button', { name: 'Previous page' }).click();
+  await page.getByTestId('delivery-0').filter({ hasText: 'evt_' + '7003'.padStart(32, '0') }).waitFor();
+  const filtered = page.waitForRequest((r) => new URL(r.url()).pathname === `${hookPath}/${SAMPLE_HOOK}/deliveries` && new URL(r.url()).searchParams.get('status') === 'failed');
+  await page.getByLabel('Show deliveries').selectOption('failed');
+  await page.locator('#delivery-filters').getByRole('button', { name: 'Show' }).click();
+  await filtered;
+  await page.getByTestId('delivery-1').waitFor({ state: 'detached' });
+  check((await page.getByTestId('delivery-0').innerText()).includes('failed'), 'the failed filter shows something else');
+  const retried = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === `${hookPath}/${SAMPLE_HOOK}/deliveries/7003/retry`);
+  await page.getByRole('button', { name: 'Retry delivery 7003' }).click();
+  check((await retried).status() === 202, 'the retry was not accepted');
+  await said(/is queued to be sent again/, 'retrying a delivery');
+  await page.locator('#delivery-list').filter({ hasText: 'No failed delivery.' }).waitFor();
+
+  const reenabled = page.waitForRequest((r) => r.method() === 'PATCH' && new URL(r.url()).pathname === `${hookPath}/${SAMPLE_HOOK}`);
+  await page.getByRole('button', { name: `Re-enable ${sampleUrl}` }).click();
+  const re = await reenabled;
+  check(re.postData() === JSON.stringify({ enabled: true }), `re-enabling sent ${re.postData()}`);
+  await said(new RegExp(`${sampleUrl.replace(/[.]/g, '\\.')} is enabled again`), 're-enabling an endpoint');
+  await warn.waitFor({ state: 'detached' });
+
+  // A refused endpoint: the route's message beside the field it names.
+  const form = page.locator('#webhook-form');
+  check(!(await form.getByLabel('click.recorded (high volume, opt-in)').isChecked()) && await form.getByLabel('sale.created').isChecked(),
+    'the event boxes do not start with all but click.recorded');
+  await form.getByLabel('Endpoint URL').fill('not a url');
+  const refused = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === hookPath);
+  await form.getByRole('button', { name: 'Add endpoint' }).click();
+  const refusedEnv = await (await refused).json();
+  await said(/The endpoint was not added: \S/, 'a refused endpoint');
+  if (refusedEnv.error && refusedEnv.error.details && refusedEnv.error.details.field === 'url') {
+    await page.locator('#webhook-url-error').filter({ hasText: refusedEnv.error.message }).waitFor();
+    check(await form.getByLabel('Endpoint URL').getAttribute('aria-invalid') === 'true', 'the refused URL field is not marked invalid');
+  } else {
+    notes.push(`webhooks: a bad url was refused without details.field: ${JSON.stringify(refusedEnv.error)}`);
+  }
+
+  const hookUrl = 'http://localhost:4999/svc-hooks';
+  await form.getByLabel('Endpoint URL').fill(hookUrl);
+  await form.getByLabel('Description (optional)').fill('Order system');
+  await form.getByLabel('partner.enrolled').uncheck();
+  await form.getByLabel('click.recorded (high volume, opt-in)').check();
+  await form.getByLabel('Also send test events and test sales').check();
+  const created = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === hookPath);
+  await form.getByRole('button', { name: 'Add endpoint' }).click();
+  const cr = await created;
+  const sentBody = JSON.parse(cr.request().postData());
+  const wantBody = { url: hookUrl, events: ['lead.created', 'sale.created', 'sale.refunded', 'commission.created', 'commission.approved',
+    'commission.reversed', 'commission.paid', 'payout.paid', 'click.recorded'], description: 'Order system', include_test: true };
+  check(JSON.stringify(sentBody, Object.keys(wantBody).sort()) === JSON.stringify(wantBody, Object.keys(wantBody).sort()) &&
+    Object.keys(sentBody).length === Object.keys(wantBody).length, `creating sent ${JSON.stringify(sentBody)}`);
+  check(cr.status() === 201, `creating answered ${cr.status()}: ${await cr.text()}`);
+  const made = (await cr.json()).data;
+  await said(/is added\. Copy its signing secret now/, 'adding an endpoint');
+  const secret = (await page.getByTestId('new-secret').textContent()).trim();
+  check(/^whsec_[A-Za-z0-9+/]{43}=$/.test(secret) && secret === made.secret, `the secret shown is not the one answered: ${secret}`);
+  check(/you will not see it again/.test(await page.locator('#new-secret').innerText()), 'the secret is not said to be shown once');
+  await page.getByRole('button', { name: 'Copy secret' }).click();
+  await said(/Secret copied/, 'copying the secret');
+  check(await page.evaluate(() => navigator.clipboard.readText()) === secret, 'the clipboard does not hold the secret');
+  await page.locator('#webhook-list tr', { hasText: hookUrl }).waitFor();
+  await page.screenshot({ path: join(flags.shots, 'webhooks-sample-390.png'), fullPage: true });
+  // Once the page moves on, the secret is gone for good.
+  await go('install');
+  await go('webhooks');
+  check(await page.locator('#new-secret').isHidden() && !(await page.content()).includes(secret), 'the secret is shown again');
+
+  // Editing sends every field of the form.
+  const edited = page.waitForRequest((r) => r.method() === 'PATCH' && new URL(r.url()).pathname === `${hookPath}/${made.id}`);
+  await page.getByRole('button', { name: `Edit ${hookUrl}` }).click();
+  check(await form.getByLabel('Description (optional)').inputValue() === 'Order system' && await form.getByLabel('click.recorded (high volume, opt-in)').isChecked(),
+    'the edit form does not hold the endpoint');
+  await form.getByLabel('Description (optional)').fill('Orders');
+  await form.getByRole('button', { name: 'Save endpoint' }).click();
+  check(JSON.stringify(JSON.parse((await edited).postData())) === JSON.stringify({ ...wantBody, description: 'Orders' }), 'editing did not send the form');
+  await said(/is saved/, 'editing an endpoint');
+  await page.locator('#webhook-list tr', { hasText: 'Orders' }).waitFor();
+  check(await form.getByRole('button', { name: 'Add endpoint' }).isVisible(), 'the form stays in edit mode');
+
+  // A test ping: the POST, then its delivery in the log.
+  const pinged = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === `${hookPath}/${made.id}/test`);
+  await page.getByRole('button', { name: `Send test to ${hookUrl}` }).click();
+  const pingAnswer = await pinged;
+  check(pingAnswer.status() === 202, `the test route answered ${pingAnswer.status()}`);
+  await said(/A ping \(evt_\w+\) is on its way/, 'sending a test ping');
+  await page.getByTestId('deliveries-endpoint').filter({ hasText: hookUrl }).waitFor();
+  await page.getByTestId('delivery-0').filter({ hasText: 'ping' }).waitFor();
+
+  // Rotation: a new secret, shown once, the old one said to sign on.
+  const rotated = page.waitForResponse((r) => r.request().method() === 'POST' && new URL(r.url()).pathname === `${hookPath}/${made.id}/secret`);
+  await page.getByRole('button', { name: `Rotate secret of ${hookUrl}` }).click();
+  check((await rotated).ok(), 'the rotation was refused');
+  await said(/is rotated/, 'rotating a secret');
+  const secret2 = (await page.getByTestId('new-secret').textContent()).trim();
+  check(/^whsec_/.test(secret2) && secret2 !== secret, `the rotated secret: ${secret2}`);
+  check(/keeps signing beside this one for 24 hours/.test(await page.locator('#new-secret').innerText()), 'the rotation does not say the old secret signs for 24 hours');
+
+  // A member without tracking:write: the route's 403 message is said.
+  await page.route(`**${hookPath}/${made.id}`, (route) => route.fulfill({ status: 403, json: { data: null,
+    error: { status: 403, name: 'Forbidden', message: 'You may not change this program: ask a member with tracking:write.', details: {} } } }), { times: 1 });
+  await page.getByRole('button', { name: `Disable ${hookUrl}` }).click();
+  await said(/The endpoint was not disabled: You may not change this program/, 'a refused change');
+
+  const deleted = page.waitForResponse((r) => r.request().method() === 'DELETE' && new URL(r.url()).pathname === `${hookPath}/${made.id}`);
+  await page.getByRole('button', { name: `Delete ${hookUrl}` }).click();
+  check((await deleted).ok(), 'the endpoint was not deleted');
+  await said(/is deleted/, 'deleting an endpoint');
+  await page.locator('#webhook-list tr', { hasText: hookUrl }).waitFor({ state: 'detached' });
+  check(hookSent.every((s) => s.method !== 'GET' || s.path !== hookPath || s.search === ''), 'the endpoint list was asked for with a query');
+  notes.push(`webhooks: ${hooksLive ? 'routes live, the disabled sample answered by the driver' : 'sampled while not live'}`);
 
   // The lists whose routes other slices are adding: while a route answers
   // 404 here, it answers sample pages in the shapes the issue fixes, so
@@ -402,6 +636,10 @@ try {
     await route.fulfill({ response: r, json: body });
   };
   await page.route('**/api/v1/dashboard/me', asReader);
+  // The sample endpoint failing again: a reader sees the warning, not the
+  // button.
+  Object.assign(fakeHooks.get(SAMPLE_HOOK), { enabled: false, disabled_reason: 'failing', disabled_at: '2026-11-27T08:00:00Z' });
+  await page.route(`**${hookPath}**`, hookRoute);
   await page.setViewportSize({ width: 1440, height: 900 });
   await page.goto(`${base}/dashboard/?as=reader#overview`);
   await onPage('overview', programId);
@@ -409,11 +647,17 @@ try {
   for (const route of PAGES.slice(1)) {
     await go(route);
     const offered = await page.evaluate(() => Array.from(document.querySelectorAll('#app form, #app button'))
-      .filter((e) => e.offsetParent !== null && !e.disabled && !e.closest('#commission-filters') && !e.closest('.pager') && e.id !== 'settings-form')
+      .filter((e) => e.offsetParent !== null && !e.disabled && !e.closest('#commission-filters') && !e.closest('#delivery-filters') && !e.closest('.pager') && e.id !== 'settings-form')
       .map((e) => e.textContent.trim() || e.id)
-      .filter((t) => !/^(Copy snippet|Check my installation|Download CSV)$/.test(t)));
+      .filter((t) => !/^(Copy snippet|Check my installation|Download CSV|Delivery log)$/.test(t)));
     check(offered.length === 0, `a reader is offered changes on #${route}: ${JSON.stringify(offered)}`);
+    if (route === 'webhooks') {
+      await page.getByTestId(`webhook-disabled-${SAMPLE_HOOK}`).waitFor();
+      await page.getByTestId('delivery-0').waitFor();
+      check(await page.locator('#delivery-list button').count() === 0, 'a reader is offered a retry');
+    }
   }
+  await page.unroute(`**${hookPath}**`, hookRoute);
   check(await page.getByLabel('Attribution window (days)').isDisabled(), 'a reader can edit the settings');
   await audit('settings-reader-1440');
   await page.unroute('**/api/v1/dashboard/me', asReader);

@@ -86,10 +86,21 @@ func TestPage(t *testing.T) {
 
 	t.Run("the console: its pages, a live status region, every field labelled, no inline handlers", func(t *testing.T) {
 		page := body(t, serve(t, h, "GET", "/dashboard/"))
-		for _, route := range []string{"overview", "install", "partners", "commissions", "payouts", "settings"} {
+		for _, route := range []string{"overview", "install", "partners", "commissions", "payouts", "webhooks", "settings"} {
 			if !strings.Contains(page, `<a href="#`+route+`" data-route="`+route+`">`) || !strings.Contains(page, `id="page-`+route+`"`) {
 				t.Fatalf("no tab or page for #%s", route)
 			}
+		}
+		// Webhooks: every v1 event type offered, checked but the
+		// high-volume click.recorded, which is opt-in.
+		for _, ev := range []string{"lead.created", "sale.created", "sale.refunded", "commission.created", "commission.approved",
+			"commission.reversed", "commission.paid", "partner.enrolled", "payout.paid"} {
+			if !strings.Contains(page, `type="checkbox" value="`+ev+`" checked>`) {
+				t.Fatalf("the webhook form does not offer %s checked", ev)
+			}
+		}
+		if !strings.Contains(page, `type="checkbox" value="click.recorded">`) || !strings.Contains(page, "click.recorded (high volume, opt-in)") {
+			t.Fatal("click.recorded is not offered unchecked and marked high volume")
 		}
 		if !strings.Contains(page, `role="status" aria-live="polite"`) {
 			t.Fatal("no live region saying what each change did")

@@ -77,6 +77,9 @@
             var msg = body && body.error && (body.error.message || body.error) || ('HTTP ' + r.status);
             var err = new Error(typeof msg === 'string' ? msg : 'HTTP ' + r.status);
             err.status = r.status;
+            // The field a refusal is about (error.details.field), so a
+            // form can say it beside that field.
+            err.field = (body && body.error && body.error.details && body.error.details.field) || '';
             throw err;
           }
           return body;
@@ -309,7 +312,7 @@
 
   // ---- The console: hash-routed pages over the public console routes.
 
-  var ROUTES = ['overview', 'install', 'partners', 'commissions', 'payouts', 'settings', 'create'];
+  var ROUTES = ['overview', 'install', 'partners', 'commissions', 'payouts', 'webhooks', 'settings', 'create'];
   var PAGE_SIZE = 25;
 
   function pid() { return $('program').value; }
@@ -775,6 +778,274 @@
     return form;
   }
 
+  // ---- Webhooks
+  //
+  // The program's endpoints and each one's delivery log. A signing secret
+  // is in an answer only when an endpoint is created or its secret is
+  // rotated: the page shows it then and empties the box whenever the page
+  // is shown again, so it is seen once.
+
+  var WEBHOOK_FIELDS = { url: 'webhook-url', description: 'webhook-description', events: 'webhook-ev-lead-created', include_test: 'webhook-include-test' };
+
+  function webhookBase(id) { return programBase() + '/webhooks' + (id === undefined ? '' : '/' + encodeURIComponent(id)); }
+
+  // failing: disabled by svc after 5 days of failed deliveries (not by a
+  // member), which the page warns about.
+  function failing(w) { return !w.enabled && w.disabled_reason === 'failing'; }
+
+  function sameWebhook(a, b) { return !!(a && b) && String(a.id) === String(b.id); }
+
+  // loadWebhooks lists the program's endpoints: one answer, no paging (a
+  // program has at most 20) and no query (the route takes none).
+  function loadWebhooks() {
+    var box = $('webhook-list');
+    return api(webhookBase()).then(function (b) {
+      var rows = list(b);
+      renderWebhookWarnings(rows);
+      grid(box, [
+        ['Endpoint', function (w) { return el('span', {}, [el('span', { className: 'mono', text: text(w.url) }), el('small', { className: 'sub', text: w.description || '' })]); }, 'name'],
+        ['Events', function (w) { return (w.events || []).join(', ') || '\u2014'; }, 'name'],
+        ['Test events', function (w) { return w.include_test ? 'Sent' : 'Not sent'; }],
+        ['State', function (w) {
+          return el('span', { className: 'badge ' + (w.enabled ? 'enabled' : 'disabled'), text: w.enabled ? 'enabled' : failing(w) ? 'disabled: failing' : 'disabled' });
+        }],
+        ['Created', function (w) { return when(w.created_at); }],
+        ['', function (w) { return webhookActions(w); }, 'actions-cell']
+      ], rows, 'No endpoint yet.' + (canWrite() ? ' Add one below to receive events.' : ''), 'webhook');
+      // The log stays on the endpoint it shows (its row refreshed), or
+      // opens the first one.
+      var kept = rows.filter(function (w) { return sameWebhook(w, state.webhook); })[0];
+      if (kept) {
+        state.webhook = kept;
+        $('deliveries-endpoint').textContent = kept.url;
+      } else if (!state.webhook && rows.length) {
+        openLog(rows[0], false);
+      }
+      return b;
+    }).catch(function (e) {
+      $('webhook-warnings').textContent = '';
+      problem(box, e);
+      throw e;
+    });
+  }
+
+  function renderWebhookWarnings(rows) {
+    var box = $('webhook-warnings');
+    box.textContent = '';
+    rows.filter(failing).forEach(function (w) {
+      var note = el('div', { className: 'warning', 'data-testid': 'webhook-disabled-' + w.id }, [
+        el('p', {}, [
+          el('strong', { text: 'Disabled: ' }),
+          el('span', { className: 'mono', text: w.url }),
+          document.createTextNode(' was disabled' + (w.disabled_at ? ' on ' + when(w.disabled_at) : '') +
+            ' after 5 days of failed deliveries. Events are not sent to it while it is disabled: fix your receiver, then re-enable it.')
+        ])
+      ]);
+      if (canWrite()) note.appendChild(button('Re-enable', 'primary', function () { return setEnabled(w, true); }, { 'aria-label': 'Re-enable ' + w.url }));
+      box.appendChild(note);
+    });
+  }
+
+  function webhookActions(w) {
+    var wrap = el('div', { className: 'row-actions' });
+    wrap.appendChild(button('Delivery log', 'secondary', function () { return openLog(w, true); }, { 'aria-label': 'Delivery log of ' + w.url }));
+    if (!canWrite()) return wrap;
+    wrap.appendChild(button('Send test', 'secondary', function () {
+      return api(webhookBase(w.id) + '/test', { method: 'POST' }).then(function (b) {
+        var d = (b && b.data) || {};
+        say('A ping' + (d.event_id ? ' (' + d.event_id + ')' : '') + ' is on its way to ' + w.url + ': its delivery is in the log.');
+        return openLog(w, false);
+      }).catch(fail('The ping was not sent'));
+    }, { 'aria-label': 'Send test to ' + w.url }));
+    wrap.appendChild(button('Edit', 'secondary', function () { startEdit(w); }, { 'aria-label': 'Edit ' + w.url }));
+    wrap.appendChild(button('Rotate secret', 'secondary', function () {
+      if (!window.confirm('Rotate the signing secret of ' + w.url + '? The old secret keeps signing beside the new one for 24 hours.')) return;
+      return api(webhookBase(w.id) + '/secret', { method: 'POST' }).then(function (b) {
+        showSecret(w.url, b && b.data && b.data.secret, true);
+        say('The secret of ' + w.url + ' is rotated: copy the new one now, you will not see it again. The old one keeps signing for 24 hours.');
+      }).catch(fail('The secret was not rotated'));
+    }, { 'aria-label': 'Rotate secret of ' + w.url }));
+    if (w.enabled) {
+      wrap.appendChild(button('Disable', 'secondary', function () { return setEnabled(w, false); }, { 'aria-label': 'Disable ' + w.url }));
+    } else {
+      wrap.appendChild(button('Enable', 'secondary', function () { return setEnabled(w, true); }, { 'aria-label': 'Enable ' + w.url }));
+    }
+    wrap.appendChild(button('Delete', 'danger', function () {
+      if (!window.confirm('Delete the endpoint ' + w.url + '? No event goes to it any more, and its delivery log goes with it.')) return;
+      return api(webhookBase(w.id), { method: 'DELETE' }).then(function () {
+        if (sameWebhook(w, state.webhook)) { state.webhook = null; $('deliveries-card').hidden = true; }
+        if (sameWebhook(w, state.editing)) endEdit();
+        say(w.url + ' is deleted: no event goes to it any more.');
+        return loadWebhooks();
+      }).catch(fail('The endpoint was not deleted'));
+    }, { 'aria-label': 'Delete ' + w.url }));
+    return wrap;
+  }
+
+  function setEnabled(w, on) {
+    return api(webhookBase(w.id), { method: 'PATCH', body: { enabled: on } }).then(function () {
+      say(w.url + (on ? ' is enabled again: new events go to it.' : ' is disabled: no event goes to it until you enable it.'));
+      return loadWebhooks();
+    }).catch(fail(on ? 'The endpoint was not enabled' : 'The endpoint was not disabled'));
+  }
+
+  function showSecret(url, secret, rotated) {
+    $('new-secret-title').textContent = (rotated ? 'The new signing secret of ' : 'The signing secret of ') + url + '.';
+    $('new-secret-value').textContent = secret || '';
+    $('new-secret-rotated').hidden = !rotated;
+    $('new-secret').hidden = false;
+    $('new-secret').scrollIntoView({ block: 'nearest' });
+  }
+
+  function hideSecret() {
+    $('new-secret-value').textContent = '';
+    $('new-secret').hidden = true;
+  }
+
+  function webhookFormBody() {
+    var events = Array.prototype.filter.call(document.querySelectorAll('#webhook-events input[name=events]'), function (c) { return c.checked; })
+      .map(function (c) { return c.value; });
+    var body = { url: $('webhook-url').value.trim(), events: events };
+    var d = $('webhook-description').value.trim();
+    // Editing sends it even when emptied, so it can be cleared.
+    if (d || state.editing) body.description = d;
+    body.include_test = $('webhook-include-test').checked;
+    return body;
+  }
+
+  function clearFieldErrors() {
+    Object.keys(WEBHOOK_FIELDS).forEach(function (f) {
+      var box = $('webhook-' + f + '-error');
+      box.textContent = '';
+      box.hidden = true;
+      $(WEBHOOK_FIELDS[f]).removeAttribute('aria-invalid');
+    });
+  }
+
+  // fieldError says a refusal beside the field error.details.field names
+  // ("events[2]" is the events field); false when it names none of the form's.
+  function fieldError(e) {
+    var f = String(e.field || '').split(/[.[]/)[0];
+    if (!WEBHOOK_FIELDS[f]) return false;
+    var box = $('webhook-' + f + '-error');
+    box.textContent = e.message;
+    box.hidden = false;
+    if (f !== 'events') $(WEBHOOK_FIELDS[f]).setAttribute('aria-invalid', 'true');
+    $(WEBHOOK_FIELDS[f]).focus();
+    return true;
+  }
+
+  function startEdit(w) {
+    state.editing = w;
+    clearFieldErrors();
+    $('webhook-url').value = w.url || '';
+    $('webhook-description').value = w.description || '';
+    Array.prototype.forEach.call(document.querySelectorAll('#webhook-events input[name=events]'), function (c) {
+      c.checked = (w.events || []).indexOf(c.value) >= 0;
+    });
+    $('webhook-include-test').checked = !!w.include_test;
+    $('webhook-form-title').textContent = 'Edit ' + w.url;
+    $('webhook-submit').textContent = 'Save endpoint';
+    $('webhook-cancel').hidden = false;
+    $('webhook-url').focus();
+  }
+
+  function endEdit() {
+    state.editing = null;
+    $('webhook-form').reset();
+    clearFieldErrors();
+    $('webhook-form-title').textContent = 'Add an endpoint';
+    $('webhook-submit').textContent = 'Add endpoint';
+    $('webhook-cancel').hidden = true;
+  }
+
+  function openLog(w, focus) {
+    state.webhook = w;
+    $('deliveries-card').hidden = false;
+    $('deliveries-endpoint').textContent = w.url;
+    if (focus) $('deliveries-card').scrollIntoView({ block: 'start' });
+    return deliveryPager.reset().catch(function () {});
+  }
+
+  var deliveryPager = new Pager('delivery-pager', function (cursor) {
+    var box = $('delivery-list');
+    var w = state.webhook;
+    if (!w) return Promise.resolve(null);
+    var status = $('df-status').value;
+    return api(withCursor(webhookBase(w.id) + '/deliveries', cursor, status ? { status: status } : {})).then(function (b) {
+      if (!sameWebhook(w, state.webhook)) return b;
+      grid(box, [
+        ['Created', function (d) { return when(d.created_at); }],
+        ['Event', function (d) { return el('span', {}, [el('span', { text: text(d.event_type) }), el('small', { className: 'sub mono', text: d.event_id || '' })]); }, 'name'],
+        ['Status', function (d) { return el('span', { className: 'badge ' + (d.status || ''), text: text(d.status) }); }],
+        ['Attempts', function (d) { return fmt('int', d.attempts); }, 'num'],
+        ['Response', function (d) {
+          var got = d.last_status ? 'HTTP ' + d.last_status : '';
+          if (!d.last_error) return got || '\u2014';
+          return el('span', {}, [document.createTextNode(got), el('small', { className: 'sub', text: d.last_error })]);
+        }, 'name'],
+        ['Duration', function (d) { return d.last_duration_ms === null || d.last_duration_ms === undefined ? '\u2014' : fmt('int', d.last_duration_ms) + ' ms'; }, 'num'],
+        ['Last attempt', function (d) { return when(d.last_attempt_at); }],
+        ['Next', function (d) {
+          if (d.status === 'delivered') return 'Delivered ' + when(d.delivered_at);
+          if (d.status === 'failed') return 'Not retried any more';
+          return d.next_attempt_at ? when(d.next_attempt_at) : 'Soon';
+        }],
+        ['', function (d) { return canWrite() && (d.status !== 'pending' || d.attempts > 0) ? retryButton(w, d) : ''; }, 'actions-cell']
+      ], list(b), status ? 'No ' + status + ' delivery.' : 'No delivery yet. Send a test ping to see one here.', 'delivery');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  });
+
+  // retryButton makes a delivery due now: a failed or waiting one is
+  // retried, a delivered one sent again (a receiver that lost it).
+  function retryButton(w, d) {
+    var again = d.status === 'delivered';
+    return button(again ? 'Send again' : 'Retry', 'secondary', function () {
+      return api(webhookBase(w.id) + '/deliveries/' + encodeURIComponent(d.id) + '/retry', { method: 'POST' }).then(function () {
+        say('The delivery of ' + d.event_type + ' ' + (d.event_id || '') + ' is queued to be sent again.');
+        return deliveryPager.load();
+      }).catch(fail('The delivery was not retried'));
+    }, { 'aria-label': (again ? 'Send again: delivery ' : 'Retry delivery ') + d.id });
+  }
+
+  function showWebhooks() {
+    hideSecret();
+    endEdit();
+    state.webhook = null;
+    $('deliveries-card').hidden = true;
+    $('df-status').value = '';
+    return loadWebhooks().catch(function () {});
+  }
+
+  function wireWebhooks() {
+    $('webhook-url').placeholder = 'https://example.com/webhooks/svc';
+    $('copy-secret').addEventListener('click', function () { copy($('new-secret-value').textContent, 'Secret'); });
+    $('webhook-cancel').addEventListener('click', endEdit);
+    $('delivery-filters').addEventListener('submit', function (e) { e.preventDefault(); deliveryPager.reset().catch(function () {}); });
+    $('webhook-form').addEventListener('submit', function (e) {
+      e.preventDefault();
+      clearFieldErrors();
+      var body = webhookFormBody();
+      var editing = state.editing;
+      var sent = editing ? api(webhookBase(editing.id), { method: 'PATCH', body: body }) : api(webhookBase(), { method: 'POST', body: body });
+      sent.then(function (b) {
+        var w = (b && b.data) || {};
+        endEdit();
+        if (editing) {
+          say((w.url || body.url) + ' is saved.');
+        } else {
+          showSecret(w.url || body.url, w.secret, false);
+          say('The endpoint ' + (w.url || body.url) + ' is added. Copy its signing secret now: you will not see it again.');
+        }
+        return loadWebhooks().catch(function () {});
+      }).catch(function (err) {
+        fieldError(err);
+        say((editing ? 'The endpoint was not saved: ' : 'The endpoint was not added: ') + err.message);
+      });
+    });
+  }
+
   // ---- Settings
 
   function renderSettingsForm() {
@@ -890,6 +1161,7 @@
       case 'partners': done = partnerPager.reset().catch(function () {}); break;
       case 'commissions': done = commissionPager.reset().catch(function () {}); break;
       case 'payouts': done = Promise.all([balancePager.reset(), payoutPager.reset()]).catch(function () {}); break;
+      case 'webhooks': done = showWebhooks(); break;
       case 'settings': done = showSettings(); break;
       default: done = Promise.resolve(); $('create-name').focus();
     }
@@ -1009,6 +1281,8 @@
         return loadProcessor();
       }).catch(fail('The processor was not disconnected'));
     });
+
+    wireWebhooks();
 
     $('member-form').addEventListener('submit', function (e) {
       e.preventDefault();
