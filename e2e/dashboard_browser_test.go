@@ -197,7 +197,7 @@ func TestConsoleInRealBrowser(t *testing.T) {
 	if active != 1 || len(members) != 2 {
 		t.Fatalf("team after the console: %v", members)
 	}
-	for _, p := range []string{"overview", "install", "partners", "commissions", "payouts", "settings"} {
+	for _, p := range []string{"overview", "install", "partners", "commissions", "payouts", "webhooks", "settings"} {
 		for _, w := range []string{"1440", "390"} {
 			f := filepath.Join(shots, p+"-"+w+".png")
 			if st, err := os.Stat(f); err != nil || st.Size() == 0 {

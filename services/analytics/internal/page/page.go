@@ -1,6 +1,6 @@
 // Package page serves the brand's console at /dashboard/: one HTML page
 // whose hash routes are its pages (#overview, the dashboard as it was;
-// #install, #partners, #commissions, #payouts, #settings and #create over
+// #install, #partners, #commissions, #payouts, #webhooks, #settings and #create over
 // the console routes of accounts and commissions), its script and style,
 // and the vendored charting library (uPlot, pinned, see
 // static/vendor/uplot/README.md), all embedded in the binary. No build
