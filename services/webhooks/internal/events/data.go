@@ -38,20 +38,20 @@ type Click struct {
 	LinkID      int64   `json:"link_id"`
 	// PartnerID is the partner of the link followed; FirstPartnerID the
 	// customer's first partner (who a sale would credit).
-	PartnerID      int64   `json:"partner_id"`
-	FirstPartnerID *int64  `json:"first_partner_id"`
-	Code           string  `json:"code"`
-	Country        string  `json:"country"`
-	Region         string  `json:"region"`
-	City           string  `json:"city"`
-	DeviceType     string  `json:"device_type"`
-	OS             string  `json:"os"`
-	Browser        string  `json:"browser"`
-	PageURL        string  `json:"page_url"`
-	ReferrerURL    string  `json:"referrer_url"`
-	AffiliateURL   string  `json:"affiliate_url"`
-	Test           bool    `json:"test"`
-	CreatedAt      Time    `json:"created_at"`
+	PartnerID      int64  `json:"partner_id"`
+	FirstPartnerID *int64 `json:"first_partner_id"`
+	Code           string `json:"code"`
+	Country        string `json:"country"`
+	Region         string `json:"region"`
+	City           string `json:"city"`
+	DeviceType     string `json:"device_type"`
+	OS             string `json:"os"`
+	Browser        string `json:"browser"`
+	PageURL        string `json:"page_url"`
+	ReferrerURL    string `json:"referrer_url"`
+	AffiliateURL   string `json:"affiliate_url"`
+	Test           bool   `json:"test"`
+	CreatedAt      Time   `json:"created_at"`
 }
 
 // Sale is sale.created's data: the sale as the ledger stored it.
