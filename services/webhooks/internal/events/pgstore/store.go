@@ -1,0 +1,95 @@
+// Package pgstore writes webhook events and their deliveries inside the
+// transaction the caller (the inbox) opened, so an event is stored and fanned
+// out exactly once with the inbox row of the Kafka event that caused it.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svc-dev/svc/services/webhooks/internal/events"
+)
+
+// NotifyChannel is the Postgres channel told, at commit, that deliveries
+// were written (the dispatcher may LISTEN to look at once instead of at
+// its next poll). Postgres folds repeats within one transaction into one.
+const NotifyChannel = "webhooks_deliveries"
+
+// write stores one event and its deliveries in one statement: the
+// endpoints of the program that are enabled, list the type and (for a
+// test event) include test events; the event row only when there is one
+// (a program without such an endpoint writes nothing, at the cost of one
+// probe of endpoints_program), and a delivery per endpoint, due at once.
+// A replayed event id conflicts and writes no event, hence no delivery.
+// No row is locked on the path without a delivery (the click topic's
+// usual one); an endpoint deleted meanwhile fails the deliveries' foreign
+// key, and the inbox applies the event again.
+const write = `WITH ep AS (
+	SELECT id FROM endpoints
+	WHERE program_id = $1 AND enabled AND $2 = ANY(events) AND (include_test OR NOT $3::boolean)
+), ev AS (
+	INSERT INTO events (id, program_id, type, is_test, object_key, body, created_at)
+	SELECT $4, $1, $2, $3, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM ep)
+	ON CONFLICT (id) DO NOTHING
+	RETURNING id
+)
+INSERT INTO deliveries (endpoint_id, event_id, event_type, object_key, status, next_attempt_at, created_at)
+SELECT ep.id, ev.id, $2, $5, 'pending', $7, $7 FROM ep CROSS JOIN ev ORDER BY ep.id`
+
+// Write stores evs (in their order) and their deliveries in tx, and
+// answers how many deliveries it wrote. The statements go in one round
+// trip.
+func Write(ctx context.Context, tx pgx.Tx, evs []events.Event) (int64, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	b := &pgx.Batch{}
+	for _, e := range evs {
+		body, err := e.Body()
+		if err != nil {
+			return 0, err
+		}
+		b.Queue(write, e.ProgramID, e.Type, e.IsTest, e.ID, e.ObjectKey, body, e.CreatedAt)
+	}
+	res := tx.SendBatch(ctx, b)
+	var n int64
+	var errs []error
+	for _, e := range evs {
+		tag, err := res.Exec()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("write %s %s of program %d: %w", e.Type, e.ID, e.ProgramID, err))
+			break
+		}
+		n += tag.RowsAffected()
+	}
+	if err := res.Close(); err != nil && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("write %d webhook events: %w", len(evs), err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
+			return 0, fmt.Errorf("notify %s: %w", NotifyChannel, err)
+		}
+	}
+	return n, nil
+}
+
+// Enrolment reads what the replica keeps of a partner-program record
+// (before a catalog event about it is applied, in the same transaction).
+func Enrolment(ctx context.Context, tx pgx.Tx, id int64) (events.Enrolment, error) {
+	var e events.Enrolment
+	err := tx.QueryRow(ctx, `SELECT approved, catalog_seq FROM partner_programs WHERE id = $1`, id).Scan(&e.Approved, &e.Seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return events.Enrolment{}, nil
+	}
+	if err != nil {
+		return events.Enrolment{}, fmt.Errorf("load partner program %d: %w", id, err)
+	}
+	e.Found = true
+	return e, nil
+}
