@@ -3,12 +3,15 @@ module github.com/svc-dev/svc/services/webhooks
 go 1.26.0
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pb33f/libopenapi v0.41.8
 	github.com/pb33f/libopenapi-validator v0.16.2
+	github.com/segmentio/kafka-go v0.4.51
 	github.com/svc-dev/svc/api v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0
+	github.com/svc-dev/svc/libs/kafkakit v0.0.0
 	github.com/svc-dev/svc/libs/obs v0.0.0
 	github.com/svc-dev/svc/libs/outbox v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
@@ -33,7 +36,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -52,11 +54,9 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/segmentio/kafka-go v0.4.51 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/twmb/franz-go v1.22.2 // indirect
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
