@@ -48,7 +48,7 @@ func Map(env *eventsv1.Envelope, now time.Time) ([]Event, error) {
 	if env.GetOccurredAt() != nil {
 		at = env.GetOccurredAt().AsTime()
 	}
-	m := mapper{env: env, at: at.UTC()}
+	m := mapper{env: env, at: eventTime(at)}
 	switch env.GetType() {
 	case eventsv1.TypeLeadRecorded:
 		var ev eventsv1.LeadRecorded
@@ -262,11 +262,15 @@ func Enrolled(env *eventsv1.Envelope, pp *eventsv1.PartnerProgram, prev Enrolmen
 	if env.GetOccurredAt() != nil {
 		at = env.GetOccurredAt().AsTime()
 	}
-	m := mapper{env: env, at: at.UTC()}
+	m := mapper{env: env, at: eventTime(at)}
 	return []Event{m.event(TypePartnerEnrolled, pp.GetProgramId(), false, key("partner", pp.GetId()), PartnerEnrolled{
 		ID: pp.GetId(), PartnerID: pp.GetPartnerId(), ProgramID: pp.GetProgramId(), Approved: true, CreatedAt: m.time(pp.GetCreatedAt()),
 	})}
 }
+
+// eventTime is an event's created_at: UTC, to the millisecond, so the
+// events row and the body say the same instant.
+func eventTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
 
 // time is a source time, or the event's own when the source left it unset.
 func (m mapper) time(ts *timestamppb.Timestamp) Time {

@@ -54,8 +54,8 @@ func check(t *testing.T, env *eventsv1.Envelope, got []events.Event, wants []wan
 		if e.ID != events.EventID(env.GetId(), w.typ) || !strings.HasPrefix(e.ID, "evt_") || len(e.ID) != 36 {
 			t.Errorf("event %d: id %q, want evt_ and 32 hex of the envelope id and type", i, e.ID)
 		}
-		if !e.CreatedAt.Equal(t0) {
-			t.Errorf("event %d: created_at %s, want the envelope's %s", i, e.CreatedAt, t0)
+		if want := t0.Truncate(time.Millisecond); !e.CreatedAt.Equal(want) || e.CreatedAt.Location() != time.UTC {
+			t.Errorf("event %d: created_at %s, want the envelope's to the millisecond, %s", i, e.CreatedAt, want)
 		}
 		body, err := e.Body()
 		if err != nil {
@@ -288,7 +288,7 @@ func TestMapWithoutOccurredAtUsesNow(t *testing.T) {
 	env := envelope(t, "e", eventsv1.TypeLedgerSaleRecorded, 7, &eventsv1.LedgerSaleRecorded{SaleId: 1, ProgramId: 7, OccurredAt: ts0})
 	env.OccurredAt = nil
 	evs, err := events.Map(env, t1)
-	if err != nil || len(evs) != 1 || !evs[0].CreatedAt.Equal(t1) {
+	if err != nil || len(evs) != 1 || !evs[0].CreatedAt.Equal(t1.Truncate(time.Millisecond)) {
 		t.Fatalf("%+v %v, want one event created at %s", evs, err, t1)
 	}
 }
