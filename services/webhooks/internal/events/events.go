@@ -108,4 +108,17 @@ func (e Event) Body() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// SaleID is the sale a sale.created or sale.refunded event is about (0
+// for other types): the writer keeps test sales' ids, and marks the
+// refunds of test sales as test events.
+func (e Event) SaleID() int64 {
+	switch d := e.Data.(type) {
+	case Sale:
+		return d.ID
+	case SaleRefunded:
+		return d.ID
+	}
+	return 0
+}
+
 func key(kind string, id any) string { return fmt.Sprintf("%s:%v", kind, id) }

@@ -160,8 +160,9 @@ func (m mapper) sale(ev *eventsv1.LedgerSaleRecorded) []Event {
 }
 
 // refund: the ledger's refund event does not say whether the sale was a
-// test sale; refunds reach live sales (a test API key's refund is a no-op
-// before any lookup), so it is delivered as live.
+// test sale (a refund by transaction id finds a test sale when no live
+// one has that id), so the event is live here and the writer marks it test
+// when the sale is one of the test sales it has seen (pgstore.Write).
 func (m mapper) refund(ev *eventsv1.RefundRecorded) []Event {
 	r := Refund{
 		ID: ev.GetRefundId(), ExternalRefundID: str(ev.GetExternalRefundId()), RequestedCents: ev.GetRequestedCents(),

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,10 +42,14 @@ SELECT ep.id, ev.id, $2, $5, 'pending', $7, $7 FROM ep CROSS JOIN ev ORDER BY ep
 
 // Write stores evs (in their order) and their deliveries in tx, and
 // answers how many deliveries it wrote. The statements go in one round
-// trip.
+// trip (two when the events include test sales or refunds, see
+// testSales).
 func Write(ctx context.Context, tx pgx.Tx, evs []events.Event) (int64, error) {
 	if len(evs) == 0 {
 		return 0, nil
+	}
+	if err := testSales(ctx, tx, evs); err != nil {
+		return 0, err
 	}
 	b := &pgx.Batch{}
 	for _, e := range evs {
@@ -77,6 +82,43 @@ func Write(ctx context.Context, tx pgx.Tx, evs []events.Event) (int64, error) {
 		}
 	}
 	return n, nil
+}
+
+// testSales keeps the ids of the test sales among evs (sale.created with
+// IsTest) and marks the refunds of test sales (sale.refunded, whose source
+// event does not say) as test events, in place. Both whether or not any
+// endpoint receives them: a sale's refund may come when one does.
+func testSales(ctx context.Context, tx pgx.Tx, evs []events.Event) error {
+	var tests, refunds []int64
+	for _, e := range evs {
+		switch {
+		case e.Type == events.TypeSaleCreated && e.IsTest:
+			tests = append(tests, e.SaleID())
+		case e.Type == events.TypeSaleRefunded:
+			refunds = append(refunds, e.SaleID())
+		}
+	}
+	if len(tests) == 0 && len(refunds) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `WITH kept AS (
+			INSERT INTO test_sales (sale_id) SELECT unnest($1::bigint[]) ON CONFLICT DO NOTHING
+		)
+		SELECT sale_id FROM test_sales WHERE sale_id = ANY($2::bigint[])
+		UNION SELECT s FROM unnest($1::bigint[]) s WHERE s = ANY($2::bigint[])`, tests, refunds)
+	if err != nil {
+		return fmt.Errorf("test sales: %w", err)
+	}
+	test, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("test sales: %w", err)
+	}
+	for i, e := range evs {
+		if e.Type == events.TypeSaleRefunded && slices.Contains(test, e.SaleID()) {
+			evs[i].IsTest = true
+		}
+	}
+	return nil
 }
 
 // Enrolment reads what the replica keeps of a partner-program record

@@ -288,3 +288,58 @@ func TestEnrolment(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func refund(sale int64, program int64) events.Event {
+	return events.Event{
+		ID: events.EventID(fmt.Sprintf("env-refund-%d", sale), events.TypeSaleRefunded), Type: events.TypeSaleRefunded, ProgramID: program,
+		ObjectKey: fmt.Sprintf("sale:%d", sale), CreatedAt: t0,
+		Data: events.SaleRefunded{ID: sale, TransactionID: fmt.Sprintf("tx_%d", sale), Currency: "USD", RefundedCents: 100,
+			Refund: events.Refund{ID: sale, AmountCents: 100, Reason: "refund", CreatedAt: events.Time(t0)}},
+	}
+}
+
+// The refund of a test-mode sale is a test event (its source does not
+// say so): delivered only with include_test, like the sale was, even when
+// no endpoint received the sale, and when both come in one batch.
+func TestWriteMarksRefundsOfTestSalesTest(t *testing.T) {
+	pool := newPool(t)
+	ctx := context.Background()
+	live := endpoint(t, pool, 7, []string{events.TypeSaleRefunded}, true, false)
+	withTest := endpoint(t, pool, 7, []string{events.TypeSaleRefunded}, true, true)
+	isTest := func(e events.Event) bool {
+		t.Helper()
+		var test bool
+		if err := pool.QueryRow(ctx, `SELECT is_test FROM events WHERE id = $1`, e.ID).Scan(&test); err != nil {
+			t.Fatal(err)
+		}
+		return test
+	}
+
+	write(t, pool, sale(1, 7, true)) // no endpoint lists sale.created: kept all the same
+	write(t, pool, sale(2, 7, false))
+	for _, c := range []struct {
+		name  string
+		write []events.Event
+		check events.Event
+		test  bool
+	}{
+		{"the refund of a test sale seen before", []events.Event{refund(1, 7)}, refund(1, 7), true},
+		{"the refund of a live sale", []events.Event{refund(2, 7)}, refund(2, 7), false},
+		{"a test sale and its refund in one batch", []events.Event{sale(3, 7, true), refund(3, 7)}, refund(3, 7), true},
+		{"the refund of a sale never seen", []events.Event{refund(4, 7)}, refund(4, 7), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			write(t, pool, c.write...)
+			want := []int64{live, withTest}
+			if c.test {
+				want = []int64{withTest}
+			}
+			if got := endpointsOf(deliveries(t, pool, c.check.ID)); !slices.Equal(got, want) {
+				t.Fatalf("deliveries to %v, want %v", got, want)
+			}
+			if isTest(c.check) != c.test {
+				t.Fatalf("is_test %v, want %v", !c.test, c.test)
+			}
+		})
+	}
+}
