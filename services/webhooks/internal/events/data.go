@@ -161,7 +161,9 @@ type PartnerEnrolled struct {
 	PartnerID int64 `json:"partner_id"`
 	ProgramID int64 `json:"program_id"`
 	Approved  bool  `json:"approved"`
-	CreatedAt Time  `json:"created_at"`
+	// Test: the partner is the program's `svc test` fixture partner.
+	Test      bool `json:"test"`
+	CreatedAt Time `json:"created_at"`
 }
 
 // Payout is payout.paid's data: a payout of the program paid to a partner.

@@ -2,6 +2,8 @@ package events
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -245,6 +247,9 @@ type Enrolment struct {
 	Approved bool
 	// Seq is the catalog seq of the snapshot kept.
 	Seq int64
+	// Test: the partner is the program's `svc test` fixture partner (see
+	// FixtureProgram), whether or not the enrolment was found.
+	Test bool
 }
 
 // Enrolled answers partner.enrolled when the catalog event pp (the
@@ -264,9 +269,29 @@ func Enrolled(env *eventsv1.Envelope, pp *eventsv1.PartnerProgram, prev Enrolmen
 		at = env.GetOccurredAt().AsTime()
 	}
 	m := mapper{env: env, at: eventTime(at)}
-	return []Event{m.event(TypePartnerEnrolled, pp.GetProgramId(), false, key("partner", pp.GetId()), PartnerEnrolled{
-		ID: pp.GetId(), PartnerID: pp.GetPartnerId(), ProgramID: pp.GetProgramId(), Approved: true, CreatedAt: m.time(pp.GetCreatedAt()),
+	return []Event{m.event(TypePartnerEnrolled, pp.GetProgramId(), prev.Test, key("partner", pp.GetId()), PartnerEnrolled{
+		ID: pp.GetId(), PartnerID: pp.GetPartnerId(), ProgramID: pp.GetProgramId(), Approved: true, Test: prev.Test,
+		CreatedAt: m.time(pp.GetCreatedAt()),
 	})}
+}
+
+// FixtureProgram is the program whose `svc test` fixture partner has this
+// address (accounts: test-partner+<program id>@svc.invalid), or 0 for any
+// other partner. The fixture's enrolment is a test event.
+func FixtureProgram(email string) int64 {
+	rest, ok := strings.CutPrefix(email, "test-partner+")
+	if !ok {
+		return 0
+	}
+	digits, ok := strings.CutSuffix(rest, "@svc.invalid")
+	if !ok || digits == "" || digits[0] == '0' || strings.Trim(digits, "0123456789") != "" {
+		return 0
+	}
+	id, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 // eventTime is an event's created_at: UTC, to the millisecond, so the

@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -326,6 +327,7 @@ func TestEnrolled(t *testing.T) {
 		{"the same event replayed", true, events.Enrolment{Found: true, Approved: false, Seq: 50}, false},
 		{"a new unapproved enrolment", false, events.Enrolment{}, false},
 		{"approval withdrawn", false, events.Enrolment{Found: true, Approved: true, Seq: 40}, false},
+		{"the svc test fixture partner's enrolment is a test event", true, events.Enrolment{Test: true}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -336,8 +338,26 @@ func TestEnrolled(t *testing.T) {
 				}
 				return
 			}
-			check(t, env, got, []want{{events.TypePartnerEnrolled, 7, false, "partner:21",
-				`{"id":21,"partner_id":3,"program_id":7,"approved":true,"created_at":"2026-11-28T09:30:15.123Z"}`}})
+			check(t, env, got, []want{{events.TypePartnerEnrolled, 7, c.prev.Test, "partner:21",
+				`{"id":21,"partner_id":3,"program_id":7,"approved":true,"test":` + strconv.FormatBool(c.prev.Test) + `,"created_at":"2026-11-28T09:30:15.123Z"}`}})
 		})
+	}
+}
+
+func TestFixtureProgram(t *testing.T) {
+	for email, want := range map[string]int64{
+		"test-partner+7@svc.invalid":                    7,
+		"test-partner+9223372036854775807@svc.invalid":  9223372036854775807,
+		"test-partner+07@svc.invalid":                   0,
+		"test-partner+@svc.invalid":                     0,
+		"test-partner+7@svc.invalid.example":            0,
+		"test-partner+-7@svc.invalid":                   0,
+		"test-partner+99999999999999999999@svc.invalid": 0,
+		"partner+7@svc.invalid":                         0,
+		"anna@shop.example":                             0,
+	} {
+		if got := events.FixtureProgram(email); got != want {
+			t.Errorf("FixtureProgram(%q) = %d, want %d", email, got, want)
+		}
 	}
 }

@@ -64,22 +64,33 @@ func (w Writer) ApplyBatch(ctx context.Context, tx pgx.Tx, envs []*eventsv1.Enve
 // Enrolled is the catalog replica's Before hook: run before a catalog
 // event is applied, it compares a partner-program upsert with the record
 // the replica keeps and writes partner.enrolled when the event approves
-// the partner in the program.
+// the partner in the program. It also keeps the programs' `svc test`
+// fixture partners (partner upserts), whose enrolment is a test event.
 func (w Writer) Enrolled(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
-	if env.GetType() != eventsv1.TypePartnerProgramUpserted {
+	switch env.GetType() {
+	case eventsv1.TypePartnerUpserted:
+		var p eventsv1.Partner
+		if err := proto.Unmarshal(env.GetPayload(), &p); err != nil {
+			return fmt.Errorf("decode partner event %s: %w", env.GetId(), err)
+		}
+		if program := events.FixtureProgram(p.GetEmail()); program != 0 {
+			return pgstore.KeepFixturePartner(ctx, tx, p.GetId(), program)
+		}
 		return nil
-	}
-	var pp eventsv1.PartnerProgram
-	if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
-		return fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
-	}
-	if !pp.GetApproved() {
-		return nil
-	}
-	prev, err := pgstore.Enrolment(ctx, tx, pp.GetId())
-	if err != nil {
+	case eventsv1.TypePartnerProgramUpserted:
+		var pp eventsv1.PartnerProgram
+		if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
+			return fmt.Errorf("decode partner-program event %s: %w", env.GetId(), err)
+		}
+		if !pp.GetApproved() {
+			return nil
+		}
+		prev, err := pgstore.Enrolment(ctx, tx, pp.GetId(), pp.GetProgramId(), pp.GetPartnerId())
+		if err != nil {
+			return err
+		}
+		_, err = pgstore.Write(ctx, tx, events.Enrolled(env, &pp, prev, w.Now()))
 		return err
 	}
-	_, err = pgstore.Write(ctx, tx, events.Enrolled(env, &pp, prev, w.Now()))
-	return err
+	return nil
 }

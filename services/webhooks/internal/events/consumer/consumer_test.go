@@ -170,12 +170,32 @@ func TestPartnerEnrolled(t *testing.T) {
 			t.Fatalf("%s: %d partner.enrolled events, want %d", s.name, got, s.events)
 		}
 	}
+	// The program's `svc test` fixture partner: its enrolment is a test
+	// event, for endpoints with include_test only (program 7's has not).
+	inTx(t, pool, func(tx pgx.Tx) error {
+		return applier.Apply(context.Background(), tx, envelope(t, "f0", eventsv1.TypePartnerUpserted, 8,
+			&eventsv1.Partner{Id: 50, Name: "Test partner", Email: "test-partner+7@svc.invalid"}))
+	})
+	apply("f1", 9, &eventsv1.PartnerProgram{Id: 51, PartnerId: 50, ProgramId: 7, Approved: true})
+	if got := enrolled(); got != 3 {
+		t.Fatalf("the fixture partner's enrolment was sent to an endpoint without include_test (%d events)", got)
+	}
+	if _, err := pool.Exec(context.Background(), `INSERT INTO endpoints (program_id, url, events, include_test, enabled, created_at, updated_at)
+		VALUES (7, 'https://hooks.example/test', $1, true, true, $2, $2)`, []string{events.TypePartnerEnrolled}, t0); err != nil {
+		t.Fatal(err)
+	}
+	apply("f2", 10, &eventsv1.PartnerProgram{Id: 51, PartnerId: 50, ProgramId: 7, Approved: false})
+	apply("f3", 11, &eventsv1.PartnerProgram{Id: 51, PartnerId: 50, ProgramId: 7, Approved: true})
+	var test bool
+	if err := pool.QueryRow(context.Background(), `SELECT is_test FROM events WHERE id = $1`, events.EventID("f3", events.TypePartnerEnrolled)).Scan(&test); err != nil || !test {
+		t.Fatalf("the fixture partner's enrolment: is_test %v (%v), want a test event", test, err)
+	}
 	var body string
 	if err := pool.QueryRow(context.Background(), `SELECT convert_from(body, 'UTF8') FROM events WHERE id = $1`,
 		events.EventID("a1", events.TypePartnerEnrolled)).Scan(&body); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"id":"` + events.EventID("a1", events.TypePartnerEnrolled) + `","type":"partner.enrolled","created_at":"2026-11-28T09:30:15.000Z","program_id":7,"data":{"id":1,"partner_id":101,"program_id":7,"approved":true,"created_at":"2026-11-28T09:30:15.000Z"}}`
+	want := `{"id":"` + events.EventID("a1", events.TypePartnerEnrolled) + `","type":"partner.enrolled","created_at":"2026-11-28T09:30:15.000Z","program_id":7,"data":{"id":1,"partner_id":101,"program_id":7,"approved":true,"test":false,"created_at":"2026-11-28T09:30:15.000Z"}}`
 	if body != want {
 		t.Fatalf("body\n got %s\nwant %s", body, want)
 	}

@@ -121,17 +121,31 @@ func testSales(ctx context.Context, tx pgx.Tx, evs []events.Event) error {
 	return nil
 }
 
-// Enrolment reads what the replica keeps of a partner-program record
-// (before a catalog event about it is applied, in the same transaction).
-func Enrolment(ctx context.Context, tx pgx.Tx, id int64) (events.Enrolment, error) {
+// Enrolment reads what the replica keeps of the partner-program record id
+// (before a catalog event about it is applied, in the same transaction),
+// and whether partner is program's `svc test` fixture partner.
+func Enrolment(ctx context.Context, tx pgx.Tx, id, program, partner int64) (events.Enrolment, error) {
 	var e events.Enrolment
-	err := tx.QueryRow(ctx, `SELECT approved, catalog_seq FROM partner_programs WHERE id = $1`, id).Scan(&e.Approved, &e.Seq)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return events.Enrolment{}, nil
-	}
+	var approved *bool
+	var seq *int64
+	err := tx.QueryRow(ctx, `SELECT pp.approved, pp.catalog_seq,
+			EXISTS (SELECT 1 FROM fixture_partners WHERE partner_id = $3 AND program_id = $2)
+		FROM (SELECT 1) one LEFT JOIN partner_programs pp ON pp.id = $1`, id, program, partner).Scan(&approved, &seq, &e.Test)
 	if err != nil {
 		return events.Enrolment{}, fmt.Errorf("load partner program %d: %w", id, err)
 	}
-	e.Found = true
+	if approved != nil && seq != nil {
+		e.Found, e.Approved, e.Seq = true, *approved, *seq
+	}
 	return e, nil
+}
+
+// KeepFixturePartner records that partner is program's `svc test` fixture
+// partner.
+func KeepFixturePartner(ctx context.Context, tx pgx.Tx, partner, program int64) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO fixture_partners (partner_id, program_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		partner, program); err != nil {
+		return fmt.Errorf("keep fixture partner %d of program %d: %w", partner, program, err)
+	}
+	return nil
 }

@@ -268,19 +268,28 @@ func TestEnrolment(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := pg.InTx(ctx, pool, func(tx pgx.Tx) error {
-		got, err := pgstore.Enrolment(ctx, tx, 21)
-		if err != nil {
+		if err := pgstore.KeepFixturePartner(ctx, tx, 4, 7); err != nil {
 			return err
 		}
-		if got != (events.Enrolment{Found: true, Approved: false, Seq: 40}) {
-			t.Errorf("enrolment 21: %+v", got)
-		}
-		got, err = pgstore.Enrolment(ctx, tx, 22)
-		if err != nil {
+		if err := pgstore.KeepFixturePartner(ctx, tx, 4, 7); err != nil { // again: no conflict
 			return err
 		}
-		if got.Found {
-			t.Errorf("enrolment 22: %+v, want not found", got)
+		for _, c := range []struct {
+			id, program, partner int64
+			want                 events.Enrolment
+		}{
+			{21, 7, 3, events.Enrolment{Found: true, Approved: false, Seq: 40}},
+			{22, 7, 5, events.Enrolment{}},
+			{23, 7, 4, events.Enrolment{Test: true}},
+			{24, 8, 4, events.Enrolment{}}, // the fixture of another program
+		} {
+			got, err := pgstore.Enrolment(ctx, tx, c.id, c.program, c.partner)
+			if err != nil {
+				return err
+			}
+			if got != c.want {
+				t.Errorf("enrolment %d (program %d, partner %d): %+v, want %+v", c.id, c.program, c.partner, got, c.want)
+			}
 		}
 		return nil
 	})

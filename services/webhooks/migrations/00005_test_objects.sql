@@ -10,5 +10,15 @@ CREATE TABLE test_sales (
     sale_id bigint PRIMARY KEY
 );
 
+-- The programs' `svc test` fixture partners (accounts makes one per
+-- program, test-partner+<program id>@svc.invalid, and enrols it), from the
+-- catalog's partner events: their enrolment is a test partner.enrolled,
+-- delivered only to endpoints with include_test.
+CREATE TABLE fixture_partners (
+    partner_id bigint NOT NULL,
+    program_id bigint NOT NULL,
+    PRIMARY KEY (partner_id, program_id)
+);
+
 -- +goose Down
 SELECT 'forward-only';
