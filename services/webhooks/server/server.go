@@ -11,6 +11,7 @@ import (
 	"github.com/svc-dev/svc/libs/catalogsync"
 	"github.com/svc-dev/svc/libs/platform"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
+	eventsconsumer "github.com/svc-dev/svc/services/webhooks/internal/events/consumer"
 	"github.com/svc-dev/svc/services/webhooks/internal/replica/consumer"
 	"github.com/svc-dev/svc/services/webhooks/migrations"
 )
@@ -38,7 +39,11 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	_ = cfg
-	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
+	replica := consumer.Applier{Service: p.Name, Now: p.Now, Before: eventsconsumer.Writer{Now: p.Now}.Enrolled}
+	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), replica.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
+		return nil, err
+	}
+	if err := wireEvents(p, cfg); err != nil {
 		return nil, err
 	}
 	var routes []platform.Route
