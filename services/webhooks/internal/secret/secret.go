@@ -101,4 +101,6 @@ func (b *Box) Open(sealed []byte, endpointID int64) (string, error) {
 	return string(plain), nil
 }
 
-func additional(endpointID int64) []byte { return []byte("svc-webhook-endpoint:" + strconv.FormatInt(endpointID, 10)) }
+func additional(endpointID int64) []byte {
+	return []byte("svc-webhook-endpoint:" + strconv.FormatInt(endpointID, 10))
+}
