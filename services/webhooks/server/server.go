@@ -37,10 +37,12 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = cfg
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
 	}
 	var routes []platform.Route
+	if err := wireAPI(p, cfg, &routes); err != nil {
+		return nil, err
+	}
 	return routes, nil
 }
