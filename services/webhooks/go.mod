@@ -10,6 +10,7 @@ require (
 	github.com/svc-dev/svc/libs/errkind v0.0.0
 	github.com/svc-dev/svc/libs/httpkit v0.0.0
 	github.com/svc-dev/svc/libs/obs v0.0.0
+	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000
 	github.com/svc-dev/svc/proto v0.0.0
@@ -46,7 +47,9 @@ require (
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/pg v0.0.0 // indirect
+	github.com/twmb/franz-go v1.22.2 // indirect
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect

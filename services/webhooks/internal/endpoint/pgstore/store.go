@@ -84,7 +84,7 @@ func utc(t *time.Time) *time.Time {
 func (s *Store) Create(ctx context.Context, e endpoint.Endpoint, seal endpoint.Seal, max int) (endpoint.Endpoint, error) {
 	var out endpoint.Endpoint
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('webhooks.endpoints.program:' || $1::text, 0))`, e.ProgramID); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('webhooks.endpoints.program:' || $1::bigint::text, 0))`, e.ProgramID); err != nil {
 			return err
 		}
 		var n int
