@@ -36,7 +36,7 @@ const issuer = "svc-accounts"
 // reader (12), an inactive member (13); program 2 with its owner (21);
 // program 3 exists with no members.
 const (
-	progA, progB, progEmpty    = 1, 2, 3
+	progA, progB, progEmpty     = 1, 2, 3
 	owner, reader, gone, owner2 = 11, 12, 13, 21
 )
 
@@ -508,7 +508,7 @@ func TestValidation(t *testing.T) {
 	long := "https://hooks.example/" + strings.Repeat("a", 2048)
 	cases := []struct {
 		name, method, path, body, field string
-		status                           int
+		status                          int
 	}{
 		{"url missing", "POST", base, `{"events":["sale.created"]}`, "url", 400},
 		{"url empty", "POST", base, `{"url":"","events":["sale.created"]}`, "url", 400},
@@ -629,4 +629,7 @@ func TestCursorIsOpaque(t *testing.T) {
 // testLog sends the routes' logs to the test's log.
 type testLog struct{ t *testing.T }
 
-func (l testLog) Write(p []byte) (int, error) { l.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
