@@ -16,10 +16,16 @@ import (
 	"github.com/svc-dev/svc/services/webhooks/internal/secret"
 )
 
+// failedAuthPerMinute is the 401s one client IP may get from the endpoint
+// routes in a minute before it is refused 429 without a token check
+// (commissions' FAILED_AUTH_RATE_LIMIT default; webhooks has no variable
+// for it yet).
+const failedAuthPerMinute = 30
+
 // wireAPI builds the console's endpoint routes: the dashboard session
 // checked as the commissions console checks it (accounts' public key, then
 // the replica's revocations and suspensions), the settings routes' limit
-// per sign-in token. Without WEBHOOKS_SECRET_KEY the routes still answer,
+// per sign-in token, failed authentications limited per client IP. Without WEBHOOKS_SECRET_KEY the routes still answer,
 // but create and rotate refuse 503. The routes are appended to routes.
 func wireAPI(p *platform.Platform, cfg Config, routes *[]platform.Route) error {
 	store := pgstore.New(p.Pool)
@@ -54,11 +60,17 @@ func wireAPI(p *platform.Platform, cfg Config, routes *[]platform.Route) error {
 	if err != nil {
 		return err
 	}
+	failedLimiter, err := ratelimit.New(ratelimit.Config{Limit: failedAuthPerMinute, Now: p.Now})
+	if err != nil {
+		return err
+	}
 	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
 	*routes = append(*routes, httpapi.Routes(endpoints.New(svc, tracing), httpapi.Config{
 		Sessions: sessions,
 		Logger:   p.Logger,
 		Limit:    ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("webhooks_console"), ratelimit.WithOnRefuse(refusals.Inc)),
+		FailedAuth: ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("webhooks_failed_auth"),
+			ratelimit.WithOnRefuse(refusals.Inc)),
 	})...)
 	return nil
 }

@@ -38,6 +38,10 @@ type Config struct {
 	// Limit is every route's limit, per sign-in token (the settings
 	// routes' SETTINGS_RATE_LIMIT a minute).
 	Limit func(http.Handler) http.Handler
+	// FailedAuth wraps the session check: a client IP whose 401s used up
+	// its allowance is refused 429 before the token is verified (and
+	// every answer carries X-RateLimit-*, 401s included).
+	FailedAuth func(http.Handler) http.Handler
 }
 
 // Paths of the routes.
@@ -60,7 +64,11 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		if cfg.Limit != nil {
 			h = cfg.Limit(h)
 		}
-		return requireSession(cfg.Sessions, enc, h)
+		h = requireSession(cfg.Sessions, enc, h)
+		if cfg.FailedAuth != nil {
+			h = cfg.FailedAuth(h)
+		}
+		return h
 	}
 	limited := cfg.Limit != nil
 	route := func(method, path, name, fail string, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, status int) httpkit.Route {
