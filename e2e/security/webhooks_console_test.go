@@ -242,6 +242,12 @@ func TestWebhooksConsole(t *testing.T) {
 				t.Fatalf("%s: field %q, want %q: %s", c.name, got, c.field, r.Raw)
 			}
 		}
+		// A URL that is not UTF-8 is refused in the route's envelope, with
+		// the limiter's headers, before the route runs.
+		r := f.call(f.owner, "GET", a, one+"/deliveries?cursor=%ff", nil)
+		if r.Status != 400 || r.str("error", "name") != "BadRequestError" || r.Header.Get("X-RateLimit-Limit") == "" {
+			t.Fatalf("a URL that is not UTF-8: %d %v %s", r.Status, r.Header, r.Raw)
+		}
 		if n := f.rows(`SELECT count(*) FROM webhooks.endpoints WHERE program_id = $1`, a); n != 1 {
 			t.Fatalf("%d endpoints after refusals", n)
 		}

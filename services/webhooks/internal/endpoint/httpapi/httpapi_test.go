@@ -22,6 +22,7 @@ import (
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
+	"github.com/svc-dev/svc/libs/ratelimit"
 	webhook "github.com/svc-dev/svc/services/webhooks/internal/endpoint"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/httpapi"
@@ -53,7 +54,7 @@ type fixture struct {
 // address): the service must answer it 400 with field url.
 const refusedHost = "refused.example"
 
-func newFixture(t *testing.T, withKey bool) *fixture {
+func newFixture(t *testing.T, withKey bool, limit ...func(http.Handler) http.Handler) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -114,8 +115,12 @@ func newFixture(t *testing.T, withKey bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := httpapi.Config{Sessions: checker, Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))}
+	if len(limit) > 0 {
+		cfg.Limit = limit[0]
+	}
 	mux := http.NewServeMux()
-	for _, r := range httpapi.Routes(endpoints.New(svc), httpapi.Config{Sessions: checker, Logger: slog.New(slog.NewTextHandler(testLog{t}, nil))}) {
+	for _, r := range httpapi.Routes(endpoints.New(svc), cfg) {
 		mux.Handle(r.Pattern, r.Handler)
 	}
 	f.srv = httptest.NewServer(mux)
@@ -182,6 +187,13 @@ func (f *fixture) call(user int64, method, path string, body any) answer {
 	return a
 }
 
+// on is f reporting to t (a subtest's).
+func (f *fixture) on(t *testing.T) *fixture {
+	c := *f
+	c.t = t
+	return &c
+}
+
 func (f *fixture) want(a answer, status int) answer {
 	f.t.Helper()
 	if a.status != status {
@@ -226,6 +238,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	}
 
 	t.Run("the secret is stored sealed for this endpoint only", func(t *testing.T) {
+		f := f.on(t)
 		var sealed []byte
 		if err := f.pool.QueryRow(context.Background(), `SELECT secret_sealed FROM endpoint_secrets WHERE endpoint_id = $1 AND expires_at IS NULL`, id).Scan(&sealed); err != nil {
 			t.Fatal(err)
@@ -242,6 +255,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 
 	t.Run("the list shows the endpoint without its secret, a reader may read it", func(t *testing.T) {
+		f := f.on(t)
 		for _, user := range []int64{owner, reader} {
 			l := f.want(f.call(user, "GET", base, nil), 200)
 			if strings.Contains(l.raw, sec) || strings.Contains(l.raw, `"secret"`) {
@@ -255,6 +269,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 
 	t.Run("patch: disabling records it, enabling clears it and the failing streak", func(t *testing.T) {
+		f := f.on(t)
 		f.clock.Advance(time.Minute)
 		p := f.want(f.call(owner, "PATCH", fmt.Sprintf("%s/%d", base, id), map[string]any{"enabled": false, "events": []string{"payout.paid"}}), 200)
 		if p.body["data"].(map[string]any)["enabled"] != false || p.str("data", "disabled_reason") != "manual" ||
@@ -276,6 +291,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 
 	t.Run("rotation: the old secret signs 24 hours more, earlier ones stop now", func(t *testing.T) {
+		f := f.on(t)
 		f.clock.Advance(time.Hour)
 		r1 := f.want(f.call(owner, "POST", fmt.Sprintf("%s/%d/secret", base, id), nil), 200)
 		s1 := r1.str("data", "secret")
@@ -318,6 +334,7 @@ func TestEndpointLifecycle(t *testing.T) {
 
 	var deliveryIDs []int64
 	t.Run("test sends a ping to this endpoint only", func(t *testing.T) {
+		f := f.on(t)
 		other := f.create(progA, valid).num("data", "id")
 		p := f.want(f.call(owner, "POST", fmt.Sprintf("%s/%d/test", base, id), nil), 202)
 		eventID, did := p.str("data", "event_id"), p.num("data", "delivery_id")
@@ -349,6 +366,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 
 	t.Run("the delivery log: newest first, by status, paged", func(t *testing.T) {
+		f := f.on(t)
 		// Four more pings; then the states the dispatcher would write.
 		for range 4 {
 			f.clock.Advance(time.Second)
@@ -405,6 +423,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 
 	t.Run("retry makes a delivered or failed delivery due now, attempts kept", func(t *testing.T) {
+		f := f.on(t)
 		f.clock.Advance(time.Minute)
 		for _, did := range []int64{deliveryIDs[1], deliveryIDs[2], deliveryIDs[0]} {
 			r := f.want(f.call(owner, "POST", fmt.Sprintf("%s/%d/deliveries/%d/retry", base, id, did), nil), 202)
@@ -419,6 +438,7 @@ func TestEndpointLifecycle(t *testing.T) {
 	})
 
 	t.Run("delete removes the endpoint, its secrets and its deliveries", func(t *testing.T) {
+		f := f.on(t)
 		f.want(f.call(reader, "DELETE", fmt.Sprintf("%s/%d", base, id), nil), 403)
 		r := f.call(owner, "DELETE", fmt.Sprintf("%s/%d", base, id), nil)
 		if r.status != 204 || r.raw != "" {
@@ -448,6 +468,7 @@ func TestAccess(t *testing.T) {
 	}
 	before := f.count(`SELECT count(*) FROM endpoints`) + f.count(`SELECT count(*) FROM endpoint_secrets`) + f.count(`SELECT count(*) FROM deliveries`)
 	t.Run("another tenant gets 403 on every route of program A", func(t *testing.T) {
+		f := f.on(t)
 		for _, c := range paths(progA, a) {
 			r := f.want(f.call(owner2, c[0], c[1], c[2]), 403)
 			if r.str("error", "message") != "You do not have access to this program" {
@@ -456,11 +477,13 @@ func TestAccess(t *testing.T) {
 		}
 	})
 	t.Run("an inactive member gets 403", func(t *testing.T) {
+		f := f.on(t)
 		for _, c := range paths(progA, a) {
 			f.want(f.call(gone, c[0], c[1], c[2]), 403)
 		}
 	})
 	t.Run("a reader reads but gets 403 on every change", func(t *testing.T) {
+		f := f.on(t)
 		for _, c := range paths(progA, a) {
 			r := f.call(reader, c[0], c[1], c[2])
 			if c[0] == "GET" {
@@ -471,11 +494,13 @@ func TestAccess(t *testing.T) {
 		}
 	})
 	t.Run("A's endpoint through B's program id is not found", func(t *testing.T) {
+		f := f.on(t)
 		for _, c := range paths(progB, a)[2:] {
 			f.want(f.call(owner2, c[0], c[1], c[2]), 404)
 		}
 	})
 	t.Run("an unknown program is 404, a program without the user 403", func(t *testing.T) {
+		f := f.on(t)
 		for _, c := range paths(999, a) {
 			r := f.want(f.call(owner, c[0], c[1], c[2]), 404)
 			if r.str("error", "message") != "Program not found" {
@@ -485,11 +510,13 @@ func TestAccess(t *testing.T) {
 		f.want(f.call(owner, "GET", fmt.Sprintf("/api/v1/programs/%d/webhooks", progEmpty), nil), 403)
 	})
 	t.Run("no session or a bad one is 401", func(t *testing.T) {
+		f := f.on(t)
 		f.want(f.call(0, "GET", "/api/v1/programs/1/webhooks", nil), 401)
 		f.tokens[99] = "not.a.token"
 		f.want(f.call(99, "GET", "/api/v1/programs/1/webhooks", nil), 401)
 	})
 	t.Run("a signed-out session and a suspended user are 401", func(t *testing.T) {
+		f := f.on(t)
 		if _, err := f.pool.Exec(context.Background(), `UPDATE users SET blocked = true WHERE id = $1`, reader); err != nil {
 			t.Fatal(err)
 		}
@@ -552,6 +579,7 @@ func TestValidation(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			f := f.on(t)
 			r := f.want(f.call(owner, c.method, c.path, c.body), c.status)
 			if r.str("error", "name") == "" || r.body["data"] != nil {
 				t.Fatalf("not the platform envelope: %s", r.raw)
@@ -565,12 +593,14 @@ func TestValidation(t *testing.T) {
 		t.Fatalf("%d endpoints after refusals", n)
 	}
 	t.Run("a reader sending a bad body learns only that it may not write", func(t *testing.T) {
+		f := f.on(t)
 		r := f.want(f.call(reader, "POST", base, `{"url":12}`), 403)
 		if r.str("error", "details", "field") != "" {
 			t.Fatal(r.raw)
 		}
 	})
 	t.Run("a field of 500 characters and a URL of 2048 are accepted", func(t *testing.T) {
+		f := f.on(t)
 		u := "https://hooks.example/" + strings.Repeat("a", 2048-len("https://hooks.example/"))
 		f.create(progA, map[string]any{"url": u, "events": []string{"lead.created"}, "description": strings.Repeat("é", 500)})
 	})
@@ -632,4 +662,29 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// All routes share one bucket per session token: the fourth request of a
+// token in a minute is refused 429 before anything runs, another token has
+// its own bucket, and the next minute the token may ask again.
+func TestRateLimitPerSessionToken(t *testing.T) {
+	clock := platformtest.NewClock(time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC))
+	l, err := ratelimit.New(ratelimit.Config{Limit: 3, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, true, ratelimit.Middleware(l, ratelimit.BearerOrIP(nil)))
+	f.want(f.call(owner, "GET", "/api/v1/programs/1/webhooks", nil), 200)
+	f.want(f.call(owner, "POST", "/api/v1/programs/1/webhooks", valid), 201)
+	f.want(f.call(owner, "GET", "/api/v1/programs/1/webhooks", nil), 200)
+	r := f.want(f.call(owner, "POST", "/api/v1/programs/1/webhooks", valid), 429)
+	if r.str("error", "code") != "rate_limited" {
+		t.Fatal(r.raw)
+	}
+	if n := f.count(`SELECT count(*) FROM endpoints`); n != 1 {
+		t.Fatalf("%d endpoints: the refused request ran", n)
+	}
+	f.want(f.call(reader, "GET", "/api/v1/programs/1/webhooks", nil), 200)
+	clock.Advance(time.Minute)
+	f.want(f.call(owner, "GET", "/api/v1/programs/1/webhooks", nil), 200)
 }
