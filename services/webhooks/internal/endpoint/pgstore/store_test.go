@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,5 +163,60 @@ func TestRetryStaysInTheProgram(t *testing.T) {
 	d, ok, err := s.Retry(ctx, 7, e.ID, did, at.Add(time.Hour))
 	if err != nil || !ok || d.Status != "pending" || d.Attempts != 3 || d.NextAttemptAt == nil || !d.NextAttemptAt.Equal(at.Add(time.Hour)) {
 		t.Fatalf("retry: %+v %v %v", d, ok, err)
+	}
+}
+
+// A page of the delivery log is an index range, read backwards and stopped
+// by LIMIT, whatever the endpoint's log size: deliveries_endpoint without a
+// status, deliveries_endpoint_status with one; never a sort.
+func TestDeliveriesPageIsAnIndexRange(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	var ids []int64
+	for i := range 20 {
+		e, err := s.Create(ctx, endpoint.Endpoint{ProgramID: int64(i%3 + 1), URL: "https://x.example", Events: []string{"sale.created"}, CreatedAt: at}, seal, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO events (id, program_id, type, is_test, object_key, body, created_at)
+		SELECT 'evt_' || g, 1, 'sale.created', false, 'sale:' || g, '{}', $1 FROM generate_series(1, 1000) g`, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO deliveries (endpoint_id, event_id, event_type, object_key, status, created_at)
+		SELECT e, 'evt_' || g, 'sale.created', 'sale:' || g, (ARRAY['pending', 'delivered', 'failed'])[1 + g % 3], $2
+		FROM generate_series(1, 1000) g, unnest($1::bigint[]) e`, ids, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE deliveries`); err != nil {
+		t.Fatal(err)
+	}
+	for status, index := range map[string]string{"": "deliveries_endpoint", "failed": "deliveries_endpoint_status"} {
+		args := []any{ids[3], int64(1<<63 - 1), 50}
+		if status != "" {
+			args = append(args, status)
+		}
+		rows, err := s.pool.Query(ctx, `EXPLAIN `+DeliveriesQuery(status), args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			var l string
+			if err := rows.Scan(&l); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, l)
+		}
+		rows.Close()
+		all := strings.Join(lines, "\n")
+		if !strings.Contains(all, "Index Scan Backward using "+index+" ") || strings.Contains(all, "Sort") {
+			t.Errorf("status %q: not a backward range of %s:\n%s", status, index, all)
+		}
+		got, err := s.Deliveries(ctx, ids[3], status, 0, 50)
+		if err != nil || len(got) != 50 || got[0].ID <= got[49].ID {
+			t.Fatalf("status %q: %d rows, %v", status, len(got), err)
+		}
 	}
 }
