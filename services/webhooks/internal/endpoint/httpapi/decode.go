@@ -19,9 +19,10 @@ import (
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
 )
 
-// maxBody bounds a body: a URL of 2,048 characters, a description of 500
-// and a few event types, with room for escapes.
-const maxBody = 16 << 10
+// maxBody bounds a body, as every public route's (the document's 64 KiB):
+// a URL of 2,048 characters, a description of 500 and a few event types
+// need far less.
+const maxBody = 64 << 10
 
 // target reads the session's user and the path's ids; an id that is not a
 // positive whole number is the request's refusal, reported after the

@@ -575,7 +575,7 @@ func TestValidation(t *testing.T) {
 		{"an unknown parameter", "GET", one + "/deliveries?page=2", ``, "page", 400},
 		{"a NUL in a parameter", "GET", one + "/deliveries?status=%00", ``, "status", 400},
 		{"a body on test", "POST", one + "/test", `{"x":1}`, "x", 400},
-		{"a body too large", "POST", base, `{"url":"https://x.example/h","events":["sale.created"],"description":"` + strings.Repeat("a", 20000) + `"}`, "", 413},
+		{"a body too large", "POST", base, `{"url":"https://x.example/h","events":["sale.created"],"description":"` + strings.Repeat("a", 70000) + `"}`, "", 413},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
