@@ -57,6 +57,15 @@ var wantOperations = []string{
 	"POST /api/v1/programs/{id}/payouts",
 	"POST /api/v1/programs/{id}/payouts/{payoutId}/pay",
 	"POST /api/v1/programs/{id}/payouts/{payoutId}/cancel",
+	// The console's webhook endpoints (webhooks, issue 22).
+	"GET /api/v1/programs/{id}/webhooks",
+	"POST /api/v1/programs/{id}/webhooks",
+	"PATCH /api/v1/programs/{id}/webhooks/{webhookId}",
+	"DELETE /api/v1/programs/{id}/webhooks/{webhookId}",
+	"POST /api/v1/programs/{id}/webhooks/{webhookId}/secret",
+	"POST /api/v1/programs/{id}/webhooks/{webhookId}/test",
+	"GET /api/v1/programs/{id}/webhooks/{webhookId}/deliveries",
+	"POST /api/v1/programs/{id}/webhooks/{webhookId}/deliveries/{deliveryId}/retry",
 	"GET /api/v1/programs/{id}/members",
 	"GET /api/v1/programs/{id}/partners",
 	"POST /api/v1/programs/{id}/members",
@@ -343,6 +352,23 @@ func TestResponses(t *testing.T) {
 			wantFail: []string{"/admin/v1/programs"},
 		},
 		{
+			name: "webhook endpoint created with its secret", method: "POST", path: "/api/v1/programs/42/webhooks",
+			reply: reply{201, limited(), `{"data":{"id":3,"url":"https://hooks.brand.example/svc","description":"","events":["sale.created"],"include_test":false,"enabled":true,"disabled_reason":null,"disabled_at":null,"created_at":"2026-11-28T10:00:00Z","updated_at":"2026-11-28T10:00:00Z","secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw/Sdoli1Vh8k="}}`},
+		},
+		{
+			name: "webhook endpoint list showing a secret", method: "GET", path: "/api/v1/programs/42/webhooks",
+			reply:    reply{200, limited(), `{"data":[{"id":3,"url":"https://hooks.brand.example/svc","description":"","events":["sale.created"],"include_test":false,"enabled":false,"disabled_reason":"failing","disabled_at":"2026-11-28T10:00:00Z","created_at":"2026-11-28T10:00:00Z","updated_at":"2026-11-28T10:00:00Z","secret":"whsec_x"}]}`},
+			wantFail: []string{"secret"},
+		},
+		{
+			name: "webhook delivery log", method: "GET", path: "/api/v1/programs/42/webhooks/3/deliveries",
+			reply: reply{200, limited(), `{"data":[{"id":9,"event_id":"evt_0123456789abcdef0123456789abcdef","event_type":"ping","status":"failed","attempts":9,"last_status":null,"last_error":"timeout","last_duration_ms":10000,"last_attempt_at":"2026-11-28T10:00:00Z","next_attempt_at":null,"delivered_at":null,"created_at":"2026-11-25T10:00:00Z"}],"next_cursor":"OQ"}`},
+		},
+		{
+			name: "webhook deleted", method: "DELETE", path: "/api/v1/programs/42/webhooks/3",
+			reply: reply{204, limited(), ``},
+		},
+		{
 			name: "method not in the document", method: "DELETE", path: "/api/v1/track/click",
 			reply:    reply{200, limited(), `{}`},
 			wantFail: []string{"DELETE"},
@@ -496,7 +522,7 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 						t.Fatal(err)
 					}
 					n++
-					concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7", "{partnerId}", "5", "{linkId}", "31").Replace(path)
+					concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7", "{partnerId}", "5", "{linkId}", "31", "{webhookId}", "3").Replace(path)
 					req := httptest.NewRequest(strings.ToUpper(method), "http://localhost:8080"+concrete, nil)
 					if err := v.ValidateResponse(req, reply{code, headers, string(body)}.response(req)); err != nil {
 						t.Errorf("%s %s %s example %q:\n%v", strings.ToUpper(method), path, status, name, err)
@@ -577,7 +603,7 @@ func TestRequestExamplesMatchTheirSchemas(t *testing.T) {
 					t.Fatal(err)
 				}
 				n++
-				concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7", "{partnerId}", "5", "{linkId}", "31").Replace(path)
+				concrete := strings.NewReplacer("{id}", "42", "{keyId}", "7", "{partnerId}", "5", "{linkId}", "31", "{webhookId}", "3").Replace(path)
 				req := httptest.NewRequest(strings.ToUpper(method), "http://localhost:8080"+concrete, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer example-token")

@@ -92,6 +92,14 @@ func Rules() []Rule {
 		{Pattern: "/api/v1/programs/*/commissions", Service: "commissions", Public: true},
 		{Pattern: "/api/v1/programs/*/payouts", Service: "commissions", Public: true},
 		{Pattern: "/api/v1/programs/*/payouts/*/*", Service: "commissions", Public: true},
+		// The console's webhook endpoints (issue 22) are webhooks', under
+		// accounts' /api/v1/programs: GET|POST …/webhooks, PATCH|DELETE
+		// …/webhooks/{webhookId}, POST …/secret and …/test, GET
+		// …/deliveries, POST …/deliveries/{deliveryId}/retry.
+		{Pattern: "/api/v1/programs/*/webhooks", Service: "webhooks", Public: true},
+		{Pattern: "/api/v1/programs/*/webhooks/*", Service: "webhooks", Public: true},
+		{Pattern: "/api/v1/programs/*/webhooks/*/*", Service: "webhooks", Public: true},
+		{Pattern: "/api/v1/programs/*/webhooks/*/deliveries/*/retry", Service: "webhooks", Public: true},
 	}
 }
 

@@ -324,3 +324,44 @@ func TestGatewaySendsAdminRulesToTheOpsHandler(t *testing.T) {
 		}
 	}
 }
+
+// The console's webhook endpoints go to webhooks; near misses stay on
+// accounts. The rules are public and their Ingress regex matches exactly
+// the paths the pattern does.
+func TestRouteConsoleWebhooksToWebhooks(t *testing.T) {
+	paths := []struct{ path, want string }{
+		{"/api/v1/programs/7/webhooks", "webhooks"},
+		{"/api/v1/programs/7/webhooks/3", "webhooks"},
+		{"/api/v1/programs/7/webhooks/3/secret", "webhooks"},
+		{"/api/v1/programs/7/webhooks/3/test", "webhooks"},
+		{"/api/v1/programs/7/webhooks/3/deliveries", "webhooks"},
+		{"/api/v1/programs/7/webhooks/3/deliveries/9/retry", "webhooks"},
+		{"/api/v1/programs/7/webhooks/", "accounts"},
+		{"/api/v1/programs//webhooks", "accounts"},
+		{"/api/v1/programs/7/webhooksX", "accounts"},
+		{"/api/v1/programs/7/webhooks/3/deliveries/9", "accounts"},
+		{"/api/v1/programs/7/webhooks/3/deliveries/9/retry/x", "accounts"},
+		{"/api/v1/webhooks/processor", "commissions"},
+	}
+	for _, tc := range paths {
+		r, ok := gateway.Route(tc.path)
+		if !ok || r.Service != tc.want {
+			t.Errorf("%s -> %+v %v, want %s", tc.path, r, ok, tc.want)
+		}
+		if tc.want == "webhooks" && !r.Public {
+			t.Errorf("%s -> %+v: the console's routes are public", tc.path, r)
+		}
+	}
+	for _, r := range gateway.Rules() {
+		if r.Pattern == "" || !r.Public {
+			continue
+		}
+		re := regexp.MustCompile(gateway.IngressRegex(r.Pattern))
+		for _, p := range paths {
+			got, _ := gateway.Route(p.path)
+			if want := got.Pattern == r.Pattern; re.MatchString(p.path) != want {
+				t.Errorf("regex %s on %s: %v, pattern %s matches: %v", re, p.path, re.MatchString(p.path), r.Pattern, want)
+			}
+		}
+	}
+}

@@ -38,7 +38,6 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = cfg
 	replica := consumer.Applier{Service: p.Name, Now: p.Now, Before: eventsconsumer.Writer{Now: p.Now}.Enrolled}
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), replica.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
@@ -47,5 +46,8 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	var routes []platform.Route
+	if err := wireAPI(p, cfg, &routes); err != nil {
+		return nil, err
+	}
 	return routes, nil
 }

@@ -1,0 +1,333 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/libs/httpkit"
+	webhook "github.com/svc-dev/svc/services/webhooks/internal/endpoint"
+	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
+)
+
+// maxBody bounds a body, as every public route's (the document's 64 KiB):
+// a URL of 2,048 characters, a description of 500 and a few event types
+// need far less.
+const maxBody = 64 << 10
+
+// target reads the session's user and the path's ids; an id that is not a
+// positive whole number is the request's refusal, reported after the
+// access check (a program id's before it: there is no program to check).
+func target(ctx context.Context, r *http.Request, withEndpoint bool) endpoints.Target {
+	t := endpoints.Target{UserID: sessionUser(ctx), ProgramID: pathID(r, "id")}
+	if withEndpoint {
+		t.EndpointID = pathID(r, "webhookId")
+		if t.EndpointID == 0 {
+			t.Err = webhook.ErrBadEndpointID
+		}
+	}
+	return t
+}
+
+// pathID is a positive id of the path, or 0.
+func pathID(r *http.Request, name string) int64 {
+	v := r.PathValue(name)
+	if v == "" || v[0] == '+' {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
+}
+
+// query reads the known parameters once each; a NUL, an unknown or a
+// repeated parameter is refused.
+func query(r *http.Request, known ...string) (map[string]string, error) {
+	q := r.URL.Query()
+	if err := httpkit.CheckValuesNUL(q); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(known, k) {
+			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: unknown("parameter", k, known)}
+		}
+		if len(q[k]) > 1 {
+			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: k + " must be sent once"}
+		}
+		out[k] = q[k][0]
+	}
+	return out, nil
+}
+
+// body reads a JSON object body; empty is allowed when optional. Bytes
+// that are not UTF-8 are refused (the JSON decoder would silently replace
+// them), NULs anywhere too, and any field the route does not take.
+func body(r *http.Request, optional bool, known ...string) (httpkit.Object, error) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body could not be read"}
+	}
+	if len(raw) > maxBody {
+		return nil, &httpkit.DecodeError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("Request body must not exceed %d bytes", maxBody)}
+	}
+	if optional && len(bytes.TrimSpace(raw)) == 0 {
+		return httpkit.Object{}, nil
+	}
+	if !utf8.Valid(raw) {
+		return nil, &webhook.Error{Kind: errkind.Invalid, Field: "body", Message: "the body is not valid UTF-8"}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	obj, err := httpkit.DecodeObject(r, maxBody)
+	if err != nil {
+		return nil, err
+	}
+	if !optional && len(bytes.TrimSpace(raw)) == 0 {
+		return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body is required"}
+	}
+	for _, k := range obj.Keys() {
+		if !slices.Contains(known, k) {
+			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: unknown("field", k, known)}
+		}
+	}
+	return obj, nil
+}
+
+// unknown names a field or parameter the route does not take, and what it
+// takes.
+func unknown(what, k string, known []string) string {
+	if !utf8.ValidString(k) || len(k) > 100 {
+		k = strconv.Quote(k)
+	}
+	if len(known) == 0 {
+		return fmt.Sprintf("Unknown %s: %s. Send none", what, k)
+	}
+	return fmt.Sprintf("Unknown %s: %s. Send %s", what, k, strings.Join(known, ", "))
+}
+
+// str reads a string field; null counts as absent.
+func str(obj httpkit.Object, k string) (*string, error) {
+	v, ok, err := obj.String(k)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, nil
+	}
+	return &v, nil
+}
+
+func boolean(obj httpkit.Object, k string) (*bool, error) {
+	v, ok, err := obj.Bool(k)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, nil
+	}
+	return &v, nil
+}
+
+// events reads the events array; an empty array is kept (non-nil) so the
+// service refuses it.
+func events(obj httpkit.Object) ([]string, bool, error) {
+	v, ok, err := obj.StringSlice("events")
+	if err != nil {
+		return nil, true, &httpkit.FieldError{Field: "events", Msg: "events must be an array of event type strings"}
+	}
+	if ok && v == nil {
+		v = []string{}
+	}
+	return v, ok, nil
+}
+
+var createFields = []string{"url", "events", "description", "include_test"}
+
+// decodeCreate reads {url, events, description?, include_test?}.
+func decodeCreate(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.CreateRequest{Target: target(ctx, r, false)}
+	req.Err = func() error {
+		obj, err := body(r, false, createFields...)
+		if err != nil {
+			return err
+		}
+		u, err := str(obj, "url")
+		if err != nil {
+			return err
+		}
+		if u == nil {
+			return webhook.ErrURLRequired
+		}
+		req.Input.URL = *u
+		ev, ok, err := events(obj)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return webhook.ErrEventsRequired
+		}
+		req.Input.Events = ev
+		d, err := str(obj, "description")
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			req.Input.Description = *d
+		}
+		it, err := boolean(obj, "include_test")
+		if err != nil {
+			return err
+		}
+		if it != nil {
+			req.Input.IncludeTest = *it
+		}
+		return nil
+	}()
+	return req, nil
+}
+
+// decodeUpdate reads {url?, events?, enabled?, description?, include_test?};
+// a null is the same as leaving the field out.
+func decodeUpdate(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.UpdateRequest{Target: target(ctx, r, true)}
+	if req.Err != nil {
+		return req, nil
+	}
+	req.Err = func() error {
+		obj, err := body(r, false, "url", "events", "enabled", "description", "include_test")
+		if err != nil {
+			return err
+		}
+		var p webhook.Patch
+		if p.URL, err = str(obj, "url"); err != nil {
+			return err
+		}
+		ev, ok, err := events(obj)
+		if err != nil {
+			return err
+		}
+		if ok {
+			p.Events = ev
+		}
+		if p.Enabled, err = boolean(obj, "enabled"); err != nil {
+			return err
+		}
+		if p.Description, err = str(obj, "description"); err != nil {
+			return err
+		}
+		if p.IncludeTest, err = boolean(obj, "include_test"); err != nil {
+			return err
+		}
+		req.Patch = p
+		return nil
+	}()
+	return req, nil
+}
+
+func decodeList(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.ListRequest{Target: target(ctx, r, false)}
+	_, req.Err = query(r)
+	return req, nil
+}
+
+// decodeNoBody takes no body (an empty JSON object is allowed): delete,
+// rotate, test.
+func decodeNoBody(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.EndpointRequest{Target: target(ctx, r, true)}
+	if req.Err != nil {
+		return req, nil
+	}
+	if _, err := query(r); err != nil {
+		req.Err = err
+		return req, nil
+	}
+	_, req.Err = body(r, true)
+	return req, nil
+}
+
+func decodeRetry(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.RetryRequest{Target: target(ctx, r, true), DeliveryID: pathID(r, "deliveryId")}
+	if req.Err != nil {
+		return req, nil
+	}
+	if req.DeliveryID == 0 {
+		req.Err = webhook.ErrBadDeliveryID
+		return req, nil
+	}
+	if _, err := query(r); err != nil {
+		req.Err = err
+		return req, nil
+	}
+	_, req.Err = body(r, true)
+	return req, nil
+}
+
+func decodeDeliveries(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.DeliveriesRequest{Target: target(ctx, r, true), Limit: webhook.DefaultLimit}
+	if req.Err != nil {
+		return req, nil
+	}
+	req.Err = func() error {
+		q, err := query(r, "status", "cursor", "limit")
+		if err != nil {
+			return err
+		}
+		if v, ok := q["status"]; ok {
+			if !slices.Contains(webhook.Statuses, v) {
+				return webhook.ErrBadStatus
+			}
+			req.Status = v
+		}
+		if v, ok := q["cursor"]; ok {
+			id, good := decodeID(v)
+			if !good {
+				return webhook.ErrBadCursor
+			}
+			req.BeforeID = id
+		}
+		if v, ok := q["limit"]; ok {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > webhook.MaxLimit {
+				return webhook.ErrBadLimit
+			}
+			req.Limit = n
+		}
+		return nil
+	}()
+	return req, nil
+}
+
+// The delivery log's cursor is opaque to clients: base64url of the last
+// delivery id of the page.
+func encodeID(id *int64) *string {
+	if id == nil || *id <= 0 {
+		return nil
+	}
+	s := base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(*id, 10)))
+	return &s
+}
+
+func decodeID(v string) (int64, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	return n, err == nil && n > 0
+}
