@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch cmd {
 	case "seed":
-		err = seedOnce(ctx, stdout, *base, adminToken(), *seedFile, "")
+		_, err = seedOnce(ctx, stdout, *base, adminToken(), *seedFile, "")
 	default:
 		err = runStack(ctx, stdout, *addr, *dataDir, *seedFile)
 	}
@@ -221,9 +221,12 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	baseURL := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "gateway   %s\n", baseURL)
 
-	if err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "page")); err != nil {
+	res, err := seedOnce(ctx, out, baseURL, adminToken(), seedFile, filepath.Join(dataDir, "page"))
+	if err != nil {
 		return err
 	}
+	stopReceiver := demoWebhook(ctx, out, baseURL, res)
+	defer stopReceiver()
 	printDashboardLink(out, baseURL)
 	close(started)
 	fmt.Fprintf(out, "health    %s/healthz (the gateway serves) and %s/readyz (200 once every service is ready and the demo is seeded, 503 naming each service's state until then)\n", baseURL, baseURL)
@@ -238,15 +241,15 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 // is missing, so every start runs it) and prints the demo program, its keys
 // and what to try. With pageDir it also writes a page that loads the
 // tracker there.
-func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, pageDir string) error {
+func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, pageDir string) (seed.Result, error) {
 	c := &seed.Client{BaseURL: baseURL, AdminToken: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
 	demo, err := seed.Load(seedFile)
 	if err != nil {
-		return err
+		return seed.Result{}, err
 	}
 	res, err := seed.Run(ctx, c, demo)
 	if err != nil {
-		return fmt.Errorf("seed: %w", err)
+		return seed.Result{}, fmt.Errorf("seed: %w", err)
 	}
 	if res.Created > 0 {
 		fmt.Fprintf(out, "seeded    demo catalog from %s (%d created or updated)\n", seedFile, res.Created)
@@ -281,10 +284,10 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, page
 	if pageDir != "" {
 		path := filepath.Join(pageDir, "demo.html")
 		if err := os.MkdirAll(pageDir, 0o755); err != nil {
-			return err
+			return res, err
 		}
 		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
-			return err
+			return res, err
 		}
 		fmt.Fprintf(out, "\nA page that loads the tracker (also saved as %s). Serve it from an allowed origin and open it through the referral link:\n", path)
 		fmt.Fprintf(out, "  (cd %s && python3 -m http.server 8000)   then open http://localhost:8000/demo.html?via=%s\n\n", pageDir, res.LinkCode)
@@ -292,7 +295,7 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, page
 		fmt.Fprintf(out, "\nA page that loads the tracker: save it as demo.html, serve it with `python3 -m http.server 8000` and open http://localhost:8000/demo.html?via=%s\n\n", res.LinkCode)
 	}
 	fmt.Fprintln(out, page)
-	return nil
+	return res, nil
 }
 
 // trackerPage is a minimal brand page: the tracker records the click of a
