@@ -15,7 +15,9 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
 	verrors "github.com/pb33f/libopenapi-validator/errors"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
 	"github.com/pb33f/libopenapi/datamodel"
+	"github.com/pb33f/libopenapi/datamodel/high/base"
 
 	"github.com/svc-dev/svc/api"
 )
@@ -24,6 +26,10 @@ import (
 // It is safe for concurrent use.
 type Validator struct {
 	v validator.Validator
+	// webhooks are the request body schemas of the document's `webhooks:`
+	// section (the events svc sends to brands), by event type.
+	webhooks map[string]*base.Schema
+	schemas  schema_validation.SchemaValidator
 }
 
 // NewValidator parses the embedded document as OpenAPI 3.1, checks it
@@ -46,7 +52,62 @@ func newValidator(spec []byte) (*Validator, error) {
 	if ok, verrs := v.ValidateDocument(); !ok {
 		return nil, failure("openapi.yaml is not a valid OpenAPI 3.1 document", verrs)
 	}
-	return &Validator{v: v}, nil
+	hooks, err := webhookSchemas(doc)
+	if err != nil {
+		return nil, err
+	}
+	return &Validator{v: v, webhooks: hooks, schemas: schema_validation.NewSchemaValidator(config.WithFormatAssertions())}, nil
+}
+
+// webhookSchemas reads the `webhooks:` section: each event type's POST
+// body schema (application/json).
+func webhookSchemas(doc libopenapi.Document) (map[string]*base.Schema, error) {
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		return nil, fmt.Errorf("build openapi.yaml model: %w", err)
+	}
+	out := map[string]*base.Schema{}
+	if model.Model.Webhooks == nil {
+		return out, nil
+	}
+	for name, item := range model.Model.Webhooks.FromOldest() {
+		if item.Post == nil || item.Post.RequestBody == nil {
+			return nil, fmt.Errorf("openapi.yaml: webhook %s has no POST body", name)
+		}
+		mt, ok := item.Post.RequestBody.Content.Get("application/json")
+		if !ok || mt.Schema == nil {
+			return nil, fmt.Errorf("openapi.yaml: webhook %s has no application/json schema", name)
+		}
+		s, err := mt.Schema.BuildSchema()
+		if err != nil {
+			return nil, fmt.Errorf("openapi.yaml: webhook %s: %w", name, err)
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+// WebhookTypes lists the event types the document's `webhooks:` section
+// describes.
+func (v *Validator) WebhookTypes() []string {
+	out := make([]string, 0, len(v.webhooks))
+	for t := range v.webhooks {
+		out = append(out, t)
+	}
+	return out
+}
+
+// ValidateWebhook checks body, a webhook svc sent, against the document's
+// `webhooks:` schema of its type.
+func (v *Validator) ValidateWebhook(typ string, body []byte) error {
+	s, ok := v.webhooks[typ]
+	if !ok {
+		return fmt.Errorf("openapi.yaml describes no webhook %q", typ)
+	}
+	if ok, errs := v.schemas.ValidateSchemaBytes(s, body); !ok {
+		return failure(fmt.Sprintf("webhook %s does not match openapi.yaml: %s", typ, body), errs)
+	}
+	return nil
 }
 
 // ValidateRequest checks req (path, method, parameters, security

@@ -1,50 +1,14 @@
 package events_test
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/pb33f/libopenapi"
-	"github.com/pb33f/libopenapi-validator/config"
-	"github.com/pb33f/libopenapi-validator/schema_validation"
-	"github.com/pb33f/libopenapi/datamodel/high/base"
-
-	"github.com/svc-dev/svc/api"
+	"github.com/svc-dev/svc/api/openapivalidate"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/webhooks/internal/events"
 )
-
-// webhookSchemas reads api/openapi.yaml's `webhooks:` section (OpenAPI
-// 3.1): each event type's request body schema.
-func webhookSchemas(t *testing.T) map[string]*base.Schema {
-	t.Helper()
-	doc, err := libopenapi.NewDocument(api.YAML())
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, err := doc.BuildV3Model()
-	if err != nil {
-		t.Fatalf("build the OpenAPI model: %v", err)
-	}
-	out := map[string]*base.Schema{}
-	for name, item := range model.Model.Webhooks.FromOldest() {
-		if item.Post == nil || item.Post.RequestBody == nil {
-			t.Fatalf("webhook %s has no POST body", name)
-		}
-		mt, ok := item.Post.RequestBody.Content.Get("application/json")
-		if !ok || mt.Schema == nil {
-			t.Fatalf("webhook %s has no application/json schema", name)
-		}
-		s, err := mt.Schema.BuildSchema()
-		if err != nil {
-			t.Fatalf("webhook %s: %v", name, err)
-		}
-		out[name] = s
-	}
-	return out
-}
 
 // Every body the mapping produces (a sample of every type, from every
 // source event of the mapping test) is valid against the document's
@@ -52,25 +16,11 @@ func webhookSchemas(t *testing.T) map[string]*base.Schema {
 // for every type produced (and nothing the service cannot send but the
 // test route's ping).
 func TestBodiesMatchTheOpenAPIWebhooks(t *testing.T) {
-	schemas := webhookSchemas(t)
-	v := schema_validation.NewSchemaValidator(config.WithFormatAssertions())
-	validate := func(typ string, body []byte) error {
-		s, ok := schemas[typ]
-		if !ok {
-			return fmt.Errorf("no webhook %q in api/openapi.yaml", typ)
-		}
-		if ok, errs := v.ValidateSchemaBytes(s, body); !ok {
-			var msgs []string
-			for _, e := range errs {
-				msgs = append(msgs, e.Message+": "+e.Reason)
-				for _, se := range e.SchemaValidationErrors {
-					msgs = append(msgs, "  "+se.Reason+" at "+se.FieldPath)
-				}
-			}
-			return fmt.Errorf("%s body %s:\n%s", typ, body, strings.Join(msgs, "\n"))
-		}
-		return nil
+	v, err := openapivalidate.NewValidator()
+	if err != nil {
+		t.Fatal(err)
 	}
+	validate := v.ValidateWebhook
 	produced := map[string]bool{}
 	for _, c := range mapCases(t) {
 		evs, err := events.Map(c.env, t1)
@@ -119,7 +69,7 @@ func TestBodiesMatchTheOpenAPIWebhooks(t *testing.T) {
 			missing = append(missing, typ)
 		}
 	}
-	for typ := range schemas {
+	for _, typ := range v.WebhookTypes() {
 		if !produced[typ] {
 			extra = append(extra, typ)
 		}
