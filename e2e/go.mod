@@ -113,6 +113,7 @@ replace (
 )
 
 require (
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
