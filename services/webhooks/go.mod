@@ -4,9 +4,12 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/prometheus/client_golang v1.25.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/libs/auth v0.0.0
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0
 	github.com/svc-dev/svc/libs/obs v0.0.0
+	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/proto v0.0.0
 	google.golang.org/protobuf v1.36.12
@@ -35,7 +38,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/pressly/goose/v3 v3.29.0 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -45,7 +47,6 @@ require (
 	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/pg v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect

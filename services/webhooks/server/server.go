@@ -37,7 +37,9 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
-	_ = cfg
+	if _, err := wireDelivery(p, cfg); err != nil {
+		return nil, err
+	}
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
 	}
