@@ -28,13 +28,13 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 var _ delivery.Store = (*Store)(nil)
 
-// claimSQL reads due deliveries soonest first (deliveries_due), skipping
+// ClaimSQL reads due deliveries soonest first (deliveries_due), skipping
 // endpoints whose share of this pod's workers is taken ($3), disabled
 // endpoints and deliveries behind an earlier pending one of the same object
 // (deliveries_object_pending), and locks them; rows another pod holds are
 // skipped. It reads a few more than the limit, since the per-endpoint share
 // may leave some out.
-const claimSQL = `
+const ClaimSQL = `
 SELECT d.id, d.endpoint_id, d.attempts, d.created_at
 FROM deliveries d
 JOIN endpoints e ON e.id = d.endpoint_id
@@ -63,7 +63,7 @@ func (s *Store) Claim(ctx context.Context, req delivery.ClaimRequest) ([]deliver
 	}
 	var out []delivery.Claimed
 	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, claimSQL, req.Now, req.Limit*2, full)
+		rows, err := tx.Query(ctx, ClaimSQL, req.Now, req.Limit*2, full)
 		if err != nil {
 			return fmt.Errorf("claim deliveries: %w", err)
 		}
