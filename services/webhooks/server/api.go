@@ -1,14 +1,13 @@
 package server
 
 import (
-	"errors"
 	"fmt"
-	"net/url"
 
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
+	"github.com/svc-dev/svc/services/webhooks/internal/delivery"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/httpapi"
@@ -48,7 +47,7 @@ func wireAPI(p *platform.Platform, cfg Config, routes *[]platform.Route) error {
 	} else {
 		p.Logger.Warn("no WEBHOOKS_SECRET_KEY: webhook endpoints cannot be created nor their secrets rotated (503)")
 	}
-	svc, err := endpoint.New(endpoint.Config{Store: store, Box: box, CheckURL: schemeCheck(cfg.AllowPrivate), Now: p.Now})
+	svc, err := endpoint.New(endpoint.Config{Store: store, Box: box, CheckURL: func(u string) error { return delivery.CheckURL(u, cfg.AllowPrivate) }, Now: p.Now})
 	if err != nil {
 		return err
 	}
@@ -73,24 +72,4 @@ func wireAPI(p *platform.Platform, cfg Config, routes *[]platform.Route) error {
 			ratelimit.WithOnRefuse(refusals.Inc)),
 	})...)
 	return nil
-}
-
-// schemeCheck is the destination check by scheme alone: https always,
-// http only with allowPrivate. The dispatcher's own check
-// (delivery.CheckURL: addresses, at connection time too) replaces it where
-// it is wired.
-func schemeCheck(allowPrivate bool) func(string) error {
-	return func(raw string) error {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return err
-		}
-		switch {
-		case u.Scheme == "https":
-			return nil
-		case u.Scheme == "http" && allowPrivate:
-			return nil
-		}
-		return errors.New("webhook destinations must be https")
-	}
 }

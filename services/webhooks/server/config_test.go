@@ -60,19 +60,3 @@ func TestLoadConfig(t *testing.T) {
 
 // The stand-in for the dispatcher's destination check: https always, http
 // only when private destinations are allowed.
-func TestSchemeCheck(t *testing.T) {
-	for _, c := range []struct {
-		url          string
-		allowPrivate bool
-		ok           bool
-	}{
-		{"https://hooks.example/h", false, true},
-		{"http://hooks.example/h", false, false},
-		{"http://127.0.0.1:3000/h", true, true},
-		{"ftp://hooks.example/h", true, false},
-	} {
-		if err := schemeCheck(c.allowPrivate)(c.url); (err == nil) != c.ok {
-			t.Errorf("%s (allowPrivate %v): %v", c.url, c.allowPrivate, err)
-		}
-	}
-}

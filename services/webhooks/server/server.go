@@ -38,6 +38,9 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := wireDelivery(p, cfg); err != nil {
+		return nil, err
+	}
 	replica := consumer.Applier{Service: p.Name, Now: p.Now, Before: eventsconsumer.Writer{Now: p.Now}.Enrolled}
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), replica.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
