@@ -105,14 +105,18 @@ func TestWebhooksFromTheRealFlow(t *testing.T) {
 	a := e.keyedProgram("HooksA", map[string]any{"hold_days": 30})
 	b := e.keyedProgram("HooksB", nil)
 	testKey, _ := e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", a.id), map[string]any{"test": true})["key"].(string)
-	person := func(email string, prog int64) string {
-		uid := e.id("POST", "/admin/v1/users", map[string]any{"email": email})
-		e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", prog), map[string]any{"user_id": uid, "active": true,
-			"permissions": []string{"tracking:read", "tracking:write"}})
+	session := func(uid int64) string {
 		tok, _ := e.admin("POST", "/admin/v1/sessions", map[string]any{"user_id": uid})["token"].(string)
 		return tok
 	}
-	ownerA, ownerB := person("owner@hooksa.example", a.id), person("owner@hooksb.example", b.id)
+	person := func(email string, prog int64) int64 {
+		uid := e.id("POST", "/admin/v1/users", map[string]any{"email": email})
+		e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", prog), map[string]any{"user_id": uid, "active": true,
+			"permissions": []string{"tracking:read", "tracking:write"}})
+		return uid
+	}
+	uidA := person("owner@hooksa.example", a.id)
+	ownerA, ownerB := session(uidA), session(person("owner@hooksb.example", b.id))
 	e.sync()
 
 	all := []string{"lead.created", "sale.created", "sale.refunded", "commission.created", "commission.approved",
@@ -157,7 +161,9 @@ func TestWebhooksFromTheRealFlow(t *testing.T) {
 	// commission.reversed each.
 	server.do("POST", "/api/v1/track/refund", map[string]any{"transaction_id": order1, "refund_amount_cents": 2500, "refund_id": uniqueID("re")}).want(t, 200)
 	server.do("POST", "/api/v1/track/refund", map[string]any{"transaction_id": order2}).want(t, 200)
-	// payout.paid: the owner pays the partner's balance from the console.
+	// payout.paid: the owner (signed in again: a month went by) pays the
+	// partner's balance from the console.
+	ownerA = session(uidA)
 	payout := e.client("203.0.113.64").withKey(ownerA).do("POST", fmt.Sprintf("/api/v1/programs/%d/payouts", a.id),
 		map[string]any{"partner_id": partner, "currency": "USD"}).want(t, 201)
 	e.client("203.0.113.64").withKey(ownerA).do("POST", fmt.Sprintf("/api/v1/programs/%d/payouts/%d/pay", a.id, int64(payout.get("data", "id").(float64))),
