@@ -484,3 +484,55 @@ func envelope(t testing.TB, m kafka.Message) *eventsv1.Envelope {
 	}
 	return env
 }
+
+// hookSink is a brand's webhook endpoint in a drill: it answers 200 and
+// counts the webhooks it gets by type and by webhook-id.
+type hookSink struct {
+	mu     sync.Mutex
+	byType map[string]int
+	ids    map[string]int
+}
+
+// webhookEndpoint points a webhook endpoint of the demo program, for
+// types, at a new sink, through the public route as the demo owner.
+func (d *drillStack) webhookEndpoint(types ...string) *hookSink {
+	d.t.Helper()
+	s := &hookSink{byType: map[string]int{}, ids: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		s.mu.Lock()
+		s.byType[ev.Type]++
+		s.ids[r.Header.Get("webhook-id")]++
+		s.mu.Unlock()
+	}))
+	d.t.Cleanup(srv.Close)
+	var sess struct {
+		Token string `json:"token"`
+	}
+	if err := d.admin.Call(context.Background(), "POST", "/admin/v1/sessions", map[string]any{"user_id": d.demo.UserID}, &sess); err != nil {
+		d.t.Fatal(err)
+	}
+	d.caughtUp()
+	a := d.call("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks", d.demo.ProgramID), "198.18.0.9",
+		map[string]any{"url": srv.URL, "events": types}, "Authorization", "Bearer "+sess.Token)
+	if a.status != 201 {
+		d.t.Fatalf("create the drill's webhook endpoint: %d %s", a.status, a.raw)
+	}
+	return s
+}
+
+// got is how many webhooks of typ arrived, and how many webhook-ids came
+// more than once.
+func (s *hookSink) got(typ string) (n, repeated int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.ids {
+		if c > 1 {
+			repeated++
+		}
+	}
+	return s.byType[typ], repeated
+}

@@ -26,10 +26,13 @@ const brokerOutage = 60 * time.Second
 // no service stops; when the broker returns every event reaches its topic,
 // every catalog event is applied once by each replica, and per-key order
 // holds for causally ordered writes (one client's chain of clicks, one
-// operator's sequence of program updates).
+// operator's sequence of program updates). The brand's webhook endpoint
+// gets every lead's lead.created once (issue 22: nothing lost when the
+// broker stops and returns).
 func TestDrillBrokerOutageWholeStack(t *testing.T) {
 	t.Parallel()
 	d := startDrillStack(t)
+	hooks := d.webhookEndpoint("lead.created")
 	tr := &traffic{}
 	ctx, cancel := context.WithCancel(context.Background())
 	loaded := make(chan struct{})
@@ -92,6 +95,12 @@ func TestDrillBrokerOutageWholeStack(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM accounts.links l WHERE NOT EXISTS (SELECT 1 FROM tracking.links r WHERE r.id = l.id AND r.code = l.code)`); n != 0 {
 		t.Fatalf("%d links missing from tracking's replica", n)
+	}
+	// Every lead answered 200, before, during and after the outage, reached
+	// the brand's endpoint as one lead.created.
+	waitFor(t, 90*time.Second, "every lead's webhook", func() bool { n, _ := hooks.got("lead.created"); return n >= tr.leads })
+	if n, repeated := hooks.got("lead.created"); n != tr.leads || repeated != 0 {
+		t.Fatalf("%d lead.created webhooks (%d ids more than once) for %d leads", n, repeated, tr.leads)
 	}
 	last := tr.ordered[len(tr.ordered)-1]
 	if got := count(t, pool, `SELECT attribution_window_days FROM tracking.programs WHERE id = $1`, d.demo.ProgramID); got != last {
