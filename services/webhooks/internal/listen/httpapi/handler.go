@@ -1,8 +1,11 @@
-// Package httpapi is the HTTP transport of `svc listen`'s routes: a CLI
-// login token (accounts' Ed25519 token of kind cli, checked against the
-// replica's revocations and suspensions) or a program API key of the
-// program (the replica's keys), in the platform envelope, as the console's
-// webhook routes answer.
+// Package httpapi is the HTTP transport of `svc listen`'s routes: a
+// program API key of the program (the replica's keys), or a session token
+// of kind cli (libs/auth/session, Ed25519, checked against the replica's
+// revocations and suspensions), in the platform envelope, as the console's
+// webhook routes answer. Accounts' current CLI login token (svc_cli_…) is
+// opaque, kept hashed in accounts' schema only: it is answered 401 with
+// MsgOpaqueLogin until accounts issues kind-cli session tokens or
+// replicates its login tokens (see the README).
 package httpapi
 
 import (
@@ -37,7 +40,15 @@ const (
 	MsgExpiredLogin = `Login expired. Run "svc login" and try again.`
 	MsgInvalidKey   = "Invalid API key"
 	MsgRetiredKey   = "This API key is past its rotation deadline; use the program's new key"
+	// MsgOpaqueLogin answers accounts' opaque login token (svc_cli_…):
+	// only accounts can look it up (its hash is in accounts' schema, and
+	// the catalog does not carry login tokens), so webhooks cannot tell
+	// whose it is.
+	MsgOpaqueLogin = `This server cannot check "svc login" tokens yet; use the program's API key (SVC_API_KEY or "svc config set api-key")`
 )
+
+// OpaqueLoginPrefix starts accounts' opaque CLI login tokens.
+const OpaqueLoginPrefix = "svc_cli_"
 
 // Config carries what the transport needs.
 type Config struct {
@@ -116,6 +127,10 @@ func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler 
 			return
 		}
 		var caller listen.Caller
+		if strings.HasPrefix(token, OpaqueLoginPrefix) {
+			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgOpaqueLogin)
+			return
+		}
 		if strings.HasPrefix(token, apikey.LivePrefix) || strings.HasPrefix(token, apikey.TestPrefix) {
 			if cfg.Keys == nil {
 				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidKey)

@@ -462,6 +462,7 @@ func TestListenAuthentication(t *testing.T) {
 		{"not bearer", "", "Basic abc", httpapi.MsgMissing},
 		{"a dashboard session", "dashboard", "", httpapi.MsgInvalidLogin},
 		{"garbage", "", "Bearer nonsense", httpapi.MsgInvalidLogin},
+		{"accounts' opaque login token", "", "Bearer svc_cli_abcdefghijklmnopqrstuvwxyz0123456789", httpapi.MsgOpaqueLogin},
 		{"an unknown key", "", "Bearer svc_live_0000000000000000000000000000000000000000", httpapi.MsgInvalidKey},
 		{"a revoked key", "revokedA", "", httpapi.MsgInvalidKey},
 		{"a retired key", "retiredA", "", httpapi.MsgRetiredKey},
