@@ -280,6 +280,9 @@ func (c *Client) decode(resp *http.Response, raw []byte) (*Response, error) {
 	jsonErr := json.Unmarshal(raw, &env)
 	reqID := resp.Header.Get(headerRequestID)
 	if resp.StatusCode < 400 {
+		if resp.StatusCode == http.StatusNoContent {
+			return &Response{Status: resp.StatusCode, RequestID: reqID}, nil
+		}
 		if jsonErr != nil {
 			return nil, &Error{Status: resp.StatusCode, Message: "unexpected response (not JSON): " + snippet(raw), RequestID: reqID}
 		}
