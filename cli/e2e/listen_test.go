@@ -105,7 +105,9 @@ func TestListenForwardsSignedEvents(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var out, errb syncBuffer
-	env := map[string]string{app.EnvConfigDir: t.TempDir(), app.EnvBaseURL: gw.URL, app.EnvAPIKey: key}
+	// A short per-call timeout makes the polls short (wait = timeout -
+	// 10 s): the last one, left behind by Ctrl-C, ends soon after.
+	env := map[string]string{app.EnvConfigDir: t.TempDir(), app.EnvBaseURL: gw.URL, app.EnvAPIKey: key, app.EnvHTTPTimeout: "12s"}
 	exit := make(chan int, 1)
 	go func() {
 		exit <- app.Run(ctx, []string{"listen", "--forward-to", local.URL + "/hooks"}, app.Options{

@@ -30,6 +30,10 @@ func TestWebhooksListen(t *testing.T) {
 	if !strings.HasPrefix(started.str("data", "secret"), "whsec_") {
 		t.Fatalf("start: %s", started.Raw)
 	}
+	// Limited per key (120 a minute, the three routes together).
+	if started.Header.Get("X-RateLimit-Limit") != "120" || started.Header.Get("X-RateLimit-Remaining") != "119" {
+		t.Fatalf("rate headers %v", started.Header)
+	}
 	other := c(b.key).do("POST", listen(b.id, ""), map[string]any{"events": []string{"sale.created"}}).want(t, 201)
 	otherID := int64(other.get("data", "id").(float64))
 
