@@ -66,6 +66,10 @@ var wantOperations = []string{
 	"POST /api/v1/programs/{id}/webhooks/{webhookId}/test",
 	"GET /api/v1/programs/{id}/webhooks/{webhookId}/deliveries",
 	"POST /api/v1/programs/{id}/webhooks/{webhookId}/deliveries/{deliveryId}/retry",
+	// svc listen (webhooks, issue 22).
+	"POST /api/v1/programs/{id}/webhooks/listen",
+	"DELETE /api/v1/programs/{id}/webhooks/listen/{listenerId}",
+	"GET /api/v1/programs/{id}/webhooks/listen/{listenerId}/events",
 	"GET /api/v1/programs/{id}/members",
 	"GET /api/v1/programs/{id}/partners",
 	"POST /api/v1/programs/{id}/members",

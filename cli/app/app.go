@@ -293,7 +293,7 @@ Exit codes: 0 ok, 1 other error, 2 usage, 3 authentication (401/403, not logged 
 	root.PersistentFlags().BoolVar(&a.jsonOut, "json", false, "print the response data as JSON (for scripts)")
 	root.PersistentFlags().StringVar(&a.baseURLFlag, "base-url", "", "API base URL (overrides SVC_BASE_URL and the config file)")
 	root.SetFlagErrorFunc(flagError)
-	root.AddCommand(a.loginCmd(), a.logoutCmd(), a.initCmd(), a.programsCmd(), a.statusCmd(), a.testCmd(), a.configCmd())
+	root.AddCommand(a.loginCmd(), a.logoutCmd(), a.initCmd(), a.programsCmd(), a.statusCmd(), a.testCmd(), a.listenCmd(), a.configCmd())
 	return root
 }
 

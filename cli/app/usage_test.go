@@ -27,7 +27,7 @@ func TestUsageErrorMessages(t *testing.T) {
 		{[]string{"init", "--name"}, "error: --name needs a value: program name (required)\n", "svc init --help"},
 		{[]string{"login", "--timeout", "soon"}, "error: --timeout must be a duration such as 30s, 2m or 1h30m (got \"soon\")\n", "svc login --help"},
 		{[]string{"status", "--bogus"}, "error: unknown flag --bogus for svc status\n", "svc status --help"},
-		{[]string{"tset"}, "error: unknown command \"tset\" for svc; commands: completion, config, init, login, logout, programs, status, test (did you mean \"test\"?)\n", "svc --help"},
+		{[]string{"tset"}, "error: unknown command \"tset\" for svc; commands: completion, config, init, listen, login, logout, programs, status, test (did you mean \"test\"?)\n", "svc --help"},
 		{[]string{"programs", "all"}, "error: svc programs takes no arguments (got \"all\")\n", "svc programs --help"},
 		{[]string{"config", "get"}, "error: svc config get needs a setting: base-url or api-key\n", "svc config get --help"},
 		{[]string{"config", "get", "colour"}, "error: unknown setting \"colour\": choose base-url or api-key\n", "svc config get --help"},

@@ -3,6 +3,7 @@ module github.com/svc-dev/svc/cli/e2e
 go 1.26.0
 
 require (
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/svc-dev/svc/cli v0.0.0
 	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0

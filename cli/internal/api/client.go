@@ -96,6 +96,8 @@ type Response struct {
 	// Data is the envelope's "data", or the whole body when there is none.
 	Data     json.RawMessage
 	Warnings []Warning
+	// Raw is the whole body (for answers with members beside data).
+	Raw []byte
 }
 
 // Error is an answer with status >= 400, from either envelope.
@@ -278,6 +280,9 @@ func (c *Client) decode(resp *http.Response, raw []byte) (*Response, error) {
 	jsonErr := json.Unmarshal(raw, &env)
 	reqID := resp.Header.Get(headerRequestID)
 	if resp.StatusCode < 400 {
+		if resp.StatusCode == http.StatusNoContent {
+			return &Response{Status: resp.StatusCode, RequestID: reqID}, nil
+		}
 		if jsonErr != nil {
 			return nil, &Error{Status: resp.StatusCode, Message: "unexpected response (not JSON): " + snippet(raw), RequestID: reqID}
 		}
@@ -285,7 +290,7 @@ func (c *Client) decode(resp *http.Response, raw []byte) (*Response, error) {
 		if data == nil {
 			data = raw
 		}
-		return &Response{Status: resp.StatusCode, RequestID: reqID, Data: data, Warnings: env.Warnings}, nil
+		return &Response{Status: resp.StatusCode, RequestID: reqID, Data: data, Warnings: env.Warnings, Raw: raw}, nil
 	}
 	e := &Error{Status: resp.StatusCode, RequestID: reqID, Warnings: env.Warnings}
 	var eb errorBody

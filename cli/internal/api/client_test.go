@@ -372,3 +372,18 @@ func TestWarningJSONShape(t *testing.T) {
 		t.Fatal(string(b))
 	}
 }
+
+// 204 has no body (svc listen's stop): a success without data, and the
+// whole body of other answers is kept in Raw.
+func TestNoContentAndRaw(t *testing.T) {
+	_, ts := newServer(t, reply{status: 204}, reply{status: 200, body: `{"data":[],"after":7}`})
+	c := newClient(ts.URL, &fakeSleep{})
+	resp, err := c.Do(context.Background(), Request{Method: "DELETE", Path: "/x"})
+	if err != nil || resp.Status != 204 || resp.Data != nil {
+		t.Fatalf("204: %+v, %v", resp, err)
+	}
+	resp, err = c.Do(context.Background(), Request{Method: "GET", Path: "/x"})
+	if err != nil || string(resp.Raw) != `{"data":[],"after":7}` || string(resp.Data) != `[]` {
+		t.Fatalf("200: %+v, %v", resp, err)
+	}
+}

@@ -100,6 +100,10 @@ func Rules() []Rule {
 		{Pattern: "/api/v1/programs/*/webhooks/*", Service: "webhooks", Public: true},
 		{Pattern: "/api/v1/programs/*/webhooks/*/*", Service: "webhooks", Public: true},
 		{Pattern: "/api/v1/programs/*/webhooks/*/deliveries/*/retry", Service: "webhooks", Public: true},
+		// `svc listen` (issue 22): POST …/webhooks/listen and DELETE
+		// …/webhooks/listen/{listenerId} match the rules above; its poll,
+		// GET …/webhooks/listen/{listenerId}/events, is one segment longer.
+		{Pattern: "/api/v1/programs/*/webhooks/listen/*/events", Service: "webhooks", Public: true},
 	}
 }
 

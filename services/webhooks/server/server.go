@@ -2,7 +2,7 @@
 // wire function that builds the service from the opened platform: the
 // catalog replica, the consumers that turn tracking's and the ledger's
 // events into webhook events, the dispatcher that delivers them, and the
-// console's endpoint routes.
+// console's endpoint routes, and `svc listen`'s routes.
 package server
 
 import (
@@ -50,6 +50,9 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	}
 	var routes []platform.Route
 	if err := wireAPI(p, cfg, &routes); err != nil {
+		return nil, err
+	}
+	if err := wireListen(p, cfg, &routes); err != nil {
 		return nil, err
 	}
 	return routes, nil

@@ -81,26 +81,60 @@ func NewBox(key []byte) (*Box, error) {
 // Seal returns secret sealed for endpoint endpointID: a random nonce then
 // the ciphertext.
 func (b *Box) Seal(secret string, endpointID int64) ([]byte, error) {
-	nonce := make([]byte, b.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, fmt.Errorf("seal webhook secret: %w", err)
-	}
-	return b.aead.Seal(nonce, nonce, []byte(secret), additional(endpointID)), nil
+	return b.seal(secret, additional(endpointPrefix, endpointID))
 }
 
 // Open returns the secret sealed for endpoint endpointID.
 func (b *Box) Open(sealed []byte, endpointID int64) (string, error) {
+	plain, err := b.open(sealed, additional(endpointPrefix, endpointID))
+	if err != nil {
+		return "", fmt.Errorf("open webhook secret of endpoint %d: %w", endpointID, err)
+	}
+	return plain, nil
+}
+
+// SealListener returns secret sealed for `svc listen` listener
+// listenerID. Listeners number from 1 as endpoints do: their additional
+// data has its own prefix, so neither kind of sealed secret opens as the
+// other.
+func (b *Box) SealListener(secret string, listenerID int64) ([]byte, error) {
+	return b.seal(secret, additional(listenerPrefix, listenerID))
+}
+
+// OpenListener returns the secret sealed for listener listenerID.
+func (b *Box) OpenListener(sealed []byte, listenerID int64) (string, error) {
+	plain, err := b.open(sealed, additional(listenerPrefix, listenerID))
+	if err != nil {
+		return "", fmt.Errorf("open webhook secret of listener %d: %w", listenerID, err)
+	}
+	return plain, nil
+}
+
+func (b *Box) seal(secret string, ad []byte) ([]byte, error) {
+	nonce := make([]byte, b.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("seal webhook secret: %w", err)
+	}
+	return b.aead.Seal(nonce, nonce, []byte(secret), ad), nil
+}
+
+func (b *Box) open(sealed, ad []byte) (string, error) {
 	n := b.aead.NonceSize()
 	if len(sealed) < n {
 		return "", errors.New("open webhook secret: too short")
 	}
-	plain, err := b.aead.Open(nil, sealed[:n], sealed[n:], additional(endpointID))
+	plain, err := b.aead.Open(nil, sealed[:n], sealed[n:], ad)
 	if err != nil {
-		return "", fmt.Errorf("open webhook secret of endpoint %d: %w", endpointID, err)
+		return "", err
 	}
 	return string(plain), nil
 }
 
-func additional(endpointID int64) []byte {
-	return []byte("svc-webhook-endpoint:" + strconv.FormatInt(endpointID, 10))
+const (
+	endpointPrefix = "svc-webhook-endpoint:"
+	listenerPrefix = "svc-webhook-listener:"
+)
+
+func additional(prefix string, id int64) []byte {
+	return []byte(prefix + strconv.FormatInt(id, 10))
 }

@@ -51,3 +51,30 @@ func TestParseKey(t *testing.T) {
 		t.Fatalf("%d bytes, %v", len(k), err)
 	}
 }
+
+// A listener's sealed secret opens only for that listener, never as the
+// endpoint with the same id, and an endpoint's never as a listener's.
+func TestListenerSealIsItsOwn(t *testing.T) {
+	box, err := NewBox(bytes.Repeat([]byte{7}, KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := New()
+	sealed, err := box.SealListener(s, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := box.OpenListener(sealed, 12); err != nil || got != s {
+		t.Fatalf("open: %q, %v", got, err)
+	}
+	if _, err := box.OpenListener(sealed, 13); err == nil {
+		t.Fatal("another listener opened the secret")
+	}
+	if _, err := box.Open(sealed, 12); err == nil {
+		t.Fatal("a listener's secret opened as endpoint 12's")
+	}
+	ep, _ := box.Seal(s, 12)
+	if _, err := box.OpenListener(ep, 12); err == nil {
+		t.Fatal("an endpoint's secret opened as listener 12's")
+	}
+}

@@ -21,19 +21,25 @@ const NotifyChannel = "webhooks_deliveries"
 
 // write stores one event and its deliveries in one statement: the
 // endpoints of the program that are enabled, list the type and (for a
-// test event) include test events; the event row only when there is one
-// (a program without such an endpoint writes nothing, at the cost of one
-// probe of endpoints_program), and a delivery per endpoint, due at once.
-// A replayed event id conflicts and writes no event, hence no delivery.
-// No row is locked on the path without a delivery (the click topic's
-// usual one); an endpoint deleted meanwhile fails the deliveries' foreign
-// key, and the inbox applies the event again.
+// test event) include test events; the event row only when there is one,
+// or when a `svc listen` listener of the program still alive at the
+// event's time wants it (same rules; a listener gets no delivery, it
+// polls the events table). A program with neither writes nothing, at the
+// cost of one probe of endpoints_program and one of listeners_program. A
+// delivery per endpoint, due at once. A replayed event id conflicts and
+// writes no event, hence no delivery. No row is locked on the path
+// without a delivery (the click topic's usual one); an endpoint deleted
+// meanwhile fails the deliveries' foreign key, and the inbox applies the
+// event again.
 const write = `WITH ep AS (
 	SELECT id FROM endpoints
 	WHERE program_id = $1 AND enabled AND $2 = ANY(events) AND (include_test OR NOT $3::boolean)
 ), ev AS (
 	INSERT INTO events (id, program_id, type, is_test, object_key, body, created_at)
-	SELECT $4, $1, $2, $3, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM ep)
+	SELECT $4, $1, $2, $3, $5, $6, $7
+	WHERE EXISTS (SELECT 1 FROM ep) OR EXISTS (
+		SELECT 1 FROM listeners
+		WHERE program_id = $1 AND expires_at > $7 AND $2 = ANY(events) AND (include_test OR NOT $3::boolean))
 	ON CONFLICT (id) DO NOTHING
 	RETURNING id
 )

@@ -352,3 +352,73 @@ func TestWriteMarksRefundsOfTestSalesTest(t *testing.T) {
 		})
 	}
 }
+
+// listener inserts a `svc listen` listener of program and answers its id.
+func listener(t *testing.T, pool *pgxpool.Pool, program int64, types []string, includeTest bool, expires time.Time) int64 {
+	t.Helper()
+	var id int64
+	if err := pool.QueryRow(context.Background(), `INSERT INTO listeners (program_id, secret_sealed, events, include_test, created_at, expires_at)
+		VALUES ($1, '\x00', $2, $3, $4, $5) RETURNING id`, program, types, includeTest, t0, expires).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func eventExists(t *testing.T, pool *pgxpool.Pool, id string) bool {
+	t.Helper()
+	var ok bool
+	if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM events WHERE id = $1)`, id).Scan(&ok); err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// A program without endpoints but with a live `svc listen` listener that
+// wants the event keeps the event row (the listener polls it) and writes
+// no delivery; an expired listener, one not listing the type, one without
+// include_test for a test event, or another program's listener keeps
+// nothing.
+func TestWriteKeepsEventsForLiveListeners(t *testing.T) {
+	pool := newPool(t)
+	listener(t, pool, 50, []string{events.TypeSaleCreated}, false, t0.Add(2*time.Minute))
+	listener(t, pool, 51, []string{events.TypeSaleCreated}, true, t0) // expired at the event's time
+	listener(t, pool, 52, []string{events.TypeLeadCreated}, true, t0.Add(time.Minute))
+	listener(t, pool, 53, []string{events.TypeSaleCreated}, true, t0.Add(time.Minute))
+	withEndpoint := endpoint(t, pool, 54, []string{events.TypeSaleCreated}, true, false)
+	listener(t, pool, 54, []string{events.TypeSaleCreated}, false, t0.Add(time.Minute))
+
+	for _, c := range []struct {
+		name  string
+		ev    events.Event
+		kept  bool
+		deliv []int64
+	}{
+		{"a live listener of the type keeps the event, without a delivery", sale(100, 50, false), true, nil},
+		{"a listener without include_test does not keep a test event", sale(101, 50, true), false, nil},
+		{"an expired listener keeps nothing", sale(102, 51, false), false, nil},
+		{"a listener of other types keeps nothing", sale(103, 52, false), false, nil},
+		{"a listener with include_test keeps a test event", sale(104, 53, true), true, nil},
+		{"another program's listener keeps nothing", sale(105, 55, false), false, nil},
+		{"with an endpoint too: one event, the endpoint's delivery only", sale(106, 54, false), true, []int64{withEndpoint}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := write(t, pool, c.ev)
+			if n != int64(len(c.deliv)) {
+				t.Fatalf("%d deliveries written, want %d", n, len(c.deliv))
+			}
+			if got := eventExists(t, pool, c.ev.ID); got != c.kept {
+				t.Fatalf("event kept %v, want %v", got, c.kept)
+			}
+			if got := endpointsOf(deliveries(t, pool, c.ev.ID)); !slices.Equal(got, c.deliv) {
+				t.Fatalf("deliveries to %v, want %v", got, c.deliv)
+			}
+		})
+	}
+	t.Run("a replay for a listener writes nothing new", func(t *testing.T) {
+		before := count(t, pool, "events")
+		write(t, pool, sale(100, 50, false))
+		if count(t, pool, "events") != before {
+			t.Fatal("replay wrote an event")
+		}
+	})
+}

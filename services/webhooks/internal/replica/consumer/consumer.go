@@ -1,6 +1,7 @@
 // Package consumer is the Kafka transport of webhooks' catalog replica: it
 // applies accounts catalog events (topic accounts.catalog.v1) to webhooks'
-// copy of the programs and of what the console routes check
+// copy of the programs, the program API keys (`svc listen`) and of what
+// the console routes check
 // (catalogsync.ApplyConsole), inside the inbox transaction the platform
 // opens for each event, and advances the catalog watermark the sync
 // barrier waits on.
@@ -48,6 +49,15 @@ func (a Applier) Apply(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) e
 	if err := upsert(ctx, tx, env); err != nil {
 		return err
 	}
+	// Every pod's key cache (`svc listen` authenticates program keys on
+	// it) drops its entries when a key's change commits: a revoked key is
+	// refused at once. Only then: a notifying commit holds Postgres'
+	// cluster-wide notification lock through its WAL flush.
+	if env.GetType() == eventsv1.TypeAPIKeyUpserted {
+		if err := catalogsync.Notify(ctx, tx); err != nil {
+			return err
+		}
+	}
 	return catalogsync.Applied(ctx, tx, a.Service, env.GetEpoch(), env.GetSeq(), a.Now())
 }
 
@@ -63,6 +73,9 @@ func upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}
 		return nil
+	}
+	if env.GetType() == eventsv1.TypeAPIKeyUpserted {
+		return catalogsync.UpsertAPIKey(ctx, tx, env)
 	}
 	if catalogsync.ConsoleEvent(env) {
 		return catalogsync.ApplyConsole(ctx, tx, env)
