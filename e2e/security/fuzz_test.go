@@ -110,6 +110,21 @@ func fuzzRoutes() []fuzzRoute {
 		{method: "GET", path: "/api/v1/programs/{program}/commissions", auth: "session", query: map[string]string{"status": "approved", "partner_id": "{partner}", "from": "2025-01-01", "to": "2025-01-31", "limit": "10"}},
 		{method: "GET", path: "/api/v1/programs/{program}/payouts", auth: "session"},
 		{method: "POST", path: "/api/v1/programs/{spare_program}/partners", auth: "session", body: map[string]any{"email": "f@partners.example", "name": "F"}},
+		// Webhooks (issue 22): the console's endpoint routes and `svc
+		// listen`'s. Deletion and creation go to the spare program.
+		{method: "GET", path: "/api/v1/programs/{program}/webhooks", auth: "session"},
+		{method: "POST", path: "/api/v1/programs/{spare_program}/webhooks", auth: "session", body: map[string]any{"url": "http://127.0.0.1:9/hooks",
+			"events": []any{"sale.created", "commission.created"}, "description": "d", "include_test": true}},
+		{method: "PATCH", path: "/api/v1/programs/{program}/webhooks/{webhook}", auth: "session", body: map[string]any{"description": "d", "enabled": true,
+			"events": []any{"sale.created"}, "url": "http://127.0.0.1:9/hooks", "include_test": false}},
+		{method: "POST", path: "/api/v1/programs/{program}/webhooks/{webhook}/secret", auth: "session"},
+		{method: "POST", path: "/api/v1/programs/{program}/webhooks/{webhook}/test", auth: "session"},
+		{method: "GET", path: "/api/v1/programs/{program}/webhooks/{webhook}/deliveries", auth: "session", query: map[string]string{"status": "pending", "limit": "10", "cursor": "1"}},
+		{method: "POST", path: "/api/v1/programs/{program}/webhooks/{webhook}/deliveries/{delivery}/retry", auth: "session"},
+		{method: "DELETE", path: "/api/v1/programs/{spare_program}/webhooks/{spare_webhook}", auth: "session"},
+		{method: "POST", path: "/api/v1/programs/{program}/webhooks/listen", auth: "key", body: map[string]any{"events": []any{"sale.created"}, "include_test": true}},
+		{method: "GET", path: "/api/v1/programs/{program}/webhooks/listen/{listener}/events", auth: "key", query: map[string]string{"after": "0", "wait": "0"}},
+		{method: "DELETE", path: "/api/v1/programs/{program}/webhooks/listen/{spare_listener}", auth: "key"},
 		// The processor's redirect back: no session, the state is the
 		// credential (an unknown one is a 400 page).
 		{method: "GET", path: "/api/v1/processor/connect/callback", query: map[string]string{"code": "ac_fuzz", "state": "fuzz-state"}},
@@ -183,10 +198,26 @@ func newFuzzFixture(e *env) fuzzFixture {
 	}
 	session := e.admin("POST", "/admin/v1/sessions", map[string]any{"user_id": user})["token"].(string)
 	e.sync()
+	// A webhook endpoint (with a delivery: its ping) and a listener of the
+	// program, a spare endpoint and listener the deletions take.
+	hook := func(prog int64) (int64, int64) {
+		c := e.client("198.18.0.20").withKey(session)
+		r := c.do("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks", prog), map[string]any{"url": "http://127.0.0.1:9/hooks", "events": []string{"sale.created"}}).want(e.t, 201)
+		id := int64(r.get("data", "id").(float64))
+		d := c.do("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks/%d/test", prog, id), nil).want(e.t, 202)
+		return id, int64(d.get("data", "delivery_id").(float64))
+	}
+	listener := func() int64 {
+		r := e.client("198.18.0.21").withKey(key).do("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks/listen", p), map[string]any{}).want(e.t, 201)
+		return int64(r.get("data", "id").(float64))
+	}
+	webhook, delivery := hook(p)
+	spareWebhook, _ := hook(spare)
 	i := func(n int64) string { return strconv.FormatInt(n, 10) }
 	return fuzzFixture{
 		params: map[string]string{"program": i(p), "spare_program": i(spare), "advertiser": i(adv), "partner": i(partner),
-			"spare_link": i(link), "spare_key": i(spareKey), "spare_user": i(spareUser), "n": "1", "txn": "t1"},
+			"spare_link": i(link), "spare_key": i(spareKey), "spare_user": i(spareUser), "n": "1", "txn": "t1",
+			"webhook": i(webhook), "delivery": i(delivery), "spare_webhook": i(spareWebhook), "listener": i(listener()), "spare_listener": i(listener())},
 		key: key, session: session,
 	}
 }
