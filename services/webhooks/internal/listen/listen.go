@@ -35,8 +35,8 @@ const (
 	// MaxWait is the longest a poll waits for events (seconds), inside the
 	// server's write timeout and the CLI's per-call timeout.
 	MaxWait = 25
-	// MaxEvents is the most events one poll answers; the next poll, from
-	// the answer's after, gets the rest.
+	// MaxEvents is the most events one poll answers; the next poll gets
+	// the rest.
 	MaxEvents = 100
 	// MaxListeners is the live listeners a program may have at once: each
 	// one makes the writer keep events and costs a poll a second at most.
@@ -132,9 +132,9 @@ type Store interface {
 	// Touch moves a live listener's expiry to expires and answers it;
 	// false when the program has no such listener alive at now.
 	Touch(ctx context.Context, programID, id int64, now, expires time.Time) (Listener, bool, error)
-	// Events answers the program's events after seq of the types, test
-	// ones only with includeTest, in seq order, at most limit.
-	Events(ctx context.Context, programID, after int64, types []string, includeTest bool, limit int) ([]Event, error)
+	// Take removes and answers up to limit events queued for the
+	// listener, in seq order.
+	Take(ctx context.Context, listenerID int64, limit int) ([]Event, error)
 	Delete(ctx context.Context, programID, id int64) (bool, error)
 }
 
@@ -285,17 +285,19 @@ func checkEvents(in []string) ([]string, error) {
 	return out, nil
 }
 
-// Page is a poll's answer: the events after the poll's after, and the
-// after of the next poll (the last event's seq, or the one given).
+// Page is a poll's answer: the events taken from the listener's queue, and
+// the highest seq the client has seen (the last event's, or the one it
+// gave; informational: the queue, not this position, decides what comes
+// next, so an event committed late is never skipped).
 type Page struct {
 	Events    []Event
 	After     int64
 	ExpiresAt time.Time
 }
 
-// Poll checks access, keeps the listener alive for TTL more, and answers
-// the program's events after seq after that the listener wants, waiting up
-// to wait (real time) for the first of them.
+// Poll checks access, keeps the listener alive for TTL more, and takes the
+// events queued for the listener, waiting up to wait (real time) for the
+// first of them.
 func (s *Service) Poll(ctx context.Context, c Caller, programID, id, after int64, wait time.Duration) (Page, error) {
 	if err := s.Check(ctx, c, programID); err != nil {
 		return Page{}, err
@@ -319,12 +321,12 @@ func (s *Service) Poll(ctx context.Context, c Caller, programID, id, after int64
 	}
 	start := time.Now() // the wait is the client's real seconds
 	for {
-		evs, err := s.cfg.Store.Events(ctx, programID, after, l.Events, l.IncludeTest, MaxEvents)
+		evs, err := s.cfg.Store.Take(ctx, l.ID, MaxEvents)
 		if err != nil {
 			return Page{}, err
 		}
 		if len(evs) > 0 {
-			return Page{Events: evs, After: evs[len(evs)-1].Seq, ExpiresAt: l.ExpiresAt}, nil
+			return Page{Events: evs, After: max(after, evs[len(evs)-1].Seq), ExpiresAt: l.ExpiresAt}, nil
 		}
 		left := wait - time.Since(start)
 		if left <= 0 {

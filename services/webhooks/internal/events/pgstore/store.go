@@ -23,8 +23,8 @@ const NotifyChannel = "webhooks_deliveries"
 // endpoints of the program that are enabled, list the type and (for a
 // test event) include test events; the event row only when there is one,
 // or when a `svc listen` listener of the program still alive at the
-// event's time wants it (same rules; a listener gets no delivery, it
-// polls the events table). A program with neither writes nothing, at the
+// event's time wants it (same rules; a listener gets no delivery: the
+// event is queued for it in listener_events, which its polls take). A program with neither writes nothing, at the
 // cost of one probe of endpoints_program and one of listeners_program. A
 // delivery per endpoint, due at once. A replayed event id conflicts and
 // writes no event, hence no delivery. No row is locked on the path
@@ -34,14 +34,17 @@ const NotifyChannel = "webhooks_deliveries"
 const write = `WITH ep AS (
 	SELECT id FROM endpoints
 	WHERE program_id = $1 AND enabled AND $2 = ANY(events) AND (include_test OR NOT $3::boolean)
+), li AS (
+	SELECT id FROM listeners
+	WHERE program_id = $1 AND expires_at > $7 AND $2 = ANY(events) AND (include_test OR NOT $3::boolean)
 ), ev AS (
 	INSERT INTO events (id, program_id, type, is_test, object_key, body, created_at)
 	SELECT $4, $1, $2, $3, $5, $6, $7
-	WHERE EXISTS (SELECT 1 FROM ep) OR EXISTS (
-		SELECT 1 FROM listeners
-		WHERE program_id = $1 AND expires_at > $7 AND $2 = ANY(events) AND (include_test OR NOT $3::boolean))
+	WHERE EXISTS (SELECT 1 FROM ep) OR EXISTS (SELECT 1 FROM li)
 	ON CONFLICT (id) DO NOTHING
-	RETURNING id
+	RETURNING id, seq
+), queued AS (
+	INSERT INTO listener_events (listener_id, seq, event_id) SELECT li.id, ev.seq, ev.id FROM li CROSS JOIN ev
 )
 INSERT INTO deliveries (endpoint_id, event_id, event_type, object_key, status, next_attempt_at, created_at)
 SELECT ep.id, ev.id, $2, $5, 'pending', $7, $7 FROM ep CROSS JOIN ev ORDER BY ep.id`

@@ -1,7 +1,7 @@
 // Package pgstore is `svc listen`'s Store over webhooks' schema: the
 // replica's programs, memberships and revocations, the listeners, and the
 // events table the writer fills. Each statement reads by a key or an index
-// range (memberships' key, listeners_program, events_program_seq); times
+// range (memberships' key, listeners_program, listener_events' key); times
 // come from the caller's clock, never the database's.
 package pgstore
 
@@ -116,14 +116,19 @@ func (s *Store) Touch(ctx context.Context, programID, id int64, now, expires tim
 	return l, true, nil
 }
 
-// Events reads an index range of events_program_seq, filtered by type and
-// test flag.
-func (s *Store) Events(ctx context.Context, programID, after int64, types []string, includeTest bool, limit int) ([]listen.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT seq, id, type, body FROM events
-		WHERE program_id = $1 AND seq > $2 AND type = ANY($3) AND (NOT is_test OR $4)
-		ORDER BY seq LIMIT $5`, programID, after, types, includeTest, limit)
+// Take removes and answers up to limit events queued for the listener, in
+// seq order (listener_events' key range). Taking rather than reading after
+// a cursor: an event whose transaction committed after a later-numbered
+// one was taken is still in the queue for the next poll.
+func (s *Store) Take(ctx context.Context, listenerID int64, limit int) ([]listen.Event, error) {
+	rows, err := s.pool.Query(ctx, `WITH taken AS (
+			DELETE FROM listener_events WHERE listener_id = $1 AND seq IN (
+				SELECT seq FROM listener_events WHERE listener_id = $1 ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+			RETURNING seq, event_id
+		)
+		SELECT t.seq, e.id, e.type, e.body FROM taken t JOIN events e ON e.id = t.event_id ORDER BY t.seq`, listenerID, limit)
 	if err != nil {
-		return nil, fmt.Errorf("events of program %d after %d: %w", programID, after, err)
+		return nil, fmt.Errorf("events of listener %d: %w", listenerID, err)
 	}
 	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (listen.Event, error) {
 		var e listen.Event
@@ -133,7 +138,7 @@ func (s *Store) Events(ctx context.Context, programID, after int64, types []stri
 		return e, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("events of program %d after %d: %w", programID, after, err)
+		return nil, fmt.Errorf("events of listener %d: %w", listenerID, err)
 	}
 	return evs, nil
 }
