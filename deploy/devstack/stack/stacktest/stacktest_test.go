@@ -33,7 +33,7 @@ func TestStartRunsTheStack(t *testing.T) {
 		}
 	}
 	read := s.Instance("accounts").Platform().Env.Values()
-	if read["TRACKING_URL"] != s.URL("tracking") || read["CATALOG_CONSUMERS"] != "tracking,commissions,analytics" ||
+	if read["TRACKING_URL"] != s.URL("tracking") || read["CATALOG_CONSUMERS"] != "tracking,commissions,analytics,webhooks" ||
 		read["ADMIN_TOKEN"] != stacktest.AdminToken || read["ADMIN_RATE_LIMIT"] != "7" {
 		t.Fatalf("accounts read TRACKING_URL %q (tracking is %s), CATALOG_CONSUMERS %q, ADMIN_TOKEN %q, ADMIN_RATE_LIMIT %q",
 			read["TRACKING_URL"], s.URL("tracking"), read["CATALOG_CONSUMERS"], read["ADMIN_TOKEN"], read["ADMIN_RATE_LIMIT"])
