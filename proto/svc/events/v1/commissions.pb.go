@@ -589,7 +589,9 @@ type BalanceChanged struct {
 	Kind         string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
 	CommissionId int64  `protobuf:"varint,7,opt,name=commission_id,json=commissionId,proto3" json:"commission_id,omitempty"`
 	WithdrawalId int64  `protobuf:"varint,8,opt,name=withdrawal_id,json=withdrawalId,proto3" json:"withdrawal_id,omitempty"`
-	// The program of the commission, 0 for a withdrawal.
+	// The program of the commission, or of the payout a withdrawal entry
+	// pays (a console payout); 0 for a withdrawal opened by the admin API
+	// for the partner as a whole.
 	ProgramId     int64                  `protobuf:"varint,9,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
