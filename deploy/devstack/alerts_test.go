@@ -42,18 +42,6 @@ var external = map[string]string{
 // exports it; while none does, the test logs it instead of failing. Remove
 // the entry once it is exported.
 var pending = map[string]string{
-	// webhooks' delivery metrics (issue 22): registered by its dispatcher;
-	// the labelled ones have series only once an attempt was made, which
-	// this test's traffic does not cause.
-	"webhooks_attempts_total":       "webhooks' dispatcher: a series per result once attempts are made",
-	"webhooks_deliveries_total":     "webhooks' dispatcher: a series per outcome once deliveries end",
-	"webhooks_delivery_lag_seconds": "webhooks' dispatcher: observed on each 2xx",
-	// A histogram is selected by its parts.
-	"webhooks_delivery_lag_seconds_bucket": "webhooks' dispatcher: observed on each 2xx",
-	"webhooks_delivery_lag_seconds_count":  "webhooks' dispatcher: observed on each 2xx",
-	"webhooks_pending_deliveries":          "webhooks' dispatcher",
-	"webhooks_endpoint_pending_max":        "webhooks' dispatcher",
-	"webhooks_endpoints_disabled_total":    "webhooks' dispatcher",
 }
 
 // Labels Prometheus adds to every scraped series (target labels of the
@@ -80,7 +68,32 @@ func TestAlertsSelectExportedMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := seed.Run(ctx, client(gw.URL), demo); err != nil {
+	res, err := seed.Run(ctx, client(gw.URL), demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A webhook delivered: the demo owner's endpoint gets its test ping
+	// (webhooks' attempts, deliveries and lag series).
+	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(receiver.Close)
+	var sess struct {
+		Token string `json:"token"`
+	}
+	if err := client(gw.URL).Call(ctx, http.MethodPost, "/admin/v1/sessions", map[string]any{"user_id": res.UserID}, &sess); err != nil {
+		t.Fatal(err)
+	}
+	if err := client(gw.URL).Sync(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	owner := &seed.Client{BaseURL: gw.URL, AdminToken: sess.Token, HTTP: http.DefaultClient}
+	var hook struct {
+		ID int64 `json:"id"`
+	}
+	if err := owner.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/programs/%d/webhooks", res.ProgramID),
+		map[string]any{"url": receiver.URL, "events": []string{"sale.created"}}, &hook); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Call(ctx, http.MethodPost, fmt.Sprintf("/api/v1/programs/%d/webhooks/%d/test", res.ProgramID, hook.ID), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	// A poison catalog event: decodable, but its payload is not a program,
@@ -115,7 +128,8 @@ func TestAlertsSelectExportedMetrics(t *testing.T) {
 	}
 
 	want := []string{"rate_limit_refusals_total", "http_requests_total", "http_request_duration_seconds", "outbox_published_total",
-		"outbox_relay_lag_seconds", "consumer_lag", "consumer_applied_total", "consumer_apply_errors_total", "consumer_dead_lettered_total"}
+		"outbox_relay_lag_seconds", "consumer_lag", "consumer_applied_total", "consumer_apply_errors_total", "consumer_dead_lettered_total",
+		"webhooks_deliveries_total", "webhooks_attempts_total", "webhooks_delivery_lag_seconds"}
 	var fams map[string]*dto.MetricFamily
 	deadline := time.Now().Add(60 * time.Second)
 	for {
