@@ -41,8 +41,7 @@ var external = map[string]string{
 // metric listed here is checked like any other as soon as a service
 // exports it; while none does, the test logs it instead of failing. Remove
 // the entry once it is exported.
-var pending = map[string]string{
-}
+var pending = map[string]string{}
 
 // Labels Prometheus adds to every scraped series (target labels of the
 // charts' ServiceMonitors), so an alert may match or group on them although
