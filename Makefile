@@ -129,6 +129,10 @@ bench-lag: ## Lag from a click's 200 to the performance route counting it, click
 bench-console: ## Time the console's partners, commissions and payouts lists (10,000 partners, 1,000,000 commissions, 8 clients) next to one bare keyset query each (BENCH_FLAGS="-duration=10s -clients=8")
 	$(GO) run ./bench/cmd/benchconsole $(BENCH_FLAGS)
 
+.PHONY: bench-webhooks
+bench-webhooks: ## Deliver sales published at 500/s for 60 s to 1,000 webhook endpoints (local receiver) and time the lag, next to a bare net/http client posting the same bodies (BENCH_FLAGS="-rate=500 -duration=60s -endpoints=1000")
+	$(GO) run ./bench/cmd/benchwebhooks $(BENCH_FLAGS)
+
 .PHONY: bench-sale
 bench-sale: ## Load-test POST /api/v1/track/sale and /refund through the gateway next to a bare net/http+pgx reference (BENCH_FLAGS="-duration=20s -connections=32")
 	$(GO) run ./bench/cmd/benchsale $(BENCH_FLAGS)
