@@ -2,10 +2,9 @@
 // program API key of the program (the replica's keys), or a session token
 // of kind cli (libs/auth/session, Ed25519, checked against the replica's
 // revocations and suspensions), in the platform envelope, as the console's
-// webhook routes answer. Accounts' current CLI login token (svc_cli_…) is
-// opaque, kept hashed in accounts' schema only: it is answered 401 with
-// MsgOpaqueLogin until accounts issues kind-cli session tokens or
-// replicates its login tokens (see the README).
+// webhook routes answer. Accounts' CLI login token (svc_cli_…) is opaque,
+// kept hashed in accounts' schema only: Config.OpaqueLogins asks accounts
+// about it; without one it is answered 401 with MsgOpaqueLogin.
 package httpapi
 
 import (
