@@ -60,8 +60,9 @@ local server while you develop its handler, signed with the Standard Webhooks he
 (webhook-id, webhook-timestamp, webhook-signature) exactly as svc signs deliveries to
 registered endpoints. The signing secret printed at the start is this session's only.
 
-Credential: the program API key (SVC_API_KEY, else "svc config set api-key"); its program
-is the one listened to. Without a key, the login token of "svc login" with --program.
+Credential: the login token of "svc login" (with --program, or the account's only
+program); else the program API key (SVC_API_KEY, else "svc config set api-key"), whose
+program is the one listened to (also when a key is set and --program is not given).
 Ctrl-C stops listening (exit 0).`,
 		Example: `  svc listen --forward-to http://localhost:3000/hooks
   svc listen --forward-to http://localhost:3000/hooks --events sale.created,commission.created`,
@@ -89,9 +90,16 @@ Ctrl-C stops listening (exit 0).`,
 	return cmd
 }
 
-// listenCredential picks the program key (it names its program), else the
-// login token with --program or the account's only program.
+// listenCredential prefers the login token of "svc login" to this server
+// (as the other login-token commands), with --program or the account's
+// only program; the program key when not logged in, or when a key is set
+// and no --program is given (the key names its program, a login may have
+// several).
 func (a *app) listenCredential(ctx context.Context, c *api.Client, r resolved, programID int64) (token, hint string, _ int64, _ error) {
+	cred, loginErr := a.loginToken(r)
+	if loginErr == nil && (programID > 0 || r.apiKey == "") {
+		return a.listenLogin(ctx, c, cred.Token, programID)
+	}
 	if r.apiKey != "" {
 		if programID > 0 {
 			return r.apiKey, hintProgramKey, programID, nil
@@ -112,18 +120,20 @@ func (a *app) listenCredential(ctx context.Context, c *api.Client, r resolved, p
 		}
 		return r.apiKey, hintProgramKey, id, nil
 	}
-	cred, err := a.loginToken(r)
-	if err != nil {
-		var ae *authError
-		if errors.As(err, &ae) {
-			ae.hint = `set the program's key with "svc config set api-key" or ` + EnvAPIKey + `, or run "svc login"`
-		}
-		return "", "", 0, err
+	var ae *authError
+	if errors.As(loginErr, &ae) {
+		ae.hint = `set the program's key with "svc config set api-key" or ` + EnvAPIKey + `, or run "svc login"`
 	}
+	return "", "", 0, loginErr
+}
+
+// listenLogin uses the login token with --program, else the account's only
+// program.
+func (a *app) listenLogin(ctx context.Context, c *api.Client, token string, programID int64) (string, string, int64, error) {
 	if programID > 0 {
-		return cred.Token, hintLogin, programID, nil
+		return token, hintLogin, programID, nil
 	}
-	resp, err := a.call(ctx, c, api.Request{Method: http.MethodGet, Path: "/api/v1/cli/programs", Token: cred.Token}, hintLogin)
+	resp, err := a.call(ctx, c, api.Request{Method: http.MethodGet, Path: "/api/v1/cli/programs", Token: token}, hintLogin)
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -140,7 +150,7 @@ func (a *app) listenCredential(ctx context.Context, c *api.Client, r resolved, p
 	if err != nil {
 		return "", "", 0, fmt.Errorf("programs: unexpected program id %s", progs[0].ID)
 	}
-	return cred.Token, hintLogin, id, nil
+	return token, hintLogin, id, nil
 }
 
 func (a *app) listen(ctx context.Context, forwardTo string, types []string, programID int64) error {

@@ -58,8 +58,9 @@ func Services() []Service {
 		// The console's partners list asks analytics' internal figures.
 		{Spec: accounts.Spec(), URLs: map[string]string{"TRACKING_URL": tracking.Name, "COMMISSIONS_URL": commissions.Name},
 			InternalURLs: map[string]string{"ANALYTICS_URL": analytics.Name}},
-		// Outgoing webhooks: the ledger's and tracking's events to brands.
-		{Spec: webhooks.Spec(), CatalogReplica: true},
+		// Outgoing webhooks: the ledger's and tracking's events to brands;
+		// `svc listen` asks accounts' internal route about login tokens.
+		{Spec: webhooks.Spec(), CatalogReplica: true, InternalURLs: map[string]string{"ACCOUNTS_URL": accounts.Name}},
 	}
 }
 

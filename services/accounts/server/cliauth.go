@@ -214,6 +214,7 @@ func wireCLIAuth(ctx context.Context, p *platform.Platform, cfg Config, cat cata
 	if err != nil {
 		return nil, err
 	}
+	routes = append(routes, cliTokenVerifyRoute(svc, cfg.InternalToken, p.Logger))
 	return append(routes, dash...), nil
 }
 

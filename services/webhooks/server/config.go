@@ -23,6 +23,12 @@ type Config struct {
 	SessionPublicKey  string `env:"SESSION_PUBLIC_KEY"`
 	SettingsRateLimit int    `env:"SETTINGS_RATE_LIMIT"`
 
+	// `svc listen` accepts accounts' opaque login tokens by asking
+	// accounts' internal route at AccountsURL with InternalToken (a
+	// secret: never logged). Either unset: such tokens are refused 401.
+	AccountsURL   string `env:"ACCOUNTS_URL"`
+	InternalToken string `env:"INTERNAL_TOKEN"`
+
 	// SecretKey seals the endpoints' signing secrets at rest (standard
 	// base64 of 32 bytes: `openssl rand -base64 32`). Unset: the service
 	// starts, warns, creates no endpoint and delivers nothing (the endpoint
@@ -68,6 +74,8 @@ func LoadConfig(env *obs.Env) (Config, error) {
 	c := Config{
 		SessionPublicKey:  env.String("SESSION_PUBLIC_KEY", ""),
 		SettingsRateLimit: env.Int("SETTINGS_RATE_LIMIT", DefaultSettingsRateLimit),
+		AccountsURL:       env.String("ACCOUNTS_URL", ""),
+		InternalToken:     env.Token("INTERNAL_TOKEN"),
 
 		SecretKey:    env.String("WEBHOOKS_SECRET_KEY", ""),
 		AllowPrivate: env.Bool("WEBHOOKS_ALLOW_PRIVATE", false),

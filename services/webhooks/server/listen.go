@@ -1,7 +1,13 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
@@ -9,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/libs/obs"
 	"github.com/svc-dev/svc/libs/platform"
 	"github.com/svc-dev/svc/libs/ratelimit"
+	"github.com/svc-dev/svc/services/webhooks/internal/accountsclient"
 	"github.com/svc-dev/svc/services/webhooks/internal/listen"
 	"github.com/svc-dev/svc/services/webhooks/internal/listen/endpoints"
 	"github.com/svc-dev/svc/services/webhooks/internal/listen/httpapi"
@@ -45,6 +52,10 @@ func wireListen(p *platform.Platform, cfg Config, routes *[]platform.Route) erro
 			return err
 		}
 	}
+	opaque, err := accountsVerifier(p, cfg)
+	if err != nil {
+		return err
+	}
 	var box *secret.Box
 	if cfg.SecretKey != "" {
 		key, err := secret.ParseKey(cfg.SecretKey)
@@ -78,12 +89,42 @@ func wireListen(p *platform.Platform, cfg Config, routes *[]platform.Route) erro
 	}
 	tracing := obs.Tracing(p.Tracer.Tracer("svc/" + p.Name))
 	*routes = append(*routes, httpapi.Routes(endpoints.New(svc, tracing), httpapi.Config{
-		Logins: logins,
-		Keys:   &apikey.Authenticator{Store: keys, Now: p.Now},
-		Logger: p.Logger,
-		Limit:  ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("webhooks_listen"), ratelimit.WithOnRefuse(refusals.Inc)),
+		Logins:       logins,
+		OpaqueLogins: opaque,
+		Keys:         &apikey.Authenticator{Store: keys, Now: p.Now},
+		Logger:       p.Logger,
+		Limit:        ratelimit.Middleware(limiter, ratelimit.BearerOrIP(p.IPs), ratelimit.WithRoute("webhooks_listen"), ratelimit.WithOnRefuse(refusals.Inc)),
 		FailedAuth: ratelimit.FailedAuth(failedLimiter, ratelimit.ByIP(p.IPs), ratelimit.WithRoute("webhooks_listen_failed_auth"),
 			ratelimit.WithOnRefuse(refusals.Inc)),
 	})...)
 	return nil
+}
+
+// accountsVerifier asks accounts about opaque login tokens when both
+// ACCOUNTS_URL and INTERNAL_TOKEN are set; otherwise nil (such tokens keep
+// the 401 that tells the user to use the program key).
+func accountsVerifier(p *platform.Platform, cfg Config) (httpapi.OpaqueVerifier, error) {
+	if cfg.AccountsURL == "" || cfg.InternalToken == "" {
+		p.Logger.Info("no ACCOUNTS_URL or INTERNAL_TOKEN: svc listen refuses svc login tokens (program API keys only)")
+		return nil, nil
+	}
+	hc := &http.Client{Timeout: accountsTimeout, Transport: otelhttp.NewTransport(http.DefaultTransport)}
+	c, err := accountsclient.New(cfg.AccountsURL, cfg.InternalToken, hc, p.Now)
+	if err != nil {
+		return nil, err
+	}
+	return opaqueVerifier{c}, nil
+}
+
+// accountsTimeout bounds a verification: the listen request waits on it.
+const accountsTimeout = 3 * time.Second
+
+type opaqueVerifier struct{ c *accountsclient.Client }
+
+func (v opaqueVerifier) Verify(ctx context.Context, token string) (int64, error) {
+	id, err := v.c.Verify(ctx, token)
+	if errors.Is(err, accountsclient.ErrUnknown) {
+		return 0, httpapi.ErrOpaqueUnknown
+	}
+	return id, err
 }

@@ -2,10 +2,9 @@
 // program API key of the program (the replica's keys), or a session token
 // of kind cli (libs/auth/session, Ed25519, checked against the replica's
 // revocations and suspensions), in the platform envelope, as the console's
-// webhook routes answer. Accounts' current CLI login token (svc_cli_…) is
-// opaque, kept hashed in accounts' schema only: it is answered 401 with
-// MsgOpaqueLogin until accounts issues kind-cli session tokens or
-// replicates its login tokens (see the README).
+// webhook routes answer. Accounts' CLI login token (svc_cli_…) is opaque,
+// kept hashed in accounts' schema only: Config.OpaqueLogins asks accounts
+// about it; without one it is answered 401 with MsgOpaqueLogin.
 package httpapi
 
 import (
@@ -50,11 +49,24 @@ const (
 // OpaqueLoginPrefix starts accounts' opaque CLI login tokens.
 const OpaqueLoginPrefix = "svc_cli_"
 
+// OpaqueVerifier returns the user of an opaque login token, or
+// ErrOpaqueUnknown when it is not a live one.
+type OpaqueVerifier interface {
+	Verify(ctx context.Context, token string) (int64, error)
+}
+
+// ErrOpaqueUnknown is what an OpaqueVerifier returns for a token it
+// refuses (the wiring maps the client's sentinel onto it).
+var ErrOpaqueUnknown = errors.New("login token not valid")
+
 // Config carries what the transport needs.
 type Config struct {
 	// Logins checks CLI login tokens, revocations included; nil (no
 	// SESSION_PUBLIC_KEY) refuses every login token.
 	Logins *session.Checker
+	// OpaqueLogins asks accounts about its opaque login tokens (svc_cli_…);
+	// nil (no ACCOUNTS_URL or INTERNAL_TOKEN) answers them MsgOpaqueLogin.
+	OpaqueLogins OpaqueVerifier
 	// Keys authenticates program API keys.
 	Keys   *apikey.Authenticator
 	Logger *slog.Logger
@@ -128,10 +140,21 @@ func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler 
 		}
 		var caller listen.Caller
 		if strings.HasPrefix(token, OpaqueLoginPrefix) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgOpaqueLogin)
-			return
-		}
-		if strings.HasPrefix(token, apikey.LivePrefix) || strings.HasPrefix(token, apikey.TestPrefix) {
+			if cfg.OpaqueLogins == nil {
+				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgOpaqueLogin)
+				return
+			}
+			uid, err := cfg.OpaqueLogins.Verify(r.Context(), token)
+			switch {
+			case errors.Is(err, ErrOpaqueUnknown):
+				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidLogin)
+				return
+			case err != nil:
+				enc.encode(r.Context(), err, w)
+				return
+			}
+			caller.UserID = uid
+		} else if strings.HasPrefix(token, apikey.LivePrefix) || strings.HasPrefix(token, apikey.TestPrefix) {
 			if cfg.Keys == nil {
 				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidKey)
 				return
