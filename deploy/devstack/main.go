@@ -84,6 +84,15 @@ func internalToken() string {
 	return envOr("INTERNAL_TOKEN", "dev-internal-token-for-this-machine-only")
 }
 
+// webhooksSecretKey seals the webhook endpoints' signing secrets of the
+// local stack. Fixed, as the admin token is, rather than kept in .data: the
+// database usually outlives .data (the machine's Postgres, database svc),
+// and endpoints sealed under a key since lost could never be signed again.
+// The shell's WEBHOOKS_SECRET_KEY wins.
+func webhooksSecretKey() string {
+	return envOr("WEBHOOKS_SECRET_KEY", base64.StdEncoding.EncodeToString([]byte("svc-local-webhooks-key-not-prod!")))
+}
+
 // processorWebhookSecret is fixed by default so payment-processor events can
 // be signed by hand (or by a processor CLI forwarding to the stack) without
 // reading it from anywhere first.
@@ -116,11 +125,6 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	if err != nil {
 		return err
 	}
-	// Seals the webhook endpoints' signing secrets (kept across runs).
-	webhooksKey, err := persistedKey(dataDir, "WEBHOOKS_SECRET_KEY", "webhooks-secret.key", 32)
-	if err != nil {
-		return err
-	}
 	env := map[string]string{
 		"DATABASE_URL":  dsn,
 		"KAFKA_BROKERS": brokers,
@@ -141,7 +145,7 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 		// Anyone the dev provider signs in gets a user and a workspace at
 		// their first dashboard sign-in (accounts' own default is invite).
 		"SIGNUP":              "open",
-		"WEBHOOKS_SECRET_KEY": webhooksKey,
+		"WEBHOOKS_SECRET_KEY": webhooksSecretKey(),
 		// Brands try webhooks on their own machine: http:// receivers on
 		// localhost are allowed here, never in a deployment.
 		"WEBHOOKS_ALLOW_PRIVATE": "true",

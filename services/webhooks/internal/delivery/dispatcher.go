@@ -245,15 +245,24 @@ func (d *Dispatcher) attempt(ctx context.Context, c Claimed) {
 	at := d.cfg.Now()
 	secrets := make([]string, 0, len(c.Secrets))
 	var sig string
-	var err error
+	var openErr error
 	for _, sealed := range c.Secrets {
-		var s string
-		if s, err = d.cfg.Secrets.Open(sealed, c.EndpointID); err != nil {
-			break
+		s, err := d.cfg.Secrets.Open(sealed, c.EndpointID)
+		if err != nil {
+			openErr = err
+			continue
 		}
 		secrets = append(secrets, s)
 	}
-	if err == nil {
+	err := openErr
+	// With no secret at all Signature refuses: nothing is sent unsigned.
+	if len(secrets) > 0 || openErr == nil {
+		if openErr != nil {
+			// A secret sealed under another key (one rotated out while the
+			// key changed): the others still sign, and a receiver holding
+			// one of them still verifies.
+			log.Warn("a signing secret of the endpoint does not open under WEBHOOKS_SECRET_KEY; signed with the others", "err", openErr)
+		}
 		sig, err = Signature(c.EventID, at, c.Body, secrets)
 	}
 	if err != nil {

@@ -836,3 +836,39 @@ func TestFrequentStatementsAreIndexServed(t *testing.T) {
 		})
 	}
 }
+
+// A secret still signing that does not open under the service's key (the
+// key changed while a rotation's old secret had hours left) does not stop
+// the delivery: the current secret signs alone. With no secret that
+// opens, nothing is sent.
+func TestASecretThatDoesNotOpenLeavesTheOthersSigning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rc := newReceiver(t, always(http.StatusOK))
+	ep, current := e.endpoint(rc.URL)
+	if _, err := e.pool.Exec(e.ctx, `INSERT INTO endpoint_secrets (endpoint_id, secret_sealed, created_at, expires_at)
+		VALUES ($1, 'sealed under another key', $2, $3)`, ep, e.clock.Now().Add(-time.Hour), e.clock.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := e.dispatcher()
+	id, _ := e.event("sale:1", ep)
+	e.runOnce(d, 1)
+	if row := e.delivery(ep, id); row.Status != "delivered" {
+		t.Fatalf("%+v", row)
+	}
+	r := rc.requests()[0]
+	wh, _ := standardwebhooks.NewWebhook(current)
+	if err := wh.Verify(r.Body, r.Header); err != nil || strings.Contains(r.Header.Get("webhook-signature"), " ") {
+		t.Fatalf("webhook-signature %q: %v", r.Header.Get("webhook-signature"), err)
+	}
+
+	// Only secrets that do not open: not sent.
+	if _, err := e.pool.Exec(e.ctx, `UPDATE endpoint_secrets SET secret_sealed = 'garbage' WHERE endpoint_id = $1`, ep); err != nil {
+		t.Fatal(err)
+	}
+	id2, _ := e.event("sale:2", ep)
+	e.runOnce(d, 1)
+	if row := e.delivery(ep, id2); row.Status != "pending" || len(rc.requests()) != 1 {
+		t.Fatalf("sent without a secret that opens: %+v, %d requests", row, len(rc.requests()))
+	}
+}
