@@ -2,6 +2,7 @@ package catalogsync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,9 +116,7 @@ func revokeSession(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error
 // SessionRevoked is session.Revocations' question over the console tables:
 // whether session sessionID of userID was signed out or its user is
 // suspended. One round trip, two primary-key lookups.
-func SessionRevoked(ctx context.Context, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, sessionID string, userID int64) (bool, error) {
+func SessionRevoked(ctx context.Context, q Queryer, sessionID string, userID int64) (bool, error) {
 	var revoked bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM session_revocations WHERE session_id = $1)
 		OR EXISTS (SELECT 1 FROM users WHERE id = $2 AND blocked)`, sessionID, userID).Scan(&revoked)
@@ -125,4 +124,33 @@ func SessionRevoked(ctx context.Context, q interface {
 		return false, fmt.Errorf("look up session %s of user %d: %w", sessionID, userID, err)
 	}
 	return revoked, nil
+}
+
+// Queryer is what the console reads need: a pool, a connection or a tx.
+type Queryer interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ConsoleMember reads userID's membership of programID from the console
+// tables (memberships' primary key): found false when there is none.
+func ConsoleMember(ctx context.Context, q Queryer, programID, userID int64) (active bool, permissions []string, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT active, permissions FROM memberships WHERE program_id = $1 AND user_id = $2`,
+		programID, userID).Scan(&active, &permissions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil, false, nil
+	}
+	if err != nil {
+		return false, nil, false, fmt.Errorf("membership %d/%d: %w", programID, userID, err)
+	}
+	return active, permissions, true, nil
+}
+
+// ProgramKnown reports whether the replica's programs table has the
+// program.
+func ProgramKnown(ctx context.Context, q Queryer, programID int64) (bool, error) {
+	var ok bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM programs WHERE id = $1)`, programID).Scan(&ok); err != nil {
+		return false, fmt.Errorf("program %d: %w", programID, err)
+	}
+	return ok, nil
 }

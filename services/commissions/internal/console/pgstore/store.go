@@ -7,12 +7,10 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/auth/session"
@@ -38,16 +36,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, page: 1000} }
 
 // Member reads a membership (memberships' primary key).
 func (s *Store) Member(ctx context.Context, programID, userID int64) (console.Member, bool, error) {
-	var m console.Member
-	err := s.pool.QueryRow(ctx, `SELECT active, permissions FROM memberships WHERE program_id = $1 AND user_id = $2`,
-		programID, userID).Scan(&m.Active, &m.Permissions)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return console.Member{}, false, nil
-	}
-	if err != nil {
-		return console.Member{}, false, fmt.Errorf("membership %d/%d: %w", programID, userID, err)
-	}
-	return m, true, nil
+	active, perms, found, err := catalogsync.ConsoleMember(ctx, s.pool, programID, userID)
+	return console.Member{Active: active, Permissions: perms}, found, err
 }
 
 // PartnerInProgram reports whether the partner has a record in the program,

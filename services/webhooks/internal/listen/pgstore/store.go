@@ -30,25 +30,13 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 // Member reads a membership (memberships' primary key).
 func (s *Store) Member(ctx context.Context, programID, userID int64) (listen.Member, bool, error) {
-	var m listen.Member
-	err := s.pool.QueryRow(ctx, `SELECT active, permissions FROM memberships WHERE program_id = $1 AND user_id = $2`,
-		programID, userID).Scan(&m.Active, &m.Permissions)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return listen.Member{}, false, nil
-	}
-	if err != nil {
-		return listen.Member{}, false, fmt.Errorf("membership %d/%d: %w", programID, userID, err)
-	}
-	return m, true, nil
+	active, perms, found, err := catalogsync.ConsoleMember(ctx, s.pool, programID, userID)
+	return listen.Member{Active: active, Permissions: perms}, found, err
 }
 
 // ProgramExists reports whether the replica knows the program.
 func (s *Store) ProgramExists(ctx context.Context, programID int64) (bool, error) {
-	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM programs WHERE id = $1)`, programID).Scan(&ok); err != nil {
-		return false, fmt.Errorf("program %d: %w", programID, err)
-	}
-	return ok, nil
+	return catalogsync.ProgramKnown(ctx, s.pool, programID)
 }
 
 // Revoked is session.Revocations over the replica (CLI login tokens are
