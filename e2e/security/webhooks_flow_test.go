@@ -1,6 +1,7 @@
 package security_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/svc-dev/svc/api/openapivalidate"
+	"github.com/svc-dev/svc/deploy/devstack/processorstub"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
@@ -100,9 +102,17 @@ func (r *hookReceiver) waitTypes(t *testing.T, want ...string) []hook {
 func TestWebhooksFromTheRealFlow(t *testing.T) {
 	t.Parallel()
 	clock := platformtest.NewClock(time.Now().UTC())
-	e := startOn(t, clock, map[string]string{"SETTINGS_RATE_LIMIT": "1000", "DELIVERY_POLL_INTERVAL": "50ms"},
+	const processorSecret = "whsec_hooks_flow_processor_0123456789"
+	e := startOn(t, clock, map[string]string{"SETTINGS_RATE_LIMIT": "1000", "DELIVERY_POLL_INTERVAL": "50ms", "PROCESSOR_WEBHOOK_SECRET": processorSecret},
 		"accounts", "tracking", "commissions", "webhooks")
 	a := e.keyedProgram("HooksA", map[string]any{"hold_days": 30})
+	// A's payment processor account: its payments and disputes come from
+	// the stand-in processor, signed, through the gateway.
+	const account = "acct_hooks_flow_a"
+	e.admin("PATCH", fmt.Sprintf("/admin/v1/programs/%d", a.id), map[string]any{
+		"processor_connection": map[string]any{"status": "connected", "account_id": account}})
+	processor := processorstub.New(processorstub.Config{WebhookSecret: processorSecret, Now: clock.Now})
+	processor.SetWebhook(e.Gateway + "/api/v1/webhooks/processor")
 	b := e.keyedProgram("HooksB", nil)
 	testKey, _ := e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/keys", a.id), map[string]any{"test": true})["key"].(string)
 	session := func(uid int64) string {
@@ -151,7 +161,21 @@ func TestWebhooksFromTheRealFlow(t *testing.T) {
 	// A test-mode sale: only the endpoint with include_test gets it.
 	testOrder := uniqueID("hook_test")
 	e.client("203.0.113.63").withKey(testKey).do("POST", "/api/v1/track/sale", map[string]any{"transaction_id": testOrder, "amount_cents": 700, "currency": "USD", "click_id": click()}).want(t, 200)
-	recvA.waitTypes(t, "partner.enrolled", "lead.created", "sale.created", "sale.created", "commission.created", "commission.created")
+	// A processor payment, then a dispute of it lost: the chargeback is
+	// sale.refunded and commission.reversed (reason chargeback) of the
+	// pending commission, which the hold rule then leaves alone.
+	ds, err := processor.Send(context.Background(), processorstub.Payment{Account: account, Amount: 4000, Currency: "usd", ClickID: click(), Dispute: "lost"})
+	if err != nil || len(ds) != 3 {
+		t.Fatalf("processor deliveries %+v: %v", ds, err)
+	}
+	for i, outcome := range []string{"sale_recorded", "dispute_opened", "dispute_lost"} {
+		var answer struct{ Outcome string }
+		if ds[i].Status != 200 || json.Unmarshal(ds[i].Answer, &answer) != nil || answer.Outcome != outcome {
+			t.Fatalf("processor event %s answered %d %s, want outcome %s", ds[i].Type, ds[i].Status, ds[i].Answer, outcome)
+		}
+	}
+	recvA.waitTypes(t, "partner.enrolled", "lead.created", "sale.created", "sale.created", "sale.created", "commission.created",
+		"commission.created", "commission.created", "sale.refunded", "commission.reversed")
 
 	// commission.approved by the hold rule: 30 days later.
 	clock.Advance(31 * 24 * time.Hour)
@@ -168,9 +192,11 @@ func TestWebhooksFromTheRealFlow(t *testing.T) {
 		map[string]any{"partner_id": partner, "currency": "USD"}).want(t, 201)
 	e.client("203.0.113.64").withKey(ownerA).do("POST", fmt.Sprintf("/api/v1/programs/%d/payouts/%d/pay", a.id, int64(payout.get("data", "id").(float64))),
 		map[string]any{"reference": "tr_hooks"}).want(t, 200)
-	got := recvA.waitTypes(t, "partner.enrolled", "click.recorded", "click.recorded", "click.recorded", "click.recorded", "lead.created",
-		"sale.created", "sale.created", "commission.created", "commission.created", "commission.approved", "commission.approved",
-		"sale.refunded", "sale.refunded", "commission.reversed", "commission.reversed", "payout.paid")
+	want := []string{"partner.enrolled", "click.recorded", "click.recorded", "click.recorded", "click.recorded", "click.recorded", "lead.created",
+		"sale.created", "sale.created", "sale.created", "commission.created", "commission.created", "commission.created",
+		"commission.approved", "commission.approved", "sale.refunded", "sale.refunded", "sale.refunded",
+		"commission.reversed", "commission.reversed", "commission.reversed", "payout.paid", "commission.paid"}
+	got := recvA.waitTypes(t, want...)
 
 	v, err := openapivalidate.NewValidator()
 	if err != nil {
@@ -209,27 +235,92 @@ func TestWebhooksFromTheRealFlow(t *testing.T) {
 			t.Errorf("the test-mode sale reached an endpoint without include_test")
 		}
 	}
-	if len(commissions) != 2 {
-		t.Fatalf("events of %d commissions, want 2: %v", len(commissions), commissions)
+	// Exactly the events the flow causes, no more.
+	count := map[string]int{}
+	for _, h := range got {
+		count[h.Event.Type]++
+	}
+	for _, typ := range want {
+		count[typ]--
+	}
+	for typ, n := range count {
+		if n != 0 {
+			t.Errorf("%d more %s than the flow causes", n, typ)
+		}
+	}
+	// Each sale's transaction id, and the hooks of each type.
+	saleTx := map[float64]any{}
+	byType := map[string][]hook{}
+	for _, h := range got {
+		if h.Event.Type == "sale.created" {
+			saleTx[h.Event.Data["id"].(float64)] = h.Event.Data["transaction_id"]
+		}
+		byType[h.Event.Type] = append(byType[h.Event.Type], h)
+	}
+	// One object's events in order: per commission, by its sale's order.
+	wantOrder := map[any]string{
+		order1: "commission.created,commission.approved,commission.reversed,commission.paid",
+		order2: "commission.created,commission.approved,commission.reversed",
+		// The processor's payment: the chargeback cancelled it pending.
+		"pi_local000001": "commission.created,commission.reversed",
+	}
+	if len(commissions) != len(wantOrder) {
+		t.Fatalf("events of %d commissions, want %d: %v", len(commissions), len(wantOrder), commissions)
+	}
+	commissionSale := map[float64]any{}
+	for _, h := range got {
+		if strings.HasPrefix(h.Event.Type, "commission.") {
+			sale, _ := h.Event.Data["sale_id"].(float64)
+			commissionSale[h.Event.Data["id"].(float64)] = saleTx[sale]
+		}
 	}
 	for id, types := range commissions {
-		if strings.Join(types, ",") != "commission.created,commission.approved,commission.reversed" {
-			t.Errorf("commission %v: events in the order %v", id, types)
+		if strings.Join(types, ",") != wantOrder[commissionSale[id]] {
+			t.Errorf("commission %v (sale %v): events in the order %v", id, commissionSale[id], types)
 		}
 	}
-	var paid hook
-	for _, h := range got {
-		if h.Event.Type == "payout.paid" {
-			paid = h
+	// The chargeback: a processor sale, refunded whole with reason
+	// chargeback, its commission reversed with the same reason.
+	for _, h := range byType["sale.created"] {
+		if h.Event.Data["transaction_id"] == "pi_local000001" && h.Event.Data["source"] != "processor" {
+			t.Errorf("processor sale %s", h.Body)
 		}
 	}
+	var chargebacks int
+	for _, h := range byType["sale.refunded"] {
+		if refund, _ := h.Event.Data["refund"].(map[string]any); refund["reason"] == "chargeback" {
+			chargebacks++
+			if h.Event.Data["transaction_id"] != "pi_local000001" || refund["amount_cents"] != float64(4000) {
+				t.Errorf("chargeback %s", h.Body)
+			}
+		}
+	}
+	for _, h := range byType["commission.reversed"] {
+		if h.Event.Data["reason"] == "chargeback" {
+			chargebacks++
+			if h.Event.Data["status"] != "reversed" || h.Event.Data["amount"] != float64(400) {
+				t.Errorf("chargeback's commission.reversed %s", h.Body)
+			}
+		}
+	}
+	if chargebacks != 2 {
+		t.Errorf("%d chargeback events, want sale.refunded and commission.reversed", chargebacks)
+	}
+	paid := byType["payout.paid"][0]
 	// 10,000 + 5,000 at 10 %, less 250 (a quarter of order 1) and 500 (all
 	// of order 2): 750 cents paid.
 	if paid.Event.Data["amount"] != float64(750) || paid.Event.Data["currency"] != "USD" || paid.Event.Data["partner_id"] != float64(partner) {
 		t.Errorf("payout.paid %s", paid.Body)
 	}
+	// The payout covered order 1's commission (750 left of 1,000); order
+	// 2's was refunded to nothing and is not paid.
+	cp := byType["commission.paid"][0]
+	if cp.Event.Data["payout_id"] != paid.Event.Data["id"] || cp.Event.Data["amount"] != float64(1000) ||
+		cp.Event.Data["refunded_amount"] != float64(250) || cp.Event.Data["status"] != "refunded" {
+		t.Errorf("commission.paid %s after payout.paid %s", cp.Body, paid.Body)
+	}
 	// The test endpoint got the test sale; B's endpoint got nothing of A's.
-	testGot := recvTest.waitTypes(t, "sale.created", "sale.created", "sale.created")
+	testGot := recvTest.waitTypes(t, "sale.created", "sale.created", "sale.created", "sale.created")
 	var sawTest bool
 	for _, h := range testGot {
 		sawTest = sawTest || (h.Event.Type == "sale.created" && h.Event.Data["transaction_id"] == testOrder)

@@ -4,7 +4,8 @@
 // (authorize page with one-click Approve, code exchange at /oauth/token,
 // account retrieval at /v1/accounts/{id}, in the processor's documented
 // shapes) and a "send a test payment" action that posts correctly signed
-// checkout and refund events, in both event API versions commissions
+// checkout, refund and dispute (chargeback) events, in both event API
+// versions commissions
 // reads, to the commissions webhook for a connected account. Everything is
 // in memory and deterministic (ids from counters, no randomness, no
 // internet); it exists only here, real deployments set PROCESSOR_* to the
@@ -252,7 +253,9 @@ func (s *Stub) Accounts() []string {
 
 // Payment is a test payment: a checkout of Amount minor units of Currency
 // on Account, attributed by ClickID (the tracker's svc_click_id) or
-// CustomerKey, and a refund of RefundAmount when positive.
+// CustomerKey, a refund of RefundAmount when positive, and a dispute of
+// the whole payment opened and closed with the outcome Dispute ("lost": a
+// chargeback; "won"; empty: none).
 type Payment struct {
 	Account      string `json:"account"`
 	Amount       int64  `json:"amount"`
@@ -260,6 +263,7 @@ type Payment struct {
 	ClickID      string `json:"click_id"`
 	CustomerKey  string `json:"customer_key"`
 	RefundAmount int64  `json:"refund_amount"`
+	Dispute      string `json:"dispute"`
 	// APIVersion is APIVersionBasil (default) or APIVersionLegacy.
 	APIVersion string `json:"api_version"`
 }
@@ -289,12 +293,15 @@ func (p *Payment) check() error {
 		return fmt.Errorf("refund_amount must be from 0 to amount")
 	case p.APIVersion != APIVersionBasil && p.APIVersion != APIVersionLegacy:
 		return fmt.Errorf("api_version must be %s or %s", APIVersionBasil, APIVersionLegacy)
+	case p.Dispute != "" && p.Dispute != "lost" && p.Dispute != "won":
+		return fmt.Errorf("dispute must be lost, won or empty")
 	}
 	return nil
 }
 
-// Send posts the payment's checkout event, then its refund event when
-// there is one, signed, to the webhook.
+// Send posts the payment's checkout event, then its refund event and its
+// dispute's opening and closing events when there are some, signed, to
+// the webhook.
 func (s *Stub) Send(ctx context.Context, p Payment) ([]Delivery, error) {
 	if err := p.check(); err != nil {
 		return nil, err
@@ -334,6 +341,17 @@ func (s *Stub) Send(ctx context.Context, p Payment) ([]Delivery, error) {
 				"currency": p.Currency, "metadata": map[string]any{}, "payment_intent": "pi_" + ref, "reason": "requested_by_customer", "status": "succeeded",
 			}))
 		}
+	}
+	if p.Dispute != "" {
+		dispute := map[string]any{"id": "dp_" + ref, "object": "dispute", "amount": p.Amount, "charge": "ch_" + ref, "created": now,
+			"currency": p.Currency, "payment_intent": "pi_" + ref, "reason": "fraudulent", "status": "needs_response"}
+		closed := map[string]any{}
+		for k, v := range dispute {
+			closed[k] = v
+		}
+		closed["status"] = p.Dispute
+		events = append(events, s.event("evt_dispute_"+ref, "charge.dispute.created", p, now, dispute),
+			s.event("evt_dispute_closed_"+ref, "charge.dispute.closed", p, now, closed))
 	}
 	out := make([]Delivery, 0, len(events))
 	for _, ev := range events {
@@ -398,6 +416,7 @@ var paymentTmpl = template.Must(template.New("p").Parse(`<!doctype html>
 <p><label>Click id (svc_click_id from the tracker, so the sale is attributed) <input name="click_id"></label></p>
 <p><label>Customer key (svc_customer_key, instead of a click) <input name="customer_key"></label></p>
 <p><label>Refund (cents, 0 for none) <input name="refund_amount" type="number" min="0" value="0"></label></p>
+<p><label>Dispute <select name="dispute"><option value="">none</option><option value="lost">lost (a chargeback)</option><option value="won">won</option></select></label></p>
 <p><label>Event API version <select name="api_version"><option>{{.Basil}}</option><option>{{.Legacy}}</option></select></label></p>
 <button>Send</button>
 </form>
@@ -432,7 +451,8 @@ func (s *Stub) payment(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f := r.PostForm
-		p = Payment{Account: f.Get("account"), Currency: f.Get("currency"), ClickID: f.Get("click_id"), CustomerKey: f.Get("customer_key"), APIVersion: f.Get("api_version")}
+		p = Payment{Account: f.Get("account"), Currency: f.Get("currency"), ClickID: f.Get("click_id"), CustomerKey: f.Get("customer_key"), APIVersion: f.Get("api_version"),
+			Dispute: f.Get("dispute")}
 		p.Amount, _ = strconv.ParseInt(f.Get("amount"), 10, 64)
 		p.RefundAmount, _ = strconv.ParseInt(f.Get("refund_amount"), 10, 64)
 	}

@@ -412,6 +412,146 @@ func (x *CommissionStatusChanged) GetChangedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// Event type "commissions.commission.paid": paying a withdrawal made the
+// partner's paid withdrawals in the commission's currency cover it (the
+// ledger's paid-out rule: credited commissions, oldest first, net of
+// refunds). Written in the transaction that paid the withdrawal, once per
+// commission with something left to pay (net above 0).
+type CommissionPaid struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	CommissionId int64                  `protobuf:"varint,1,opt,name=commission_id,json=commissionId,proto3" json:"commission_id,omitempty"`
+	SaleId       int64                  `protobuf:"varint,2,opt,name=sale_id,json=saleId,proto3" json:"sale_id,omitempty"`
+	ProgramId    int64                  `protobuf:"varint,3,opt,name=program_id,json=programId,proto3" json:"program_id,omitempty"`
+	PartnerId    int64                  `protobuf:"varint,4,opt,name=partner_id,json=partnerId,proto3" json:"partner_id,omitempty"`
+	Kind         string                 `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	Status       string                 `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	// The commission as created, and the total deducted by refunds so far.
+	Amount         int64  `protobuf:"varint,7,opt,name=amount,proto3" json:"amount,omitempty"`
+	RefundedAmount int64  `protobuf:"varint,8,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
+	Currency       string `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The withdrawal whose payment covered it, and its program (0 for one
+	// the admin API opened for the partner as a whole).
+	WithdrawalId        int64                  `protobuf:"varint,10,opt,name=withdrawal_id,json=withdrawalId,proto3" json:"withdrawal_id,omitempty"`
+	WithdrawalProgramId int64                  `protobuf:"varint,11,opt,name=withdrawal_program_id,json=withdrawalProgramId,proto3" json:"withdrawal_program_id,omitempty"`
+	PaidAt              *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=paid_at,json=paidAt,proto3" json:"paid_at,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *CommissionPaid) Reset() {
+	*x = CommissionPaid{}
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommissionPaid) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommissionPaid) ProtoMessage() {}
+
+func (x *CommissionPaid) ProtoReflect() protoreflect.Message {
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommissionPaid.ProtoReflect.Descriptor instead.
+func (*CommissionPaid) Descriptor() ([]byte, []int) {
+	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CommissionPaid) GetCommissionId() int64 {
+	if x != nil {
+		return x.CommissionId
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetSaleId() int64 {
+	if x != nil {
+		return x.SaleId
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetProgramId() int64 {
+	if x != nil {
+		return x.ProgramId
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetPartnerId() int64 {
+	if x != nil {
+		return x.PartnerId
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CommissionPaid) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *CommissionPaid) GetAmount() int64 {
+	if x != nil {
+		return x.Amount
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetRefundedAmount() int64 {
+	if x != nil {
+		return x.RefundedAmount
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *CommissionPaid) GetWithdrawalId() int64 {
+	if x != nil {
+		return x.WithdrawalId
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetWithdrawalProgramId() int64 {
+	if x != nil {
+		return x.WithdrawalProgramId
+	}
+	return 0
+}
+
+func (x *CommissionPaid) GetPaidAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PaidAt
+	}
+	return nil
+}
+
 // Event type "commissions.refund.recorded": a refund of a sale was applied.
 type RefundRecorded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -442,7 +582,7 @@ type RefundRecorded struct {
 
 func (x *RefundRecorded) Reset() {
 	*x = RefundRecorded{}
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[3]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +594,7 @@ func (x *RefundRecorded) String() string {
 func (*RefundRecorded) ProtoMessage() {}
 
 func (x *RefundRecorded) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[3]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +607,7 @@ func (x *RefundRecorded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundRecorded.ProtoReflect.Descriptor instead.
 func (*RefundRecorded) Descriptor() ([]byte, []int) {
-	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{3}
+	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RefundRecorded) GetRefundId() int64 {
@@ -600,7 +740,7 @@ type BalanceChanged struct {
 
 func (x *BalanceChanged) Reset() {
 	*x = BalanceChanged{}
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[4]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +752,7 @@ func (x *BalanceChanged) String() string {
 func (*BalanceChanged) ProtoMessage() {}
 
 func (x *BalanceChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[4]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +765,7 @@ func (x *BalanceChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BalanceChanged.ProtoReflect.Descriptor instead.
 func (*BalanceChanged) Descriptor() ([]byte, []int) {
-	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{4}
+	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BalanceChanged) GetEntryId() int64 {
@@ -716,7 +856,7 @@ type NotificationCreated struct {
 
 func (x *NotificationCreated) Reset() {
 	*x = NotificationCreated{}
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[5]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +868,7 @@ func (x *NotificationCreated) String() string {
 func (*NotificationCreated) ProtoMessage() {}
 
 func (x *NotificationCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[5]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +881,7 @@ func (x *NotificationCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationCreated.ProtoReflect.Descriptor instead.
 func (*NotificationCreated) Descriptor() ([]byte, []int) {
-	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{5}
+	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NotificationCreated) GetNotificationId() int64 {
@@ -806,7 +946,7 @@ type WithdrawalChanged struct {
 
 func (x *WithdrawalChanged) Reset() {
 	*x = WithdrawalChanged{}
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[6]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +958,7 @@ func (x *WithdrawalChanged) String() string {
 func (*WithdrawalChanged) ProtoMessage() {}
 
 func (x *WithdrawalChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_svc_events_v1_commissions_proto_msgTypes[6]
+	mi := &file_svc_events_v1_commissions_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +971,7 @@ func (x *WithdrawalChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WithdrawalChanged.ProtoReflect.Descriptor instead.
 func (*WithdrawalChanged) Descriptor() ([]byte, []int) {
-	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{6}
+	return file_svc_events_v1_commissions_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WithdrawalChanged) GetWithdrawalId() int64 {
@@ -947,7 +1087,23 @@ const file_svc_events_v1_commissions_proto_rawDesc = "" +
 	"\bcredited\x18\v \x01(\bR\bcredited\x12\x16\n" +
 	"\x06reason\x18\f \x01(\tR\x06reason\x129\n" +
 	"\n" +
-	"changed_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\"\xa7\x04\n" +
+	"changed_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\"\xa3\x03\n" +
+	"\x0eCommissionPaid\x12#\n" +
+	"\rcommission_id\x18\x01 \x01(\x03R\fcommissionId\x12\x17\n" +
+	"\asale_id\x18\x02 \x01(\x03R\x06saleId\x12\x1d\n" +
+	"\n" +
+	"program_id\x18\x03 \x01(\x03R\tprogramId\x12\x1d\n" +
+	"\n" +
+	"partner_id\x18\x04 \x01(\x03R\tpartnerId\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12\x16\n" +
+	"\x06amount\x18\a \x01(\x03R\x06amount\x12'\n" +
+	"\x0frefunded_amount\x18\b \x01(\x03R\x0erefundedAmount\x12\x1a\n" +
+	"\bcurrency\x18\t \x01(\tR\bcurrency\x12#\n" +
+	"\rwithdrawal_id\x18\n" +
+	" \x01(\x03R\fwithdrawalId\x122\n" +
+	"\x15withdrawal_program_id\x18\v \x01(\x03R\x13withdrawalProgramId\x123\n" +
+	"\apaid_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\x06paidAt\"\xa7\x04\n" +
 	"\x0eRefundRecorded\x12\x1b\n" +
 	"\trefund_id\x18\x01 \x01(\x03R\brefundId\x12\x17\n" +
 	"\asale_id\x18\x02 \x01(\x03R\x06saleId\x12%\n" +
@@ -1014,31 +1170,33 @@ func file_svc_events_v1_commissions_proto_rawDescGZIP() []byte {
 	return file_svc_events_v1_commissions_proto_rawDescData
 }
 
-var file_svc_events_v1_commissions_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_svc_events_v1_commissions_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_svc_events_v1_commissions_proto_goTypes = []any{
 	(*LedgerSaleRecorded)(nil),      // 0: svc.events.v1.LedgerSaleRecorded
 	(*CommissionCreated)(nil),       // 1: svc.events.v1.CommissionCreated
 	(*CommissionStatusChanged)(nil), // 2: svc.events.v1.CommissionStatusChanged
-	(*RefundRecorded)(nil),          // 3: svc.events.v1.RefundRecorded
-	(*BalanceChanged)(nil),          // 4: svc.events.v1.BalanceChanged
-	(*NotificationCreated)(nil),     // 5: svc.events.v1.NotificationCreated
-	(*WithdrawalChanged)(nil),       // 6: svc.events.v1.WithdrawalChanged
-	(*timestamppb.Timestamp)(nil),   // 7: google.protobuf.Timestamp
+	(*CommissionPaid)(nil),          // 3: svc.events.v1.CommissionPaid
+	(*RefundRecorded)(nil),          // 4: svc.events.v1.RefundRecorded
+	(*BalanceChanged)(nil),          // 5: svc.events.v1.BalanceChanged
+	(*NotificationCreated)(nil),     // 6: svc.events.v1.NotificationCreated
+	(*WithdrawalChanged)(nil),       // 7: svc.events.v1.WithdrawalChanged
+	(*timestamppb.Timestamp)(nil),   // 8: google.protobuf.Timestamp
 }
 var file_svc_events_v1_commissions_proto_depIdxs = []int32{
-	7, // 0: svc.events.v1.LedgerSaleRecorded.occurred_at:type_name -> google.protobuf.Timestamp
-	7, // 1: svc.events.v1.CommissionCreated.hold_until:type_name -> google.protobuf.Timestamp
-	7, // 2: svc.events.v1.CommissionCreated.created_at:type_name -> google.protobuf.Timestamp
-	7, // 3: svc.events.v1.CommissionStatusChanged.changed_at:type_name -> google.protobuf.Timestamp
-	7, // 4: svc.events.v1.RefundRecorded.created_at:type_name -> google.protobuf.Timestamp
-	7, // 5: svc.events.v1.BalanceChanged.created_at:type_name -> google.protobuf.Timestamp
-	7, // 6: svc.events.v1.NotificationCreated.created_at:type_name -> google.protobuf.Timestamp
-	7, // 7: svc.events.v1.WithdrawalChanged.changed_at:type_name -> google.protobuf.Timestamp
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	8, // 0: svc.events.v1.LedgerSaleRecorded.occurred_at:type_name -> google.protobuf.Timestamp
+	8, // 1: svc.events.v1.CommissionCreated.hold_until:type_name -> google.protobuf.Timestamp
+	8, // 2: svc.events.v1.CommissionCreated.created_at:type_name -> google.protobuf.Timestamp
+	8, // 3: svc.events.v1.CommissionStatusChanged.changed_at:type_name -> google.protobuf.Timestamp
+	8, // 4: svc.events.v1.CommissionPaid.paid_at:type_name -> google.protobuf.Timestamp
+	8, // 5: svc.events.v1.RefundRecorded.created_at:type_name -> google.protobuf.Timestamp
+	8, // 6: svc.events.v1.BalanceChanged.created_at:type_name -> google.protobuf.Timestamp
+	8, // 7: svc.events.v1.NotificationCreated.created_at:type_name -> google.protobuf.Timestamp
+	8, // 8: svc.events.v1.WithdrawalChanged.changed_at:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_svc_events_v1_commissions_proto_init() }
@@ -1052,7 +1210,7 @@ func file_svc_events_v1_commissions_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_svc_events_v1_commissions_proto_rawDesc), len(file_svc_events_v1_commissions_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -45,6 +45,7 @@ const (
 	TypeLedgerSaleRecorded      = "commissions.sale.recorded"
 	TypeCommissionCreated       = "commissions.commission.created"
 	TypeCommissionStatusChanged = "commissions.commission.status_changed"
+	TypeCommissionPaid          = "commissions.commission.paid"
 	TypeRefundRecorded          = "commissions.refund.recorded"
 	TypeBalanceChanged          = "commissions.balance.changed"
 	TypeNotificationCreated     = "commissions.notification.created"

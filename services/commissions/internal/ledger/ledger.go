@@ -413,6 +413,10 @@ type Tx interface {
 	// open withdrawals (the console's payouts; call after LockBalance).
 	ProgramFunds(ctx context.Context, programID, partnerID int64, c money.Currency) (ProgramFunds, error)
 	UpdateWithdrawal(ctx context.Context, w Withdrawal, ch WithdrawalChange) error
+	// CommissionPaid records that paying w at paidAt covered c (its
+	// event only: whether a commission is paid out is derived, see
+	// paidOut).
+	CommissionPaid(ctx context.Context, c Commission, w Withdrawal, paidAt time.Time) error
 
 	InsertNotification(ctx context.Context, n *Notification) error
 	// TakeRefundNotifications clears and returns a refund's pending

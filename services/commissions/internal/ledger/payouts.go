@@ -34,6 +34,39 @@ func (s *Service) paidOut(ctx context.Context, tx Tx, c Commission) (bool, error
 	return idx >= 0 && idx < n, nil
 }
 
+// commissionsPaid tells which commissions paying w covered: those the
+// paid-out rule (money.PaidOut) counts once w is paid and did not before,
+// each with something left to pay (a commission refunded to nothing is
+// never paid). The rule is the one the console's paid_out flag reads, so
+// commission.paid and that flag agree.
+func (s *Service) commissionsPaid(ctx context.Context, tx Tx, w Withdrawal, paidBefore int64, now time.Time) error {
+	list, err := tx.CreditedCommissions(ctx, w.PartnerID, w.Amount.Currency)
+	if err != nil {
+		return err
+	}
+	nets := make([]money.Amount, len(list))
+	for i, c := range list {
+		nets[i] = c.Net()
+	}
+	before, err := money.PaidOut(nets, money.Amount{Minor: paidBefore, Currency: w.Amount.Currency})
+	if err != nil {
+		return internal(fmt.Sprintf("paid out of partner %d", w.PartnerID), err)
+	}
+	after, err := money.PaidOut(nets, money.Amount{Minor: paidBefore + w.Amount.Minor, Currency: w.Amount.Currency})
+	if err != nil {
+		return internal(fmt.Sprintf("paid out of partner %d", w.PartnerID), err)
+	}
+	for i := before; i < after; i++ {
+		if nets[i].Minor <= 0 {
+			continue
+		}
+		if err := tx.CommissionPaid(ctx, list[i], w, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fitWithdrawals reduces the partner's open withdrawals, newest first, to
 // fit the balance (money.FitWithdrawals).
 func (s *Service) fitWithdrawals(ctx context.Context, tx Tx, partnerID int64, bal money.Amount, now time.Time) error {
@@ -192,21 +225,30 @@ func (s *Service) closeWithdrawal(ctx context.Context, programID, id int64, stat
 		if reference != "" {
 			w.Reference = reference
 		}
-		change := WithdrawalDropped
-		if status == WithdrawalPaid {
-			change = WithdrawalPaidOut
+		if status != WithdrawalPaid {
+			return tx.UpdateWithdrawal(ctx, w, WithdrawalDropped)
 		}
-		if err := tx.UpdateWithdrawal(ctx, w, change); err != nil {
+		// The balance's lock orders this payment after any other of the
+		// partner's (the withdrawal's lock is the withdrawal's only), so the
+		// total paid before it is read whole and each commission is told
+		// paid once.
+		if _, err := tx.LockBalance(ctx, w.PartnerID, w.Amount.Currency); err != nil {
 			return err
 		}
-		if status != WithdrawalPaid {
-			return nil
+		paidBefore, err := tx.PaidTotal(ctx, w.PartnerID, w.Amount.Currency)
+		if err != nil {
+			return err
 		}
-		_, err = tx.PostEntry(ctx, Entry{
+		if err := tx.UpdateWithdrawal(ctx, w, WithdrawalPaidOut); err != nil {
+			return err
+		}
+		if _, err = tx.PostEntry(ctx, Entry{
 			PartnerID: w.PartnerID, Delta: money.Amount{Minor: -w.Amount.Minor, Currency: w.Amount.Currency},
 			Kind: EntryWithdrawal, WithdrawalID: w.ID, ProgramID: w.ProgramID, At: now,
-		})
-		return err
+		}); err != nil {
+			return err
+		}
+		return s.commissionsPaid(ctx, tx, w, paidBefore, now)
 	})
 	if err != nil {
 		return Withdrawal{}, err

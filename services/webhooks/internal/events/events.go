@@ -25,15 +25,10 @@ const (
 	TypeCommissionCreated  = "commission.created"
 	TypeCommissionApproved = "commission.approved"
 	TypeCommissionReversed = "commission.reversed"
-	// TypeCommissionPaid is a type of the contract that nothing produces
-	// yet: the ledger has no commission-level payment (a payout takes an
-	// amount from a balance, and which commissions it covers is not
-	// recorded), so no event could say truthfully which commission was
-	// paid. Endpoints may list it; they receive nothing for it.
-	TypeCommissionPaid  = "commission.paid"
-	TypePartnerEnrolled = "partner.enrolled"
-	TypePayoutPaid      = "payout.paid"
-	TypeClickRecorded   = "click.recorded"
+	TypeCommissionPaid     = "commission.paid"
+	TypePartnerEnrolled    = "partner.enrolled"
+	TypePayoutPaid         = "payout.paid"
+	TypeClickRecorded      = "click.recorded"
 	// TypePing is the test route's event (endpoint API), delivered to that
 	// one endpoint only; listed here so the OpenAPI test covers its body.
 	TypePing = "ping"

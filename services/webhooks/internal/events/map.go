@@ -37,6 +37,7 @@ const (
 //	commissions.refund.recorded               sale.refunded
 //	commissions.commission.created            commission.created (+ commission.approved when created approved)
 //	commissions.commission.status_changed     commission.approved / commission.reversed
+//	commissions.commission.paid               commission.paid
 //	commissions.balance.changed (a program
 //	  payout's withdrawal entry)              payout.paid
 //
@@ -88,6 +89,12 @@ func Map(env *eventsv1.Envelope, now time.Time) ([]Event, error) {
 			return nil, err
 		}
 		return m.commissionChanged(&ev), nil
+	case eventsv1.TypeCommissionPaid:
+		var ev eventsv1.CommissionPaid
+		if err := m.decode(&ev); err != nil {
+			return nil, err
+		}
+		return m.commissionPaid(&ev), nil
 	case eventsv1.TypeBalanceChanged:
 		var ev eventsv1.BalanceChanged
 		if err := m.decode(&ev); err != nil {
@@ -103,7 +110,7 @@ func Map(env *eventsv1.Envelope, now time.Time) ([]Event, error) {
 func Mapped(envType string) bool {
 	switch envType {
 	case eventsv1.TypeLeadRecorded, eventsv1.TypeClickRecorded, eventsv1.TypeLedgerSaleRecorded, eventsv1.TypeRefundRecorded,
-		eventsv1.TypeCommissionCreated, eventsv1.TypeCommissionStatusChanged, eventsv1.TypeBalanceChanged:
+		eventsv1.TypeCommissionCreated, eventsv1.TypeCommissionStatusChanged, eventsv1.TypeCommissionPaid, eventsv1.TypeBalanceChanged:
 		return true
 	}
 	return false
@@ -221,6 +228,21 @@ func (m mapper) commissionChanged(ev *eventsv1.CommissionStatusChanged) []Event 
 		})}
 	}
 	return nil
+}
+
+// commissionPaid: the payout's id is shown only to its own program.
+func (m mapper) commissionPaid(ev *eventsv1.CommissionPaid) []Event {
+	var payout *int64
+	if ev.GetWithdrawalProgramId() == ev.GetProgramId() {
+		payout = id(ev.GetWithdrawalId())
+	}
+	return []Event{m.event(TypeCommissionPaid, ev.GetProgramId(), false, key("commission", ev.GetCommissionId()), CommissionPaid{
+		Commission: Commission{
+			ID: ev.GetCommissionId(), SaleID: id(ev.GetSaleId()), PartnerID: ev.GetPartnerId(), Kind: ev.GetKind(), Status: ev.GetStatus(),
+			Amount: ev.GetAmount(), Currency: ev.GetCurrency(), RefundedAmount: ev.GetRefundedAmount(),
+		},
+		PayoutID: payout, PaidAt: m.time(ev.GetPaidAt()),
+	})}
 }
 
 // payout: paying a withdrawal posts one "withdrawal" entry to the

@@ -823,6 +823,16 @@ func (t *tx) ProgramFunds(ctx context.Context, programID, partnerID int64, c mon
 	return f, nil
 }
 
+// CommissionPaid writes the commission's paid event; nothing is stored
+// (paid out is derived from the paid withdrawals, see ledger.paidOut).
+func (t *tx) CommissionPaid(ctx context.Context, c ledger.Commission, w ledger.Withdrawal, paidAt time.Time) error {
+	return t.publish(ctx, eventsv1.TypeCommissionPaid, c.ProgramID, paidAt, &eventsv1.CommissionPaid{
+		CommissionId: c.ID, SaleId: c.SaleID, ProgramId: c.ProgramID, PartnerId: c.PartnerID, Kind: c.Kind, Status: string(c.Status),
+		Amount: c.Amount.Minor, RefundedAmount: c.Refunded, Currency: string(c.Amount.Currency),
+		WithdrawalId: w.ID, WithdrawalProgramId: w.ProgramID, PaidAt: ts(paidAt),
+	})
+}
+
 func (t *tx) withdrawalEvent(ctx context.Context, w ledger.Withdrawal, ch ledger.WithdrawalChange) error {
 	return t.publish(ctx, eventsv1.TypeWithdrawalChanged, 0, w.UpdatedAt, &eventsv1.WithdrawalChanged{
 		WithdrawalId: w.ID, PartnerId: w.PartnerID, Currency: string(w.Amount.Currency), Amount: w.Amount.Minor,
