@@ -53,7 +53,7 @@ func TestPayingWithdrawalsTellsTheCommissionsPaid(t *testing.T) {
 	const p = 42
 	a := e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: p, AmountCents: 10000}) // 1000
 	e.sale(t, ledger.SaleInput{TransactionID: "b", ProgramID: 1, CustomerID: 2, PartnerID: p, AmountCents: 5000})       // 500
-	c := e.sale(t, ledger.SaleInput{TransactionID: "c", ProgramID: 2, CustomerID: 3, PartnerID: p, AmountCents: 3000}) // 300
+	c := e.sale(t, ledger.SaleInput{TransactionID: "c", ProgramID: 2, CustomerID: 3, PartnerID: p, AmountCents: 3000})  // 300
 	// Another partner's commission is never told paid by this partner's payouts.
 	e.sale(t, ledger.SaleInput{TransactionID: "other", ProgramID: 1, CustomerID: 4, PartnerID: p + 1, AmountCents: 100})
 	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "b"}) // b's net is 0
