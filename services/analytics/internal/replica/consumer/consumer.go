@@ -86,23 +86,9 @@ func upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 			pc.GetDetailsSubmitted(), optTime(pc.GetConnectedAt()), seq); err != nil {
 			return fmt.Errorf("upsert program %d: %w", p.GetId(), err)
 		}
-	case eventsv1.TypeMembershipUpserted:
-		var m eventsv1.Membership
-		if err := proto.Unmarshal(env.GetPayload(), &m); err != nil {
-			return fmt.Errorf("decode membership event %s: %w", env.GetId(), err)
-		}
-		perms := m.GetPermissions()
-		if perms == nil {
-			perms = []string{}
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO memberships (program_id, user_id, active, permissions, catalog_seq)
-			VALUES ($1,$2,$3,$4,$5)
-			ON CONFLICT (program_id, user_id) DO UPDATE SET active = EXCLUDED.active, permissions = EXCLUDED.permissions,
-				catalog_seq = EXCLUDED.catalog_seq
-			WHERE memberships.catalog_seq < EXCLUDED.catalog_seq`,
-			m.GetProgramId(), m.GetUserId(), m.GetActive(), perms, seq); err != nil {
-			return fmt.Errorf("upsert membership %d/%d: %w", m.GetProgramId(), m.GetUserId(), err)
-		}
+	case eventsv1.TypeMembershipUpserted, eventsv1.TypeUserUpserted, eventsv1.TypeSessionRevoked:
+		// The console's tables, kept as commissions' and webhooks' are.
+		return catalogsync.ApplyConsole(ctx, tx, env)
 	case eventsv1.TypePartnerProgramUpserted:
 		var pp eventsv1.PartnerProgram
 		if err := proto.Unmarshal(env.GetPayload(), &pp); err != nil {
@@ -133,59 +119,9 @@ func upsert(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
 		}
 	case eventsv1.TypeAPIKeyUpserted:
 		return catalogsync.UpsertAPIKey(ctx, tx, env)
-	case eventsv1.TypeUserUpserted:
-		var u eventsv1.User
-		if err := proto.Unmarshal(env.GetPayload(), &u); err != nil {
-			return fmt.Errorf("decode user event %s: %w", env.GetId(), err)
-		}
-		// Only the flag: a suspended user's sessions are refused here.
-		if _, err := tx.Exec(ctx, `INSERT INTO users (id, blocked, catalog_seq) VALUES ($1, $2, $3)
-			ON CONFLICT (id) DO UPDATE SET blocked = EXCLUDED.blocked, catalog_seq = EXCLUDED.catalog_seq
-			WHERE users.catalog_seq < EXCLUDED.catalog_seq`, u.GetId(), u.GetBlocked(), seq); err != nil {
-			return fmt.Errorf("upsert user %d: %w", u.GetId(), err)
-		}
-	case eventsv1.TypeSessionRevoked:
-		return revokeSession(ctx, tx, env)
 	}
 	// Other catalog events are not kept here; they still advance the
 	// watermark.
-	return nil
-}
-
-// revocationKeep is how long past its token's expiry a revocation is kept:
-// more than the verifier's leeway for clock skew (5 s). The sweep is
-// judged at the event's own revocation time, not this consumer's clock, so
-// replaying the topic leaves the same rows.
-const revocationKeep = time.Minute
-
-// revocationSweepBatch bounds the expired revocations one event deletes.
-const revocationSweepBatch = 500
-
-// revokeSession keeps a signed-out session until its token expires, and
-// sweeps the revocations of tokens that expired before this one was
-// signed out.
-func revokeSession(ctx context.Context, tx pgx.Tx, env *eventsv1.Envelope) error {
-	var r eventsv1.SessionRevoked
-	if err := proto.Unmarshal(env.GetPayload(), &r); err != nil {
-		return fmt.Errorf("decode session revocation %s: %w", env.GetId(), err)
-	}
-	if r.GetSessionId() == "" || r.GetExpiresAt() == nil {
-		return fmt.Errorf("session revocation %s: no session id or expiry", env.GetId())
-	}
-	at := r.GetRevokedAt().AsTime()
-	if r.GetRevokedAt() == nil {
-		at = env.GetOccurredAt().AsTime()
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM session_revocations WHERE session_id IN (
-			SELECT session_id FROM session_revocations WHERE expires_at < $1 ORDER BY expires_at LIMIT $2)`,
-		at.Add(-revocationKeep), revocationSweepBatch); err != nil {
-		return fmt.Errorf("sweep expired revocations: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO session_revocations (session_id, user_id, expires_at, catalog_seq)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (session_id) DO NOTHING`,
-		r.GetSessionId(), r.GetUserId(), r.GetExpiresAt().AsTime(), env.GetSeq()); err != nil {
-		return fmt.Errorf("insert revocation of session %s: %w", r.GetSessionId(), err)
-	}
 	return nil
 }
 
