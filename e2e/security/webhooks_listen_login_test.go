@@ -15,7 +15,7 @@ import (
 // svc_cli_ token webhooks cannot read itself is verified through accounts'
 // internal route: it starts and polls a listener of a program the person
 // is a member of, gets 403 on another program, and a token accounts does
-// not know gets 401.
+// not know gets 401, as does the token once its user is suspended.
 func TestWebhooksListenWithTheLoginToken(t *testing.T) {
 	t.Parallel()
 	e := startWithProvider(t, "accounts", "webhooks")
@@ -55,4 +55,10 @@ func TestWebhooksListenWithTheLoginToken(t *testing.T) {
 	unknown := "svc_cli_" + strings.Repeat("q", len(token)-len("svc_cli_"))
 	e.client("198.51.100.142").withKey(unknown).do("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks/listen", a), map[string]any{}).want(t, 401)
 	withToken.do("DELETE", fmt.Sprintf("/api/v1/programs/%d/webhooks/listen/%d", a, id), nil).want(t, 204)
+
+	// Suspended: refused as soon as the replica knows, though accounts'
+	// verdict on the token is still cached (it was asked a moment ago).
+	e.admin("PATCH", fmt.Sprintf("/admin/v1/users/%d", dev), map[string]any{"blocked": true})
+	e.sync()
+	withToken.do("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks/listen", a), map[string]any{}).want(t, 401)
 }

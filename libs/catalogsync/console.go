@@ -126,6 +126,19 @@ func SessionRevoked(ctx context.Context, q Queryer, sessionID string, userID int
 	return revoked, nil
 }
 
+// UserSuspended reports whether the console tables have userID suspended
+// (users' primary key): for a credential whose own check is cached
+// elsewhere (webhooks' verdicts on accounts' opaque CLI tokens), so a
+// suspension takes effect at the replica's pace, not the cache's.
+func UserSuspended(ctx context.Context, q Queryer, userID int64) (bool, error) {
+	var blocked bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1 AND blocked)`, userID).Scan(&blocked)
+	if err != nil {
+		return false, fmt.Errorf("look up user %d: %w", userID, err)
+	}
+	return blocked, nil
+}
+
 // Queryer is what the console reads need: a pool, a connection or a tx.
 type Queryer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row

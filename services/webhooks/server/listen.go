@@ -113,18 +113,34 @@ func accountsVerifier(p *platform.Platform, cfg Config) (httpapi.OpaqueVerifier,
 	if err != nil {
 		return nil, err
 	}
-	return opaqueVerifier{c}, nil
+	return opaqueVerifier{c: c, users: p.Pool}, nil
 }
 
 // accountsTimeout bounds a verification: the listen request waits on it.
 const accountsTimeout = 3 * time.Second
 
-type opaqueVerifier struct{ c *accountsclient.Client }
+// opaqueVerifier asks accounts (through its cache), then the replica
+// whether the user is suspended: accounts' verdict may be a minute old, a
+// suspension counts as soon as the replica has it.
+type opaqueVerifier struct {
+	c     *accountsclient.Client
+	users catalogsync.Queryer
+}
 
 func (v opaqueVerifier) Verify(ctx context.Context, token string) (int64, error) {
 	id, err := v.c.Verify(ctx, token)
 	if errors.Is(err, accountsclient.ErrUnknown) {
 		return 0, httpapi.ErrOpaqueUnknown
 	}
-	return id, err
+	if err != nil {
+		return 0, err
+	}
+	suspended, err := catalogsync.UserSuspended(ctx, v.users, id)
+	if err != nil {
+		return 0, err
+	}
+	if suspended {
+		return 0, httpapi.ErrOpaqueUnknown
+	}
+	return id, nil
 }
