@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -27,6 +29,8 @@ import (
 	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
 	"github.com/svc-dev/svc/libs/kafkakit/embedded"
+	"github.com/svc-dev/svc/libs/platform"
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 )
 
@@ -34,12 +38,30 @@ import (
 // test binary runs an embedded broker until SIGTERM, nothing else. The
 // drills run the broker in a process of its own, so stopping it is a
 // process stopping, and the soak's heap is the services' alone (the
-// broker keeps every record in memory).
+// broker keeps every record in memory). With DRILLS_SERVICE set it is that
+// service's process instead (serviceProc), which a drill kills.
 func TestMain(m *testing.M) {
 	if addr := os.Getenv("DRILLS_BROKER_ADDR"); addr != "" {
 		os.Exit(runBroker(addr, os.Getenv("DRILLS_BROKER_DIR")))
 	}
+	if name := os.Getenv("DRILLS_SERVICE"); name != "" {
+		os.Exit(runService(name))
+	}
 	os.Exit(m.Run())
+}
+
+// runService is the service's main(): platform.Run of its Spec with
+// `serve`, reading the process's environment, until SIGTERM.
+func runService(name string) int {
+	for _, svc := range stack.Services() {
+		if svc.Spec.Name == name {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			return platform.Run(ctx, svc.Spec, []string{"serve"}, os.Getenv, os.Stdout)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "DRILLS_SERVICE=%s: no such service in the stack\n", name)
+	return 2
 }
 
 func runBroker(addr, dir string) int {
@@ -123,9 +145,159 @@ func (b *broker) down() {
 	b.cmd = nil
 }
 
-// drillStack is the whole stack (every service of stack.Services) on a
-// fresh database and a restartable broker, behind the local gateway, with
-// the demo catalog seeded through it.
+// serviceProc is a service of the stack in a child process (the test
+// binary with DRILLS_SERVICE set) on a fixed address, so it can be killed
+// and started again as the same service, the way an orchestrator restarts
+// a pod. It is an http.Handler for the gateway: a reverse proxy to the
+// process, as an ingress is.
+type serviceProc struct {
+	t     testing.TB
+	name  string
+	addr  string
+	env   []string
+	proxy http.Handler
+	logs  *lockedBuffer
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd has exited
+}
+
+// startServiceProc starts service name in a child process with env (its
+// environment in the stack: stacktest.StartElsewhere), on a loopback port
+// of its own, and returns once it is ready. The process is stopped
+// (SIGTERM) when the test ends.
+func startServiceProc(t testing.TB, name string, env map[string]string) *serviceProc {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	// Only the stack's variables, as the in-process services read only
+	// those, and what a process needs to run at all.
+	vars := []string{"DRILLS_SERVICE=" + name}
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "GORACE", "GOCOVERDIR"} {
+		if v, ok := os.LookupEnv(k); ok {
+			vars = append(vars, k+"="+v)
+		}
+	}
+	for k, v := range env {
+		if k != "HTTP_ADDR" {
+			vars = append(vars, k+"="+v)
+		}
+	}
+	vars = append(vars, "HTTP_ADDR="+addr)
+	p := &serviceProc{t: t, name: name, addr: addr, env: vars, logs: &lockedBuffer{},
+		proxy: httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: addr})}
+	t.Cleanup(func() {
+		if err := p.stop(); err != nil {
+			t.Errorf("%s process: %v", name, err)
+		}
+		if t.Failed() {
+			t.Logf("%s process output:\n%s", name, p.logs.String())
+		}
+	})
+	p.up()
+	return p
+}
+
+func (p *serviceProc) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.proxy.ServeHTTP(w, r) }
+
+// up starts the process and returns once its /readyz answers 200.
+func (p *serviceProc) up() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		p.t.Fatalf("start the %s process: %v", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done = cmd, done
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + p.addr + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case <-done:
+			p.t.Fatalf("the %s process exited while starting (%s):\n%s", p.name, cmd.ProcessState, p.logs.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the %s process was not ready within 60s:\n%s", p.name, p.logs.String())
+		}
+	}
+}
+
+// kill ends the process with SIGKILL: no shutdown at all, as when a node
+// dies or the kernel's OOM killer strikes. It returns once the process is
+// gone.
+func (p *serviceProc) kill() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatalf("kill the %s process: %v", p.name, err)
+	}
+	<-p.done
+	p.cmd = nil
+}
+
+// stop stops the process gracefully (SIGTERM) and reports a failed exit
+// (a data race the child's detector found, a shutdown error).
+func (p *serviceProc) stop() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return nil
+	}
+	cmd := p.cmd
+	p.cmd = nil
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-p.done
+	if !cmd.ProcessState.Success() {
+		return fmt.Errorf("exited with %s", cmd.ProcessState)
+	}
+	return nil
+}
+
+// lockedBuffer collects a child's output, written from the goroutines
+// exec starts and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// drillStack is the whole stack (every service of stack.Services, or those
+// of drillOptions) on a fresh database and a restartable broker, behind
+// the local gateway, with the demo catalog seeded through it.
 type drillStack struct {
 	t       *testing.T
 	broker  *broker
@@ -135,12 +307,30 @@ type drillStack struct {
 	demo    seed.Result
 	key     string // the demo program's live server key
 	exited  map[string]*atomic.Bool
+	// procs are the services running in child processes, by name.
+	procs map[string]*serviceProc
+}
+
+// drillOptions change the stack a drill runs.
+type drillOptions struct {
+	// only: these services of the stack, not all of them.
+	only []string
+	// apart: these (of only) run in child processes (serviceProc), the
+	// others in the test's process.
+	apart []string
+	// env: variables on top of the drills' own.
+	env map[string]string
 }
 
 func startDrillStack(t *testing.T) *drillStack {
 	t.Helper()
+	return startDrillStackWith(t, drillOptions{})
+}
+
+func startDrillStackWith(t *testing.T, opts drillOptions) *drillStack {
+	t.Helper()
 	b := startBroker(t)
-	st := stacktest.Start(t, map[string]string{
+	st, apart := stacktest.StartElsewhere(t, platformtest.With(map[string]string{
 		"KAFKA_BROKERS": b.addr,
 		// Keep published outbox rows: the drills compare them with the topics.
 		"OUTBOX_DELETE_SENT": "false",
@@ -148,10 +338,16 @@ func startDrillStack(t *testing.T) *drillStack {
 		"TRACK_CLICK_RATE_LIMIT": "1000000",
 		"TRACK_LEAD_RATE_LIMIT":  "1000000",
 		"ADMIN_RATE_LIMIT":       "1000000",
-	})
-	gw := httptest.NewServer(gateway.New(st.Handlers()))
+	}, opts.env), opts.apart, opts.only...)
+	handlers := st.Handlers()
+	procs := map[string]*serviceProc{}
+	for name, env := range apart {
+		procs[name] = startServiceProc(t, name, env)
+		handlers[name] = procs[name]
+	}
+	gw := httptest.NewServer(gateway.New(handlers))
 	t.Cleanup(gw.Close)
-	d := &drillStack{t: t, broker: b, st: st, gateway: gw.URL, exited: map[string]*atomic.Bool{}}
+	d := &drillStack{t: t, broker: b, st: st, gateway: gw.URL, exited: map[string]*atomic.Bool{}, procs: procs}
 	for _, name := range st.Names() {
 		gone := &atomic.Bool{}
 		d.exited[name] = gone
@@ -494,7 +690,7 @@ type hookSink struct {
 }
 
 // webhookEndpoint points a webhook endpoint of the demo program, for
-// types, at a new sink, through the public route as the demo owner.
+// types, at a new sink.
 func (d *drillStack) webhookEndpoint(types ...string) *hookSink {
 	d.t.Helper()
 	s := &hookSink{byType: map[string]int{}, ids: map[string]int{}}
@@ -509,6 +705,15 @@ func (d *drillStack) webhookEndpoint(types ...string) *hookSink {
 		s.mu.Unlock()
 	}))
 	d.t.Cleanup(srv.Close)
+	d.endpoint(srv.URL, types...)
+	return s
+}
+
+// endpoint creates a webhook endpoint of the demo program for types at
+// target, through the public route as the demo owner, once every replica has
+// the catalog, and returns its id and signing secret.
+func (d *drillStack) endpoint(target string, types ...string) (id int64, secret string) {
+	d.t.Helper()
 	var sess struct {
 		Token string `json:"token"`
 	}
@@ -517,11 +722,33 @@ func (d *drillStack) webhookEndpoint(types ...string) *hookSink {
 	}
 	d.caughtUp()
 	a := d.call("POST", fmt.Sprintf("/api/v1/programs/%d/webhooks", d.demo.ProgramID), "198.18.0.9",
-		map[string]any{"url": srv.URL, "events": types}, "Authorization", "Bearer "+sess.Token)
-	if a.status != 201 {
+		map[string]any{"url": target, "events": types}, "Authorization", "Bearer "+sess.Token)
+	data, _ := a.body["data"].(map[string]any)
+	n, _ := data["id"].(float64)
+	secret, _ = data["secret"].(string)
+	if a.status != 201 || n == 0 || secret == "" {
 		d.t.Fatalf("create the drill's webhook endpoint: %d %s", a.status, a.raw)
 	}
-	return s
+	return int64(n), secret
+}
+
+// lead records a click on the demo link and a lead for it through the
+// gateway with the demo program's key, from client address ip, and
+// returns the lead's customer key.
+func (d *drillStack) lead(ip string) string {
+	d.t.Helper()
+	a := d.call("POST", "/api/v1/track/click", ip, map[string]any{"affiliate_url": "https://demo.example/?via=" + d.demo.LinkCode})
+	cid, _ := a.body["click_id"].(string)
+	if a.status != 200 || cid == "" {
+		d.t.Fatalf("click: %d %s", a.status, a.raw)
+	}
+	email := fmt.Sprintf("lead-%s@drill.example", cid)
+	a = d.call("POST", "/api/v1/track/lead", ip, map[string]any{"click_id": cid, "customer_key": email, "email": email},
+		"Authorization", "Bearer "+d.key)
+	if a.status != 200 {
+		d.t.Fatalf("lead: %d %s", a.status, a.raw)
+	}
+	return email
 }
 
 // got is how many webhooks of typ arrived, and how many webhook-ids came

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -82,6 +83,14 @@ type Options struct {
 	// Only, when set, starts just these services (names from Services),
 	// still in Services' order.
 	Only []string
+	// Elsewhere names services of the stack (of Only, when set) that run
+	// outside it, in processes of their own the caller starts (a drill
+	// kills one): they are not started here, but the others are wired as
+	// if they ran beside them (CATALOG_CONSUMERS lists those with
+	// CatalogReplica, so accounts' barrier waits for them too), and Wiring
+	// gives the variables the stack would have set for each. A service
+	// calling one of them gets its URL from Env, as with Only.
+	Elsewhere []string
 	// Platform options every service starts with (platform.WithClock: the
 	// whole stack on one injected clock).
 	Platform []platform.Option
@@ -91,6 +100,9 @@ type Options struct {
 type Stack struct {
 	names     []string
 	instances map[string]*platform.Instance
+	// wiring is what the stack set itself for each service, started or
+	// elsewhere.
+	wiring    map[string]map[string]string
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -107,13 +119,18 @@ func start(ctx context.Context, services []Service, opts Options) (_ *Stack, err
 	if err != nil {
 		return nil, err
 	}
+	for _, name := range opts.Elsewhere {
+		if !slices.ContainsFunc(services, func(svc Service) bool { return svc.Spec.Name == name }) {
+			return nil, fmt.Errorf("stack: Elsewhere names %q, which is not a service of the stack (or Only leaves it out)", name)
+		}
+	}
 	var replicas []string
 	for _, svc := range services {
 		if svc.CatalogReplica {
 			replicas = append(replicas, svc.Spec.Name)
 		}
 	}
-	s := &Stack{instances: make(map[string]*platform.Instance, len(services))}
+	s := &Stack{instances: make(map[string]*platform.Instance, len(services)), wiring: make(map[string]map[string]string, len(services))}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -135,6 +152,10 @@ func start(ctx context.Context, services []Service, opts Options) (_ *Stack, err
 			if inst, ok := s.instances[callee]; ok {
 				decided[key] = "http://" + inst.OpsAddr()
 			}
+		}
+		s.wiring[name] = decided
+		if slices.Contains(opts.Elsewhere, name) {
+			continue
 		}
 		getenv := func(k string) string {
 			if v, ok := decided[k]; ok {
@@ -215,6 +236,12 @@ func (svc Service) calls() map[string]string {
 	}
 	return out
 }
+
+// Wiring is what the stack sets itself for service name, started here or
+// Elsewhere (HTTP_ADDR, DB_SCHEMA, CATALOG_CONSUMERS and the URLs of the
+// services it calls), or nil for a service not in the stack: with Env's
+// variables beneath, the environment the service runs with.
+func (s *Stack) Wiring(name string) map[string]string { return maps.Clone(s.wiring[name]) }
 
 // Names are the started services in start order.
 func (s *Stack) Names() []string { return slices.Clone(s.names) }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -187,6 +188,35 @@ func TestStartDerivesTheWiring(t *testing.T) {
 		seen := r.seen["c"]
 		if seen["CATALOG_CONSUMERS"] != "" || seen["A_URL"] != "" || seen["B_URL"] != "" || seen["C_USES_A"] != "http://elsewhere.example" {
 			t.Errorf("c alone saw %v", seen)
+		}
+	})
+	t.Run("c elsewhere", func(t *testing.T) {
+		r := &reads{seen: map[string]map[string]string{}}
+		services := []Service{r.service("a", true, nil, keys...), r.service("b", false, bURLs, keys...), r.service("c", true, cURLs, keys...)}
+		s, err := start(context.Background(), services, Options{Env: func(k string) string { return env[k] }, Elsewhere: []string{"c"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if got := strings.Join(s.Names(), ","); got != "a,b" || r.seen["c"] != nil || s.Instance("c") != nil {
+			t.Fatalf("started %s", got)
+		}
+		// The started ones count c as a replica; c's wiring is what it
+		// would have read here.
+		if got := r.seen["a"]["CATALOG_CONSUMERS"]; got != "a,c" {
+			t.Errorf("a saw CATALOG_CONSUMERS %q, want a,c", got)
+		}
+		want := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "DB_SCHEMA": "c", "CATALOG_CONSUMERS": "a,c",
+			"A_URL": s.URL("a"), "B_URL": s.URL("b"), "C_USES_A": s.URL("a")}
+		if got := s.Wiring("c"); !maps.Equal(got, want) {
+			t.Errorf("c's wiring %v, want %v", got, want)
+		}
+		if got := s.Wiring("b")["A_URL"]; got != s.URL("a") || s.Wiring("nobody") != nil {
+			t.Errorf("b's wiring has A_URL %q (a is %s); nobody's %v", got, s.URL("a"), s.Wiring("nobody"))
+		}
+		_, err = start(context.Background(), services, Options{Env: func(k string) string { return env[k] }, Only: []string{"a"}, Elsewhere: []string{"c"}})
+		if err == nil || !strings.Contains(err.Error(), `Elsewhere names "c"`) {
+			t.Fatalf("c elsewhere but not in Only: err %v", err)
 		}
 	})
 	t.Run("a failed start stops the services already started", func(t *testing.T) {

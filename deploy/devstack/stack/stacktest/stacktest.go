@@ -66,19 +66,41 @@ func Start(t testing.TB, env map[string]string, only ...string) *stack.Stack {
 // rotation deadlines are tested on the fake clock.
 func StartOn(t testing.TB, clock *platformtest.Clock, env map[string]string, only ...string) *stack.Stack {
 	t.Helper()
+	s, _ := start(t, clock, env, nil, only)
+	return s
+}
+
+// StartElsewhere is Start with the services named elsewhere left to the
+// test, which runs each in a process of its own (a drill kills one): the
+// others start in-process, wired as if those ran beside them
+// (stack.Options.Elsewhere). It returns each one's environment: the
+// variables every service reads here with the stack's wiring for it on
+// top, what Start would have given it.
+func StartElsewhere(t testing.TB, env map[string]string, elsewhere []string, only ...string) (*stack.Stack, map[string]map[string]string) {
+	t.Helper()
+	return start(t, nil, env, elsewhere, only)
+}
+
+func start(t testing.TB, clock *platformtest.Clock, env map[string]string, elsewhere, only []string) (*stack.Stack, map[string]map[string]string) {
+	t.Helper()
 	all := platformtest.With(platformtest.With(platformtest.Env(t), Defaults()), env)
 	var opts []platform.Option
 	if clock != nil {
 		opts = append(opts, platform.WithClock(clock.Now))
 	}
 	s, err := stack.Start(context.Background(), stack.Options{
-		Env:      func(k string) string { return all[k] },
-		Only:     only,
-		Platform: opts,
+		Env:       func(k string) string { return all[k] },
+		Only:      only,
+		Elsewhere: elsewhere,
+		Platform:  opts,
 	})
 	if err != nil {
 		t.Fatalf("start the stack: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	envs := make(map[string]map[string]string, len(elsewhere))
+	for _, name := range elsewhere {
+		envs[name] = platformtest.With(all, s.Wiring(name))
+	}
+	return s, envs
 }

@@ -59,3 +59,21 @@ func TestStartOnly(t *testing.T) {
 		t.Fatalf("accounts alone read TRACKING_URL %q, CATALOG_CONSUMERS %q", read["TRACKING_URL"], read["CATALOG_CONSUMERS"])
 	}
 }
+
+// A service left elsewhere is not started; its environment is the one
+// Start would have given it: the shared database and tokens, its schema
+// and the URLs of the services it calls.
+func TestStartElsewhere(t *testing.T) {
+	t.Parallel()
+	s, envs := stacktest.StartElsewhere(t, map[string]string{"DELIVERY_TIMEOUT": "3s"}, []string{"webhooks"}, "accounts", "webhooks")
+	if got := strings.Join(s.Names(), ","); got != "accounts" || s.Instance("webhooks") != nil {
+		t.Fatalf("started %s", got)
+	}
+	accounts := s.Instance("accounts").Platform().Env.Values()
+	w := envs["webhooks"]
+	if len(envs) != 1 || w["DATABASE_URL"] == "" || w["DATABASE_URL"] != accounts["DATABASE_URL"] || w["DB_SCHEMA"] != "webhooks" ||
+		w["ACCOUNTS_URL"] != s.OpsURL("accounts") || w["INTERNAL_TOKEN"] != stacktest.InternalToken || w["DELIVERY_TIMEOUT"] != "3s" ||
+		w["CATALOG_CONSUMERS"] != "webhooks" || accounts["CATALOG_CONSUMERS"] != "webhooks" {
+		t.Fatalf("webhooks' environment %v; accounts read DATABASE_URL %q, CATALOG_CONSUMERS %q", w, accounts["DATABASE_URL"], accounts["CATALOG_CONSUMERS"])
+	}
+}
