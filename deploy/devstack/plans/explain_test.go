@@ -23,6 +23,7 @@ const largeRows = 50_000
 var bounded = map[string]string{
 	"programs":           "the catalog replica: one row per program",
 	"api_keys":           "the catalog replica: a few keys per program",
+	"fixture_partners":   "webhooks: svc test's fixture partner, one per program",
 	"currencies":         "reference data",
 	"fx_rates":           "reference data: a rate per currency and period",
 	"catalog_progress":   "catalogsync's watermark: one row per epoch",

@@ -19,17 +19,21 @@ import (
 // bulkRows is how many rows each large table is given before the services
 // start: the tables whose size grows with traffic and that a hot statement
 // reads (sales, commissions, refunds, customers, click and lead events,
-// attributions, processor events, the analytics rollups, ...), the catalog
-// replicas' per-partner rows (links, partner-program records,
-// memberships) and balance entries. A table the routes only INSERT into or
-// upsert by its key (visits, counters, analytics' counted) has no scan in
-// any plan and is left empty; if a statement ever reads one, the check
-// names it (catalog.problems: a table neither large nor bounded).
+// attributions, processor events, the analytics rollups, webhooks'
+// events, deliveries and listener queues, ...), the catalog replicas'
+// per-partner rows (links, partner-program records, memberships) and
+// balance entries. A table the routes only INSERT into or upsert by its
+// key (visits, counters, analytics' counted, webhooks' notifications) has
+// no scan in any plan and is left empty; if a statement ever reads one,
+// the check names it (catalog.problems: a table neither large nor
+// bounded).
 //
 // The rows belong to 1,000 programs of their own (ids from 1,000,000;
 // catalog row ids from 1,000,000,000; partners from 2,000,000), so the
 // programs the test makes through the admin API find only their own few
-// rows, as a program among many does.
+// rows, as a program among many does. What grows with the number of
+// programs rather than with traffic (webhooks' endpoints and listeners)
+// spreads over more of them: see loadWebhooks.
 const bulkRows = 100_000
 
 // prepare applies every service's migrations (`<service> migrate`), then
@@ -37,7 +41,8 @@ const bulkRows = 100_000
 // it, each service on its own connection at the same time, before any
 // service runs.
 func prepare(ctx context.Context, env map[string]string) error {
-	loads := map[string]string{"tracking": loadTracking, "commissions": loadCommissions, "analytics": loadAnalytics, "accounts": loadAccounts}
+	loads := map[string]string{"tracking": loadTracking, "commissions": loadCommissions, "analytics": loadAnalytics, "accounts": loadAccounts,
+		"webhooks": loadWebhooks}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
@@ -249,3 +254,83 @@ INSERT INTO links (program_id, partner_id, code) SELECT 1000000 + i % 1000, 2000
 -- (republishing it all once at accounts' start) are not what this test
 -- measures, and would send 300,000 events through the replicas first.
 INSERT INTO catalog_backfills (name, events) VALUES ('2026-11-blocked-users', 0), ('2026-11-commissions-console-replica', 0)`
+
+// loadWebhooks: the console replica (as commissions'), then what grows
+// with programs and with traffic. Endpoints and listeners grow with
+// programs (at most 20 endpoints a program; a program keeps its listeners,
+// expired ones included, until it starts another), so theirs are two each
+// of N/2 programs from 1,000,000, the bulk programs among them: program
+// 1,000,000 + k has endpoints and listeners 2k+1 and 2k+2. Events,
+// deliveries and the listeners' queues are traffic: N events of the bulk
+// programs (program 1,000,000 + i % 1,000, a minute apart, oldest first),
+// each delivered to one of its program's two endpoints. Ids are given and
+// the sequences moved past them, so the test's own rows come after, as new
+// rows do.
+const loadWebhooks = `
+INSERT INTO programs (id, advertiser_id, catalog_seq) SELECT 1000000 + i, 3000000 + i, 0 FROM generate_series(0, 999) i;
+INSERT INTO api_keys (id, program_id, key_hash, test, catalog_seq)
+SELECT 1000000000 + i, 1000000 + i % 1000, int8send(i), i % 2 = 0, 0 FROM generate_series(1, 2000) i;
+INSERT INTO memberships (program_id, user_id, active, permissions, catalog_seq)
+SELECT 1000000 + i % 1000, 4000000 + i, true, '{tracking:read}', 0 FROM generate_series(1, {N}) i;
+INSERT INTO partner_programs (id, program_id, partner_id, approved, catalog_seq)
+SELECT 1000000000 + i, 1000000 + i % 1000, 2000000 + i, true, 0 FROM generate_series(1, {N}) i;
+INSERT INTO users (id, blocked, catalog_seq) SELECT 4000000 + i, i % 100 = 0, 0 FROM generate_series(1, {N}) i;
+-- Session and event ids in key order (hex, padded): random ones made
+-- their inserts two to three times slower, and no plan depends on them.
+INSERT INTO session_revocations (session_id, user_id, expires_at, catalog_seq)
+SELECT lpad(to_hex(i), 32, '0'), 4000000 + i, now() + interval '1 hour' * (i % 12), 0 FROM generate_series(1, {N}) i;
+-- svc test's fixture partner of each program.
+INSERT INTO fixture_partners (partner_id, program_id) SELECT 2500000 + i, 1000000 + i FROM generate_series(0, 999) i;
+-- Endpoints: every v1 type but clicks, or (one in ten) clicks, leads and
+-- sales; one in five include_test; one program in 25 has its endpoints
+-- disabled by the dispatcher (failing for 5 days).
+INSERT INTO endpoints (id, program_id, url, events, include_test, enabled, disabled_reason, disabled_at, failing_since, created_at, updated_at)
+SELECT i, 1000000 + (i - 1) / 2, 'https://hooks.b' || i || '.example/svc',
+	CASE WHEN i % 10 = 0 THEN '{click.recorded,lead.created,sale.created}'::text[]
+		ELSE '{lead.created,sale.created,sale.refunded,commission.created,commission.approved,commission.reversed,partner.enrolled,payout.paid}' END,
+	i % 5 = 0, live, CASE WHEN live THEN '' ELSE 'failing' END, CASE WHEN NOT live THEN now() - interval '2 days' END,
+	CASE WHEN NOT live THEN now() - interval '7 days' END, now() - interval '200 days', now() - interval '30 days'
+FROM generate_series(1, {N}) i, LATERAL (SELECT (i - 1) / 2 % 25 <> 0 AS live) e;
+SELECT setval(pg_get_serial_sequence('endpoints', 'id'), {N});
+INSERT INTO endpoint_secrets (id, endpoint_id, secret_sealed, created_at) SELECT i, i, int8send(i), now() - interval '30 days'
+FROM generate_series(1, {N}) i;
+SELECT setval(pg_get_serial_sequence('endpoint_secrets', 'id'), {N});
+-- Events: the v1 types in turn (a few events per object), one in 50 a
+-- test event.
+INSERT INTO events (id, seq, program_id, type, is_test, object_key, body, created_at)
+SELECT 'evt_' || lpad(to_hex(i), 32, '0'), i, 1000000 + i % 1000, t, i % 50 = 0, split_part(t, '.', 1) || ':b' || i / 4, convert_to('{"type":"' || t || '"}', 'UTF8'),
+	now() - interval '1 minute' * ({N} - i)
+FROM generate_series(1, {N}) i, LATERAL (SELECT (ARRAY['lead.created', 'sale.created', 'commission.created', 'commission.approved',
+	'sale.refunded', 'commission.reversed', 'partner.enrolled', 'payout.paid'])[1 + i % 8] AS t) e;
+SELECT setval(pg_get_serial_sequence('events', 'seq'), {N});
+-- Deliveries, by j, the event's rank in its program: most delivered at
+-- the first attempt, 2 % failed (retries over), the last 2 % pending:
+-- waiting for a retry an hour or more ahead, or, for a disabled endpoint,
+-- due long ago (its backlog waits for the brand to turn it on again).
+-- Inserted by endpoint (the order of three of the table's indexes): half
+-- the time of id order.
+INSERT INTO deliveries (id, endpoint_id, event_id, event_type, object_key, status, attempts, next_attempt_at, last_attempt_at, last_status,
+	last_error, last_duration_ms, delivered_at, created_at)
+SELECT seq, 2 * (program_id - 1000000) + 1 + j % 2, id, type, object_key, st,
+	CASE st WHEN 'delivered' THEN 1 WHEN 'failed' THEN 14 ELSE 3 END,
+	CASE WHEN st <> 'pending' THEN NULL WHEN (program_id - 1000000) % 25 = 0 THEN now() - interval '1 day'
+		ELSE now() + interval '1 hour' + interval '1 minute' * (seq % 600) END,
+	created_at + interval '1 second', CASE st WHEN 'delivered' THEN 200 ELSE 503 END, CASE st WHEN 'delivered' THEN '' ELSE 'HTTP 503' END,
+	120, CASE WHEN st = 'delivered' THEN created_at + interval '1 second' END, created_at
+FROM events, LATERAL (SELECT seq / 1000 AS j) r,
+	LATERAL (SELECT CASE WHEN j >= 98 THEN 'pending' WHEN j % 50 = 7 THEN 'failed' ELSE 'delivered' END AS st) s
+ORDER BY 2, 1;
+SELECT setval(pg_get_serial_sequence('deliveries', 'id'), {N});
+-- Listeners, all long expired but one in 1,000; each event queued for one
+-- of its program's two, never taken (a listener that stopped polling
+-- keeps its queue until it is deleted).
+INSERT INTO listeners (id, program_id, secret_sealed, events, include_test, created_at, expires_at)
+SELECT i, 1000000 + (i - 1) / 2, int8send(i),
+	'{lead.created,sale.created,sale.refunded,commission.created,commission.approved,commission.reversed,partner.enrolled,payout.paid}', true,
+	now() - interval '1 minute' * ({N} - i),
+	CASE WHEN i % 1000 = 0 THEN now() + interval '1 hour' ELSE now() - interval '1 minute' * ({N} - i) + interval '2 minutes' END
+FROM generate_series(1, {N}) i;
+SELECT setval(pg_get_serial_sequence('listeners', 'id'), {N});
+INSERT INTO listener_events (listener_id, seq, event_id) SELECT 2 * (program_id - 1000000) + 1 + seq / 1000 % 2, seq, id FROM events ORDER BY 1, 2;
+-- The ledger's test sales.
+INSERT INTO test_sales (sale_id) SELECT 1000000000 + i FROM generate_series(1, {N}) i`

@@ -38,9 +38,11 @@ const (
 
 // TestHotStatementsUseIndexes: every statement the services run while
 // the click, lead, visit, config, sale, refund, processor webhook, admin
-// sale and commission reads and dashboard routes are driven (and while
-// the consumers apply their events) is planned, with the arguments it
-// ran with, on tables of bulkRows rows; none may read a large table whole.
+// sale and commission reads, dashboard and console routes (webhooks' and
+// `svc listen`'s among them) are driven (and while the consumers apply
+// their events and the webhooks dispatcher delivers) is planned, with the
+// arguments it ran with, on tables of bulkRows rows; none may read a large
+// table whole.
 func TestHotStatementsUseIndexes(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
@@ -53,6 +55,12 @@ func TestHotStatementsUseIndexes(t *testing.T) {
 		"TRACK_SALE_RATE_LIMIT":    "1000000",
 		"FAILED_AUTH_RATE_LIMIT":   "1000000",
 		"ADMIN_RATE_LIMIT":         "1000000",
+		"SETTINGS_RATE_LIMIT":      "1000000",
+		// Webhooks: a retried delivery goes at the next poll; an endpoint
+		// still failing a millisecond after its first failure is disabled
+		// (so the disabling statements run).
+		"DELIVERY_POLL_INTERVAL": "100ms",
+		"DISABLE_AFTER":          "1ms",
 	})
 	ctx := context.Background()
 	if err := prepare(ctx, env); err != nil {
@@ -84,7 +92,7 @@ func TestHotStatementsUseIndexes(t *testing.T) {
 // hotSchemas are the schemas checked: the services of the routes driven.
 // accounts' statements are recorded only from the console's routes on
 // (recorder.console), not the admin calls that make the test's catalog.
-var hotSchemas = map[string]bool{"tracking": true, "commissions": true, "analytics": true, "accounts": true}
+var hotSchemas = map[string]bool{"tracking": true, "commissions": true, "analytics": true, "accounts": true, "webhooks": true}
 
 // check EXPLAINs each recorded statement in its service's schema with the
 // arguments it ran with and fails on each plan that reads a large table
@@ -142,7 +150,7 @@ func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int
 }
 
 // client drives the routes through the gateway as a brand, a browser, the
-// processor and a dashboard user would.
+// processor, a dashboard user and a developer's `svc listen` would.
 type client struct {
 	t    *testing.T
 	gw   string
@@ -274,6 +282,15 @@ func (c *client) drive() {
 	t := c.t
 	w := c.world()
 	browser := []string{"Origin", origin}
+	issuer, err := session.NewIssuer(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)), "svc-accounts", time.Hour, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := bearer(mustIssue(t, issuer, w.owner))
+
+	// Webhooks: the brand's endpoints and a listener, before the traffic
+	// whose events they receive.
+	hooks := c.webhooksStart(w, owner)
 
 	// Tracking: config, clicks (new, returning, test), visit, leads
 	// (settled by key, provisional from the browser, test).
@@ -332,15 +349,6 @@ func (c *client) drive() {
 
 	// The dashboard, once the analytics consumers have counted the
 	// conversions (their statements are recorded too).
-	issuer, err := session.NewIssuer(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, ed25519.SeedSize)), "svc-accounts", time.Hour, time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := issuer.Issue(w.owner, session.KindDashboard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owner := bearer(tok)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		r := c.want(200, "GET", fmt.Sprintf("/api/tracking/performance/%d", w.program), nil, owner...)
@@ -379,6 +387,10 @@ func (c *client) drive() {
 	// (its member 4000001 reads it): pages, the cursor, filters, CSV, the
 	// money, and a payout opened, paid and cancelled.
 	c.consoleMoney(issuer, w, owner)
+
+	// The webhooks of all the above delivered, the delivery log read and
+	// retried, the listener polled.
+	c.webhooksFinish(hooks)
 }
 
 func (c *client) consoleMoney(issuer *session.Issuer, w world, owner []string) {

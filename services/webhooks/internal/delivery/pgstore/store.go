@@ -212,15 +212,21 @@ func (s *Store) Record(ctx context.Context, o delivery.Outcome) (delivery.Record
 	return rec, nil
 }
 
-// PendingSQL reads the queue depth from deliveries_object_pending alone
-// (an index-only scan grouped by endpoint), with the enabled endpoints
-// beside it: a disabled endpoint's backlog waits for the brand, it is not
-// a queue the dispatcher is behind on.
+// PendingSQL reads the queue depth from the pending deliveries alone (a
+// partial index, deliveries_object_pending or deliveries_due), grouped by
+// endpoint, counting only enabled endpoints: a disabled endpoint's backlog
+// waits for the brand, it is not a queue the dispatcher is behind on. The
+// endpoint is looked up by its key once per group, in a scalar subquery
+// Postgres cannot turn into a join: written as a join (IN or EXISTS), it
+// was planned as a merge join reading every endpoint in endpoints_pkey
+// order, every GaugeInterval, however few had a backlog
+// (deploy/devstack/plans).
 const PendingSQL = `
-SELECT COALESCE(sum(n), 0)::bigint, COALESCE(max(n), 0)::bigint FROM (
-  SELECT count(*) AS n FROM deliveries
-  WHERE status = 'pending' AND endpoint_id IN (SELECT id FROM endpoints WHERE enabled)
-  GROUP BY endpoint_id) q`
+SELECT COALESCE(sum(q.n), 0)::bigint, COALESCE(max(q.n), 0)::bigint FROM (
+  SELECT endpoint_id, count(*) AS n FROM deliveries
+  WHERE status = 'pending'
+  GROUP BY endpoint_id) q
+WHERE (SELECT e.enabled FROM endpoints e WHERE e.id = q.endpoint_id)`
 
 // Pending implements delivery.Store.
 func (s *Store) Pending(ctx context.Context) (delivery.Pending, error) {
