@@ -306,17 +306,19 @@ SELECT setval(pg_get_serial_sequence('events', 'seq'), {N});
 -- Deliveries, by j, the event's rank in its program: most delivered at
 -- the first attempt, 2 % failed (retries over), the last 2 % pending:
 -- waiting for a retry an hour or more ahead, or, for a disabled endpoint,
--- due long ago (its backlog waits for the brand to turn it on again).
+-- due long ago and parked (its backlog waits for the brand to turn it on
+-- again, out of the claim's index).
 -- Inserted by endpoint (the order of three of the table's indexes): half
 -- the time of id order.
 INSERT INTO deliveries (id, endpoint_id, event_id, event_type, object_key, status, attempts, next_attempt_at, last_attempt_at, last_status,
-	last_error, last_duration_ms, delivered_at, created_at)
+	last_error, last_duration_ms, delivered_at, created_at, parked)
 SELECT seq, 2 * (program_id - 1000000) + 1 + j % 2, id, type, object_key, st,
 	CASE st WHEN 'delivered' THEN 1 WHEN 'failed' THEN 14 ELSE 3 END,
 	CASE WHEN st <> 'pending' THEN NULL WHEN (program_id - 1000000) % 25 = 0 THEN now() - interval '1 day'
 		ELSE now() + interval '1 hour' + interval '1 minute' * (seq % 600) END,
 	created_at + interval '1 second', CASE st WHEN 'delivered' THEN 200 ELSE 503 END, CASE st WHEN 'delivered' THEN '' ELSE 'HTTP 503' END,
-	120, CASE WHEN st = 'delivered' THEN created_at + interval '1 second' END, created_at
+	120, CASE WHEN st = 'delivered' THEN created_at + interval '1 second' END, created_at,
+	st = 'pending' AND (program_id - 1000000) % 25 = 0
 FROM events, LATERAL (SELECT seq / 1000 AS j) r,
 	LATERAL (SELECT CASE WHEN j >= 98 THEN 'pending' WHEN j % 50 = 7 THEN 'failed' ELSE 'delivered' END AS st) s
 ORDER BY 2, 1;

@@ -25,6 +25,8 @@ import (
 
 	"github.com/svc-dev/svc/services/webhooks/internal/delivery"
 	"github.com/svc-dev/svc/services/webhooks/internal/delivery/pgstore"
+	"github.com/svc-dev/svc/services/webhooks/internal/endpoint"
+	endpointpg "github.com/svc-dev/svc/services/webhooks/internal/endpoint/pgstore"
 	"github.com/svc-dev/svc/services/webhooks/internal/secret"
 	"github.com/svc-dev/svc/services/webhooks/migrations"
 )
@@ -716,6 +718,40 @@ func TestEndpointFailingForFiveDaysIsDisabled(t *testing.T) {
 			e.clock.Advance(24 * time.Hour)
 			e.event("sale:late", ep)
 			e.runOnce(d, 0)
+			// Its backlog was parked with the disabling (out of the claim's
+			// index); the delivery written since (here by hand: the writer
+			// skips a disabled endpoint) is a stray the claim's join skips.
+			pending := func() (parked, loose int) {
+				t.Helper()
+				if err := e.pool.QueryRow(e.ctx, `SELECT count(*) FILTER (WHERE parked), count(*) FILTER (WHERE NOT parked)
+					FROM deliveries WHERE endpoint_id = $1 AND status = 'pending'`, ep).Scan(&parked, &loose); err != nil {
+					t.Fatal(err)
+				}
+				return parked, loose
+			}
+			if parked, loose := pending(); parked == 0 || loose != 1 {
+				t.Fatalf("after the disabling: %d parked, %d not", parked, loose)
+			}
+			// The brand turns it on: all are due again and attempted.
+			store := endpointpg.New(e.pool)
+			set := func(on bool) {
+				t.Helper()
+				if _, ok, err := store.Update(e.ctx, program, ep, endpoint.Patch{Enabled: &on}, e.clock.Now()); err != nil || !ok {
+					t.Fatalf("enabled %v: %v %v", on, ok, err)
+				}
+			}
+			set(true)
+			if parked, _ := pending(); parked != 0 {
+				t.Fatalf("%d still parked after enabling", parked)
+			}
+			if n, err := d.RunOnce(e.ctx); err != nil || n == 0 {
+				t.Fatalf("after enabling: %d attempted, %v", n, err)
+			}
+			// Turned off by hand: parked again, all of them.
+			set(false)
+			if parked, loose := pending(); parked == 0 || loose != 0 {
+				t.Fatalf("after turning it off: %d parked, %d not", parked, loose)
+			}
 		})
 	}
 }

@@ -28,7 +28,8 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
 var _ delivery.Store = (*Store)(nil)
 
-// ClaimSQL reads due deliveries soonest first (deliveries_due), skipping
+// ClaimSQL reads due deliveries soonest first (deliveries_due, which
+// leaves out the parked deliveries of disabled endpoints), skipping
 // endpoints whose share of this pod's workers is taken ($3), disabled
 // endpoints and deliveries behind an earlier pending one of the same object
 // (deliveries_object_pending), and locks them; rows another pod holds are
@@ -38,7 +39,7 @@ const ClaimSQL = `
 SELECT d.id, d.endpoint_id, d.attempts, d.created_at
 FROM deliveries d
 JOIN endpoints e ON e.id = d.endpoint_id
-WHERE d.status = 'pending'
+WHERE d.status = 'pending' AND NOT d.parked
   AND d.next_attempt_at <= $1
   AND e.enabled
   AND d.endpoint_id <> ALL($3::bigint[])
@@ -199,6 +200,9 @@ func (s *Store) Record(ctx context.Context, o delivery.Outcome) (delivery.Record
 		if tag.RowsAffected() == 0 {
 			return nil
 		}
+		if err := ParkDeliveries(ctx, tx, o.EndpointID, true); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO notifications (program_id, endpoint_id, kind, created_at) VALUES ($1, $2, 'endpoint_disabled', $3)`,
 			programID, o.EndpointID, o.Now); err != nil {
 			return fmt.Errorf("notify endpoint %d disabled: %w", o.EndpointID, err)
@@ -210,6 +214,20 @@ func (s *Store) Record(ctx context.Context, o delivery.Outcome) (delivery.Record
 		return delivery.Recorded{}, err
 	}
 	return rec, nil
+}
+
+// ParkDeliveries parks (or unparks) the endpoint's pending deliveries, in
+// the transaction that disables (or enables) it (deliveries_object_pending
+// serves the endpoint). A delivery recorded or written in the moment the
+// endpoint changed can stay unparked while it is disabled: the claim's
+// join on endpoints.enabled still skips it, and there are at most as many
+// as attempts were in flight.
+func ParkDeliveries(ctx context.Context, tx pgx.Tx, endpointID int64, park bool) error {
+	if _, err := tx.Exec(ctx, `UPDATE deliveries SET parked = $2 WHERE endpoint_id = $1 AND status = 'pending' AND parked <> $2`,
+		endpointID, park); err != nil {
+		return fmt.Errorf("park deliveries of endpoint %d: %w", endpointID, err)
+	}
+	return nil
 }
 
 // PendingSQL reads the queue depth from the pending deliveries alone (a

@@ -17,6 +17,8 @@ import (
 
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/catalogsync"
+	"github.com/svc-dev/svc/libs/pg"
+	deliverypg "github.com/svc-dev/svc/services/webhooks/internal/delivery/pgstore"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint"
 )
 
@@ -147,7 +149,34 @@ func (s *Store) Update(ctx context.Context, programID, id int64, p endpoint.Patc
 	if p.Events != nil {
 		events = p.Events
 	}
-	e, err := scanEndpoint(s.pool.QueryRow(ctx, `UPDATE endpoints SET
+	var e endpoint.Endpoint
+	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+		var was bool
+		if err := tx.QueryRow(ctx, `SELECT enabled FROM endpoints WHERE id = $1 AND program_id = $2 FOR UPDATE`, id, programID).Scan(&was); err != nil {
+			return err
+		}
+		var err error
+		if e, err = scanEndpoint(tx.QueryRow(ctx, updateSQL,
+			id, programID, p.URL, events, p.Description, p.IncludeTest, p.Enabled, now, endpoint.DisabledManually)); err != nil {
+			return err
+		}
+		if e.Enabled == was {
+			return nil
+		}
+		// Off: its backlog leaves the dispatcher's claim; on: it is due.
+		return deliverypg.ParkDeliveries(ctx, tx, id, !e.Enabled)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return endpoint.Endpoint{}, false, nil
+	}
+	if err != nil {
+		return endpoint.Endpoint{}, false, fmt.Errorf("update endpoint %d of program %d: %w", id, programID, err)
+	}
+	return e, true, nil
+}
+
+// updateSQL applies a patch ($3..$7, NULL: unchanged) at $8.
+const updateSQL = `UPDATE endpoints SET
 			url = COALESCE($3, url),
 			events = COALESCE($4::text[], events),
 			description = COALESCE($5, description),
@@ -160,16 +189,7 @@ func (s *Store) Update(ctx context.Context, programID, id int64, p endpoint.Patc
 			failing_since = CASE WHEN $7 IS TRUE AND NOT enabled THEN NULL ELSE failing_since END,
 			updated_at = $8
 		WHERE id = $1 AND program_id = $2
-		RETURNING `+columns,
-		id, programID, p.URL, events, p.Description, p.IncludeTest, p.Enabled, now, endpoint.DisabledManually))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return endpoint.Endpoint{}, false, nil
-	}
-	if err != nil {
-		return endpoint.Endpoint{}, false, fmt.Errorf("update endpoint %d of program %d: %w", id, programID, err)
-	}
-	return e, true, nil
-}
+		RETURNING ` + columns
 
 // Delete deletes the endpoint; its secrets and deliveries go with it (ON
 // DELETE CASCADE).
@@ -296,11 +316,13 @@ func (s *Store) Deliveries(ctx context.Context, endpointID int64, status string,
 	return out, nil
 }
 
-// Retry makes a delivery of the program's endpoint pending and due now;
+// Retry makes a delivery of the program's endpoint pending and due now
+// (parked while the endpoint is disabled, so due once it is enabled);
 // its attempts and last attempt's outcome are kept for the log, its
 // delivered_at cleared (it is to be delivered again).
 func (s *Store) Retry(ctx context.Context, programID, endpointID, deliveryID int64, now time.Time) (endpoint.Delivery, bool, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `UPDATE deliveries d SET status = 'pending', next_attempt_at = $4, delivered_at = NULL
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `UPDATE deliveries d SET status = 'pending', next_attempt_at = $4, delivered_at = NULL,
+			parked = NOT e.enabled
 		FROM endpoints e
 		WHERE d.id = $3 AND d.endpoint_id = $2 AND e.id = d.endpoint_id AND e.program_id = $1
 		RETURNING d.id, d.event_id, d.event_type, d.status, d.attempts, d.last_status, d.last_error, d.last_duration_ms,
