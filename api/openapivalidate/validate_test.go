@@ -66,6 +66,7 @@ var wantOperations = []string{
 	"POST /api/v1/programs/{id}/webhooks/{webhookId}/test",
 	"GET /api/v1/programs/{id}/webhooks/{webhookId}/deliveries",
 	"POST /api/v1/programs/{id}/webhooks/{webhookId}/deliveries/{deliveryId}/retry",
+	"GET /api/v1/programs/{id}/webhooks/notifications",
 	// svc listen (webhooks, issue 22).
 	"POST /api/v1/programs/{id}/webhooks/listen",
 	"DELETE /api/v1/programs/{id}/webhooks/listen/{listenerId}",
@@ -367,6 +368,15 @@ func TestResponses(t *testing.T) {
 		{
 			name: "webhook delivery log", method: "GET", path: "/api/v1/programs/42/webhooks/3/deliveries",
 			reply: reply{200, limited(), `{"data":[{"id":9,"event_id":"evt_0123456789abcdef0123456789abcdef","event_type":"ping","status":"failed","attempts":9,"last_status":null,"last_error":"timeout","last_duration_ms":10000,"last_attempt_at":"2026-11-28T10:00:00Z","next_attempt_at":null,"delivered_at":null,"created_at":"2026-11-25T10:00:00Z"}],"next_cursor":"OQ"}`},
+		},
+		{
+			name: "webhook notifications, one of a deleted endpoint", method: "GET", path: "/api/v1/programs/42/webhooks/notifications",
+			reply: reply{200, limited(), `{"data":[{"id":5,"kind":"endpoint_disabled","endpoint_id":3,"url":"https://hooks.brand.example/svc","created_at":"2026-11-28T10:00:00Z"},{"id":4,"kind":"endpoint_disabled","endpoint_id":2,"url":null,"created_at":"2026-11-20T10:00:00Z"}],"next_cursor":"NA"}`},
+		},
+		{
+			name: "webhook notification of an unknown kind", method: "GET", path: "/api/v1/programs/42/webhooks/notifications",
+			reply:    reply{200, limited(), `{"data":[{"id":5,"kind":"endpoint_deleted","endpoint_id":3,"url":null,"created_at":"2026-11-28T10:00:00Z"}],"next_cursor":null}`},
+			wantFail: []string{"kind"},
 		},
 		{
 			name: "webhook deleted", method: "DELETE", path: "/api/v1/programs/42/webhooks/3",

@@ -121,6 +121,7 @@ func fuzzRoutes() []fuzzRoute {
 		{method: "POST", path: "/api/v1/programs/{program}/webhooks/{webhook}/test", auth: "session"},
 		{method: "GET", path: "/api/v1/programs/{program}/webhooks/{webhook}/deliveries", auth: "session", query: map[string]string{"status": "pending", "limit": "10", "cursor": "1"}},
 		{method: "POST", path: "/api/v1/programs/{program}/webhooks/{webhook}/deliveries/{delivery}/retry", auth: "session"},
+		{method: "GET", path: "/api/v1/programs/{program}/webhooks/notifications", auth: "session", query: map[string]string{"limit": "10", "cursor": "MQ"}},
 		{method: "DELETE", path: "/api/v1/programs/{spare_program}/webhooks/{spare_webhook}", auth: "session"},
 		{method: "POST", path: "/api/v1/programs/{program}/webhooks/listen", auth: "key", body: map[string]any{"events": []any{"sale.created"}, "include_test": true}},
 		{method: "GET", path: "/api/v1/programs/{program}/webhooks/listen/{listener}/events", auth: "key", query: map[string]string{"after": "0", "wait": "0"}},

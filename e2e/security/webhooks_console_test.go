@@ -2,9 +2,15 @@ package security_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/svc-dev/svc/libs/platform/platformtest"
 )
 
 // consoleWebhooks is the console's webhook endpoints fixture (issue 22):
@@ -14,25 +20,41 @@ type consoleWebhooks struct {
 	e                     *env
 	a, b                  int64
 	owner, reader, owner2 string
+	// The users' ids, to sign them in again (signIn) once a test's clock
+	// has moved past their sessions' 12 hours.
+	ownerID, readerID, owner2ID int64
 }
 
-func (e *env) consoleWebhooks() consoleWebhooks {
+func (e *env) consoleWebhooks() *consoleWebhooks {
 	e.t.Helper()
-	f := consoleWebhooks{e: e, a: e.keyedProgram("HooksA", nil).id, b: e.keyedProgram("HooksB", nil).id}
-	person := func(email string, prog int64, permissions ...string) string {
+	f := &consoleWebhooks{e: e, a: e.keyedProgram("HooksA", nil).id, b: e.keyedProgram("HooksB", nil).id}
+	person := func(email string, prog int64, permissions ...string) int64 {
 		uid := e.id("POST", "/admin/v1/users", map[string]any{"email": email})
 		e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", prog), map[string]any{"user_id": uid, "active": true, "permissions": permissions})
-		tok, _ := e.admin("POST", "/admin/v1/sessions", map[string]any{"user_id": uid})["token"].(string)
-		if tok == "" {
-			e.t.Fatal("no session token")
-		}
-		return tok
+		return uid
 	}
-	f.owner = person("owner@hooksa.example", f.a, "tracking:read", "tracking:write")
-	f.reader = person("reader@hooksa.example", f.a, "tracking:read")
-	f.owner2 = person("owner@hooksb.example", f.b, "tracking:read", "tracking:write")
+	f.ownerID = person("owner@hooksa.example", f.a, "tracking:read", "tracking:write")
+	f.readerID = person("reader@hooksa.example", f.a, "tracking:read")
+	f.owner2ID = person("owner@hooksb.example", f.b, "tracking:read", "tracking:write")
+	f.signIn()
 	e.sync()
 	return f
+}
+
+// signIn gives each user of the fixture a new session.
+func (f *consoleWebhooks) signIn() {
+	f.e.t.Helper()
+	f.owner, f.reader, f.owner2 = f.e.session(f.ownerID), f.e.session(f.readerID), f.e.session(f.owner2ID)
+}
+
+// session is a new dashboard session of the user (the admin route).
+func (e *env) session(uid int64) string {
+	e.t.Helper()
+	tok, _ := e.admin("POST", "/admin/v1/sessions", map[string]any{"user_id": uid})["token"].(string)
+	if tok == "" {
+		e.t.Fatal("no session token")
+	}
+	return tok
 }
 
 // call sends one request to a program's webhook route (suffix after
@@ -270,6 +292,122 @@ func TestWebhooksConsole(t *testing.T) {
 			if strings.Contains(l.Raw, s) {
 				t.Fatal("a secret in a GET answer")
 			}
+		}
+	})
+}
+
+// Issue 22's "an endpoint failing everything for 5 days is disabled and the
+// brand is told": the real dispatcher, a receiver answering 500 and the
+// stack on an injected clock moved 5 days on; the notifications route then
+// lists it, through the gateway and in the document's shape, to the
+// program's readers and to no one else, and keeps it once the endpoint is
+// deleted.
+func TestWebhooksConsoleNotifications(t *testing.T) {
+	t.Parallel()
+	clock := platformtest.NewClock(time.Now().UTC())
+	e := startOn(t, clock, map[string]string{"SETTINGS_RATE_LIMIT": "1000", "DELIVERY_POLL_INTERVAL": "50ms"}, "accounts", "webhooks")
+	f := e.consoleWebhooks()
+	a, b := f.a, f.b
+	// A member of A whose permissions do not include tracking:read.
+	stranger := e.id("POST", "/admin/v1/users", map[string]any{"email": "billing@hooksa.example"})
+	e.admin("POST", fmt.Sprintf("/admin/v1/programs/%d/members", a), map[string]any{"user_id": stranger, "active": true, "permissions": []string{"billing:read"}})
+	e.sync()
+
+	var hits atomic.Int64
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "down for maintenance", http.StatusInternalServerError)
+	}))
+	t.Cleanup(recv.Close)
+	hookURL := recv.URL + "/hooks"
+	id := int64(f.call(f.owner, "POST", a, "", map[string]any{"url": hookURL, "events": []string{"sale.created"}}).want(t, 201).get("data", "id").(float64))
+	// Another tenant's endpoint, never failing: B has nothing to be told.
+	f.call(f.owner2, "POST", b, "", map[string]any{"url": "http://127.0.0.1:9/b", "events": []string{"sale.created"}}).want(t, 201)
+
+	empty := f.call(f.owner, "GET", a, "/notifications", nil).want(t, 200)
+	if items, _ := empty.get("data").([]any); len(items) != 0 || empty.get("next_cursor") != nil {
+		t.Fatalf("notifications before any failure: %s", empty.Raw)
+	}
+
+	// A ping, due now: its first attempt fails (the endpoint's failing run
+	// starts), then 5 days pass and the next attempt disables it.
+	f.call(f.owner, "POST", a, fmt.Sprintf("/%d/test", id), nil).want(t, 202)
+	waitFor(t, "the ping's first failed attempt recorded", func() bool {
+		l := f.call(f.owner, "GET", a, fmt.Sprintf("/%d/deliveries", id), nil).want(t, 200)
+		items, _ := l.get("data").([]any)
+		return len(items) == 1 && items[0].(map[string]any)["last_status"] == float64(500)
+	})
+	clock.Advance(5*24*time.Hour + time.Hour)
+	f.signIn()
+	var disabled map[string]any
+	waitFor(t, "the endpoint disabled as failing", func() bool {
+		items, _ := f.call(f.owner, "GET", a, "", nil).want(t, 200).get("data").([]any)
+		disabled, _ = items[0].(map[string]any)
+		return disabled["disabled_reason"] == "failing"
+	})
+	if disabled["enabled"] != false || hits.Load() < 2 {
+		t.Fatalf("disabled endpoint %v after %d attempts", disabled, hits.Load())
+	}
+
+	t.Run("the owner and a reader are told, newest first", func(t *testing.T) {
+		for _, tok := range []string{f.owner, f.reader} {
+			l := f.call(tok, "GET", a, "/notifications", nil).want(t, 200)
+			items, _ := l.get("data").([]any)
+			if len(items) != 1 || l.get("next_cursor") != nil {
+				t.Fatalf("notifications: %s", l.Raw)
+			}
+			n := items[0].(map[string]any)
+			if n["kind"] != "endpoint_disabled" || n["endpoint_id"] != float64(id) || n["url"] != hookURL || n["created_at"] != disabled["disabled_at"] {
+				t.Fatalf("notification %v, endpoint %v", n, disabled)
+			}
+		}
+	})
+
+	t.Run("another tenant gets 403 and sees none of it", func(t *testing.T) {
+		for _, suffix := range []string{"/notifications", "/notifications?cursor=" + url.QueryEscape("not a cursor")} {
+			r := f.call(f.owner2, "GET", a, suffix, nil).want(t, 403)
+			if r.str("error", "message") != "You do not have access to this program" || strings.Contains(r.Raw, recv.URL) {
+				t.Fatalf("%s: %s", suffix, r.Raw)
+			}
+		}
+		l := f.call(f.owner2, "GET", b, "/notifications", nil).want(t, 200)
+		if items, _ := l.get("data").([]any); len(items) != 0 || strings.Contains(l.Raw, recv.URL) {
+			t.Fatalf("B's notifications: %s", l.Raw)
+		}
+	})
+
+	t.Run("a member without tracking:read 403, no session 401, an unknown program 404", func(t *testing.T) {
+		r := f.call(e.session(stranger), "GET", a, "/notifications", nil).want(t, 403)
+		if r.str("error", "message") != "You do not have access to this program" {
+			t.Fatal(r.Raw)
+		}
+		e.client("203.0.113.122").do("GET", fmt.Sprintf("/api/v1/programs/%d/webhooks/notifications", a), nil).want(t, 401)
+		f.call(f.owner, "GET", 999999, "/notifications", nil).want(t, 404)
+	})
+
+	t.Run("a bad cursor or limit is 400 with the field", func(t *testing.T) {
+		for _, c := range []struct{ query, field, message string }{
+			{"?cursor=" + url.QueryEscape("not a cursor"), "cursor", "cursor must be the next_cursor of a previous page"},
+			{"?limit=0", "limit", "limit must be a whole number from 1 to 100"},
+			{"?status=failed", "status", ""},
+		} {
+			r := f.call(f.owner, "GET", a, "/notifications"+c.query, nil).want(t, 400)
+			if r.str("error", "name") != "BadRequestError" || r.str("error", "details", "field") != c.field || (c.message != "" && r.str("error", "message") != c.message) {
+				t.Fatalf("%s: %s", c.query, r.Raw)
+			}
+		}
+	})
+
+	t.Run("deleting the endpoint keeps what the brand was told", func(t *testing.T) {
+		f.call(f.owner, "DELETE", a, fmt.Sprintf("/%d", id), nil).want(t, 204)
+		l := f.call(f.reader, "GET", a, "/notifications", nil).want(t, 200)
+		items, _ := l.get("data").([]any)
+		if len(items) != 1 {
+			t.Fatalf("after the delete: %s", l.Raw)
+		}
+		n := items[0].(map[string]any)
+		if u, present := n["url"]; !present || u != nil || n["endpoint_id"] != float64(id) {
+			t.Fatalf("after the delete: %s", l.Raw)
 		}
 	})
 }

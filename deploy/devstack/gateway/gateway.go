@@ -95,7 +95,8 @@ func Rules() []Rule {
 		// The console's webhook endpoints (issue 22) are webhooks', under
 		// accounts' /api/v1/programs: GET|POST …/webhooks, PATCH|DELETE
 		// …/webhooks/{webhookId}, POST …/secret and …/test, GET
-		// …/deliveries, POST …/deliveries/{deliveryId}/retry.
+		// …/deliveries, POST …/deliveries/{deliveryId}/retry, GET
+		// …/webhooks/notifications.
 		{Pattern: "/api/v1/programs/*/webhooks", Service: "webhooks", Public: true},
 		{Pattern: "/api/v1/programs/*/webhooks/*", Service: "webhooks", Public: true},
 		{Pattern: "/api/v1/programs/*/webhooks/*/*", Service: "webhooks", Public: true},

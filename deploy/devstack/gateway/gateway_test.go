@@ -336,6 +336,7 @@ func TestRouteConsoleWebhooksToWebhooks(t *testing.T) {
 		{"/api/v1/programs/7/webhooks/3/test", "webhooks"},
 		{"/api/v1/programs/7/webhooks/3/deliveries", "webhooks"},
 		{"/api/v1/programs/7/webhooks/3/deliveries/9/retry", "webhooks"},
+		{"/api/v1/programs/7/webhooks/notifications", "webhooks"},
 		{"/api/v1/programs/7/webhooks/listen", "webhooks"},
 		{"/api/v1/programs/7/webhooks/listen/4", "webhooks"},
 		{"/api/v1/programs/7/webhooks/listen/4/events", "webhooks"},

@@ -5,7 +5,9 @@
 //     a partner, disable one of its links (when the partners list answers),
 //     add a team member, check the installation;
 //   - Webhooks (sampled in the routes' shapes while they answer 404): a
-//     disabled endpoint's warning and re-enabling (PATCH {enabled:true}),
+//     disabled endpoint's warning, the banner every other page shows for
+//     it and the notifications listing it, re-enabling (PATCH
+//     {enabled:true}) clearing both warnings,
 //     the delivery log (paging, ?status=, retry), an endpoint created with
 //     the JSON the form says and its secret shown once, a test ping,
 //     rotation, a refused change said, deletion;
@@ -79,7 +81,7 @@ try {
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
   const page = await context.newPage();
   page.setDefaultTimeout(timeout);
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('pageerror', (e) => pageErrors.push(String(e && e.stack || e)));
   page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
   page.on('response', (r) => { if (r.status() >= 400) failedRequests.push(`${r.status()} ${r.request().method()} ${r.url()}`); });
   // Revoke and remove ask first; the test says yes.
@@ -280,13 +282,14 @@ try {
   }
 
   // ---- Every page of the brand's program, at both widths, audited.
-  await page.locator('#program').selectOption(programId);
   // ---- Webhooks, sampled: while the routes answer 404 here, the driver
   // answers them in the routes' shapes from a small store of its own; once
   // they are live, their real answers pass through. Either way one sample
   // endpoint (disabled by svc after days of failures, with a delivery log
-  // of each status) is answered by the driver, listed after the real
-  // ones: the live stack cannot make one fail for 5 days.
+  // of each status, and the notification saying so) is answered by the
+  // driver, listed before the real ones (the page opens the first one's
+  // log; make run's stack has a demo endpoint of its own): the live stack
+  // cannot make one fail for 5 days.
   const hookPath = `/api/v1/programs/${programId}/webhooks`;
   const hookSent = [];
   let hooksLive = false;
@@ -306,6 +309,12 @@ try {
     delivery(7001, 'sale.created', 'delivered', { last_status: 200, last_duration_ms: 85, delivered_at: '2026-11-22T07:00:01Z' }),
     delivery(7000, 'sale.created', 'delivered', { last_status: 204, last_duration_ms: 40, delivered_at: '2026-11-21T07:00:01Z', created_at: '2026-11-21T07:00:00Z' }),
   ]]]);
+  // What svc told the program: about the sample, and about an endpoint
+  // deleted since (no url), newest first, before any real ones.
+  const fakeNotes = [
+    { id: 990502, kind: 'endpoint_disabled', endpoint_id: SAMPLE_HOOK, url: sampleUrl, created_at: '2026-11-27T08:00:00Z' },
+    { id: 990501, kind: 'endpoint_disabled', endpoint_id: 990000, url: null, created_at: '2026-10-02T08:00:00Z' },
+  ];
   const hookAnswer = (req, u) => {
     const rest = u.pathname.slice(hookPath.length);
     const m = req.method();
@@ -314,6 +323,7 @@ try {
     // The list route takes no query and does not page (20 at most).
     if (rest === '' && m === 'GET') return u.search ? refusal(400, `unknown parameter ${[...u.searchParams.keys()][0]}`, [...u.searchParams.keys()][0])
       : { body: { data: [...fakeHooks.values()] } };
+    if (rest === '/notifications' && m === 'GET') return { body: { data: fakeNotes, next_cursor: null } };
     if (rest === '' && m === 'POST') {
       if (!/^https?:\/\/[^/\s]+/.test(body.url || '')) return refusal(422, 'url must be an absolute https:// URL', 'url');
       if (!Array.isArray(body.events) || body.events.length === 0) return refusal(422, 'events must name at least one event type', 'events');
@@ -362,7 +372,12 @@ try {
         hooksLive = true;
         if (u.pathname === hookPath && req.method() === 'GET' && r.ok()) {
           const b = await r.json();
-          b.data = [...(b.data || []), ...fakeHooks.values()];
+          b.data = [...fakeHooks.values(), ...(b.data || [])];
+          return route.fulfill({ response: r, json: b });
+        }
+        if (u.pathname === `${hookPath}/notifications` && req.method() === 'GET' && r.ok()) {
+          const b = await r.json();
+          b.data = [...fakeNotes, ...(b.data || [])];
           return route.fulfill({ response: r, json: b });
         }
         return route.fulfill({ response: r });
@@ -372,6 +387,10 @@ try {
     return route.fulfill({ status: f.status || 200, contentType: 'application/json', body: f.body === undefined ? '' : JSON.stringify(f.body) });
   };
   await page.route(`**${hookPath}**`, hookRoute);
+  // Opened once the sample is answered: the banner reads the program's
+  // endpoints when the page opens (then once a minute at most).
+  await page.goto(`${base}/dashboard/?program=${programId}#overview`);
+  await onPage('overview', programId);
 
   const shots = [];
   for (const width of [1440, 390]) {
@@ -392,11 +411,25 @@ try {
         check(state.length > 0, `#${route}'s list is blank`);
         if (/Not available yet|Could not load/.test(state)) notes.push(`${route} at ${width}: ${state}`);
       }
+      const banner = page.getByTestId('webhook-banner');
       if (route === 'webhooks') {
-        // The sample endpoint's warning and its delivery log, on the page
-        // audited and shot.
+        // The sample endpoint's warning, the notifications and its
+        // delivery log, on the page audited and shot; the banner is the
+        // other pages'.
         await page.getByTestId(`webhook-disabled-${SAMPLE_HOOK}`).waitFor();
+        const note = page.getByTestId('notification-0');
+        await note.waitFor();
+        const n0 = await note.innerText();
+        check(n0.includes(sampleUrl) && n0.includes('2026-11-27 08:00 UTC') && n0.includes('Disabled after 5 days of failed deliveries'), `the sample's notification: ${n0}`);
+        check((await page.getByTestId('notification-1').innerText()).includes('Deleted endpoint #990000'), 'a deleted endpoint\'s notification is not shown as such');
         await page.getByTestId('delivery-0').waitFor();
+        check(await banner.isHidden(), 'the banner is shown on the Webhooks page too');
+      } else {
+        // Every other page: the banner (in the page audited and shot),
+        // pointing at Webhooks.
+        await banner.waitFor();
+        check(/^A webhook endpoint was disabled after 5 days of failed deliveries\./.test(await banner.innerText()), `#${route}'s banner: ${await banner.innerText()}`);
+        check(await banner.getByRole('link', { name: 'Review it on the Webhooks page' }).getAttribute('href') === '#webhooks', `#${route}'s banner does not link to #webhooks`);
       }
       if (width === 390) {
         await page.waitForFunction(() => document.documentElement.scrollWidth - document.documentElement.clientWidth <= 1, null, { timeout: 5000 }).catch(() => {});
@@ -412,8 +445,12 @@ try {
 
   // ---- Webhooks: the disabled endpoint, the delivery log (paging, the
   // status filter, retry), creating an endpoint (its secret once), a test
-  // ping, rotation, a refused change and deletion.
-  await go('webhooks');
+  // ping, rotation, a refused change and deletion. The banner's link
+  // leads there.
+  await go('overview');
+  await page.getByTestId('webhook-banner').getByRole('link', { name: 'Review it on the Webhooks page' }).click();
+  await onPage('webhooks', programId);
+  check(new URL(page.url()).hash === '#webhooks', `the banner's link went to ${page.url()}`);
   const warn = page.getByTestId(`webhook-disabled-${SAMPLE_HOOK}`);
   await warn.waitFor();
   check(/was disabled on .* after 5 days of failed deliveries/.test(await warn.innerText()), `the disabled endpoint's warning: ${await warn.innerText()}`);
@@ -449,6 +486,10 @@ try {
   check(re.postData() === JSON.stringify({ enabled: true }), `re-enabling sent ${re.postData()}`);
   await said(new RegExp(`${sampleUrl.replace(/[.]/g, '\\.')} is enabled again`), 're-enabling an endpoint');
   await warn.waitFor({ state: 'detached' });
+  // Re-enabled: no other page shows the banner any more.
+  await go('install');
+  check(await page.getByTestId('webhook-banner').isHidden(), 'the banner stays after the endpoint is re-enabled');
+  await go('webhooks');
 
   // A refused endpoint: the route's message beside the field it names.
   const form = page.locator('#webhook-form');

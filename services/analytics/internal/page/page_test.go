@@ -105,6 +105,17 @@ func TestPage(t *testing.T) {
 		if !strings.Contains(page, `role="status" aria-live="polite"`) {
 			t.Fatal("no live region saying what each change did")
 		}
+		// The failing-endpoint banner is outside the pages (every page
+		// shows it), a status region linking to Webhooks; the Webhooks page
+		// lists the notifications.
+		banner, first := strings.Index(page, `id="webhook-banner"`), strings.Index(page, `<section id="page-`)
+		if banner < 0 || banner > first || !strings.Contains(page, `id="webhook-banner" class="warning" role="status"`) ||
+			!strings.Contains(page, `<a id="webhook-banner-link" href="#webhooks">`) {
+			t.Fatal("no banner for a failing webhook endpoint above the pages")
+		}
+		if n, w := strings.Index(page, `id="notification-list"`), strings.Index(page, `id="page-webhooks"`); n < 0 || n < w {
+			t.Fatal("the Webhooks page does not list the notifications")
+		}
 		// CSP (script-src 'self') would refuse inline handlers anyway:
 		// none may be written.
 		for _, bad := range []string{" onclick=", " onsubmit=", " onchange=", " onload=", "javascript:"} {

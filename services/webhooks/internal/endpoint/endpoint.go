@@ -1,8 +1,9 @@
 // Package endpoint is the brand console's webhook endpoints (issue 22): a
-// member of a program reads its endpoints and their delivery log, and (with
-// tracking:write) creates, changes and deletes endpoints, rotates their
-// signing secrets, sends a ping and retries a delivery. Access is decided
-// on the catalog replica's memberships. No HTTP or SQL here.
+// member of a program reads its endpoints, their delivery log and what the
+// program was told about them (an endpoint disabled for failing), and
+// (with tracking:write) creates, changes and deletes endpoints, rotates
+// their signing secrets, sends a ping and retries a delivery. Access is
+// decided on the catalog replica's memberships. No HTTP or SQL here.
 package endpoint
 
 import (
@@ -56,7 +57,8 @@ const (
 // Delivery statuses (the filter's values).
 var Statuses = []string{"pending", "delivered", "failed"}
 
-// Page sizes of the delivery log, as the other console lists.
+// Page sizes of the delivery log and the notifications, as the other
+// console lists.
 const (
 	DefaultLimit = 50
 	MaxLimit     = 100
@@ -162,6 +164,23 @@ type Delivery struct {
 	CreatedAt      time.Time
 }
 
+// KindEndpointDisabled is the one kind of notification so far: the
+// dispatcher disabled an endpoint whose every attempt failed for
+// DISABLE_AFTER (disabled_reason "failing").
+const KindEndpointDisabled = "endpoint_disabled"
+
+// Notification is what a program was told about its endpoints, written by
+// the dispatcher in the transaction that disabled the endpoint. It
+// outlives the endpoint: URL is the endpoint's current url, nil once the
+// endpoint is deleted.
+type Notification struct {
+	ID         int64
+	Kind       string
+	EndpointID int64
+	URL        *string
+	CreatedAt  time.Time
+}
+
 // Event is an event to write (the ping): its body is the exact JSON sent.
 type Event struct {
 	ID        string
@@ -199,6 +218,9 @@ type Store interface {
 	Deliveries(ctx context.Context, endpointID int64, status string, beforeID int64, limit int) ([]Delivery, error)
 	// Retry makes the delivery pending and due now, keeping its attempts.
 	Retry(ctx context.Context, programID, endpointID, deliveryID int64, now time.Time) (Delivery, bool, error)
+	// Notifications lists the program's notifications newest first (by
+	// id) below beforeID (0: from the newest), at most limit.
+	Notifications(ctx context.Context, programID, beforeID int64, limit int) ([]Notification, error)
 }
 
 // Config is the service's dependencies.
@@ -357,7 +379,7 @@ func (s *Service) Update(ctx context.Context, userID, programID, id int64, p Pat
 }
 
 // Delete checks access and deletes the endpoint with its secrets and
-// deliveries.
+// deliveries; its notifications stay, without its url.
 func (s *Service) Delete(ctx context.Context, userID, programID, id int64) error {
 	if err := s.Check(ctx, userID, programID, true); err != nil {
 		return err
@@ -500,6 +522,15 @@ func (s *Service) Retry(ctx context.Context, userID, programID, id, deliveryID i
 		return Delivery{}, ErrDeliveryNotFound
 	}
 	return d, nil
+}
+
+// Notifications checks access (a reader may read them) and answers a page
+// of the program's notifications below beforeID (0: from the newest).
+func (s *Service) Notifications(ctx context.Context, userID, programID, beforeID int64, limit int) ([]Notification, error) {
+	if err := s.Check(ctx, userID, programID, false); err != nil {
+		return nil, err
+	}
+	return s.cfg.Store.Notifications(ctx, programID, beforeID, limit)
 }
 
 // checkURL is the URL's shape, then the dispatcher's own refusal.

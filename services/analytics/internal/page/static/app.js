@@ -12,7 +12,7 @@
   var NONCE_KEY = 'svc_dashboard_signin_nonce';
   // The console page (#settings, …) a sign-in started from, to return to.
   var ROUTE_KEY = 'svc_console_route';
-  var state = { config: null, token: '', programs: [], chart: null, seq: 0, route: 'overview', me: null };
+  var state = { config: null, token: '', programs: [], chart: null, seq: 0, route: 'overview', me: null, hookAlert: null };
   var $ = function (id) { return document.getElementById(id); };
 
   var KPIS = [
@@ -799,8 +799,10 @@
   // program has at most 20) and no query (the route takes none).
   function loadWebhooks() {
     var box = $('webhook-list');
+    var p = pid();
     return api(webhookBase()).then(function (b) {
       var rows = list(b);
+      noteFailing(p, rows);
       renderWebhookWarnings(rows);
       grid(box, [
         ['Endpoint', function (w) { return el('span', {}, [el('span', { className: 'mono', text: text(w.url) }), el('small', { className: 'sub', text: w.description || '' })]); }, 'name'],
@@ -845,6 +847,60 @@
       box.appendChild(note);
     });
   }
+
+  // The banner every page but Webhooks shows while an endpoint of the
+  // program is disabled as failing: the endpoint list is the source (the
+  // notifications route says what happened, the list whether it still
+  // holds). One list answer serves a minute of page changes, since the
+  // webhook routes share a small per-session rate limit; the Webhooks page
+  // refreshes it with every list it loads (a re-enable clears the banner).
+  var BANNER_TTL_MS = 60000;
+
+  function noteFailing(p, rows) {
+    state.hookAlert = { pid: p, at: Date.now(), failing: rows.filter(failing).length };
+    renderWebhookBanner();
+  }
+
+  function webhookBanner() {
+    var p = pid();
+    var known = state.hookAlert;
+    if (!p || state.route === 'webhooks' || state.route === 'create' || (known && known.pid === p && Date.now() - known.at < BANNER_TTL_MS)) {
+      renderWebhookBanner();
+      return Promise.resolve();
+    }
+    // A program whose list cannot be read (a route not live, a refusal)
+    // has no banner; it is asked again after the minute.
+    return api(webhookBase()).then(function (b) { noteFailing(p, list(b)); }, function () { noteFailing(p, []); });
+  }
+
+  function renderWebhookBanner() {
+    var known = state.hookAlert;
+    var n = known && known.pid === pid() && state.route !== 'webhooks' && state.route !== 'create' ? known.failing : 0;
+    var box = $('webhook-banner');
+    if (!n) { box.hidden = true; return; }
+    var msg = n === 1 ? 'A webhook endpoint was disabled after 5 days of failed deliveries.'
+      : n + ' webhook endpoints were disabled after 5 days of failed deliveries.';
+    // Written only when it changes: the banner is a live region, and
+    // moving between pages must not announce it again.
+    if ($('webhook-banner-text').textContent !== msg) {
+      $('webhook-banner-text').textContent = msg;
+      $('webhook-banner-link').textContent = n === 1 ? 'Review it on the Webhooks page' : 'Review them on the Webhooks page';
+    }
+    box.hidden = false;
+  }
+
+  // The notifications: what svc told the program, newest first, paged.
+  var notificationPager = new Pager('notification-pager', function (cursor) {
+    var box = $('notification-list');
+    return api(withCursor(webhookBase() + '/notifications', cursor)).then(function (b) {
+      grid(box, [
+        ['Date', function (n) { return when(n.created_at); }],
+        ['Endpoint', function (n) { return n.url ? el('span', { className: 'mono', text: n.url }) : 'Deleted endpoint #' + n.endpoint_id; }, 'name'],
+        ['What happened', function (n) { return n.kind === 'endpoint_disabled' ? 'Disabled after 5 days of failed deliveries' : text(n.kind); }, 'name']
+      ], list(b), 'Nothing yet. If an endpoint fails every delivery for 5 days, svc disables it and says so here.', 'notification');
+      return b;
+    }).catch(function (e) { problem(box, e); throw e; });
+  });
 
   function webhookActions(w) {
     var wrap = el('div', { className: 'row-actions' });
@@ -1015,7 +1071,7 @@
     state.webhook = null;
     $('deliveries-card').hidden = true;
     $('df-status').value = '';
-    return loadWebhooks().catch(function () {});
+    return Promise.all([loadWebhooks().catch(function () {}), notificationPager.reset().catch(function () {})]);
   }
 
   function wireWebhooks() {
@@ -1153,6 +1209,7 @@
     state.keepSay = false;
     if (focus) $('content').focus({ preventScroll: false });
     applyAccess();
+    renderWebhookBanner();
     if (!pid() && route !== 'create') return Promise.resolve();
     var done;
     switch (route) {
@@ -1165,7 +1222,7 @@
       case 'settings': done = showSettings(); break;
       default: done = Promise.resolve(); $('create-name').focus();
     }
-    return Promise.resolve(done).then(function () { document.body.setAttribute('data-page', route + ':' + pid()); });
+    return Promise.all([done, webhookBanner()]).then(function () { document.body.setAttribute('data-page', route + ':' + pid()); });
   }
 
   function ownWorkspaces() {

@@ -25,24 +25,26 @@ type Service interface {
 	Ping(ctx context.Context, userID, programID, id int64) (webhook.Pinged, error)
 	Deliveries(ctx context.Context, userID, programID, id int64, status string, beforeID int64, limit int) ([]webhook.Delivery, error)
 	Retry(ctx context.Context, userID, programID, id, deliveryID int64) (webhook.Delivery, error)
+	Notifications(ctx context.Context, userID, programID, beforeID int64, limit int) ([]webhook.Notification, error)
 }
 
 // Set holds one endpoint per route.
 type Set struct {
-	Create, List, Update, Delete, Rotate, Ping, Deliveries, Retry endpoint.Endpoint
+	Create, List, Update, Delete, Rotate, Ping, Deliveries, Retry, Notifications endpoint.Endpoint
 }
 
 // New builds the set, every endpoint decorated with mw, outermost first.
 func New(svc Service, mw ...obs.EndpointMiddleware) Set {
 	return Set{
-		Create:     obs.Decorate("webhooks_create", makeCreate(svc), mw...),
-		List:       obs.Decorate("webhooks_list", makeList(svc), mw...),
-		Update:     obs.Decorate("webhooks_update", makeUpdate(svc), mw...),
-		Delete:     obs.Decorate("webhooks_delete", makeDelete(svc), mw...),
-		Rotate:     obs.Decorate("webhooks_rotate_secret", makeRotate(svc), mw...),
-		Ping:       obs.Decorate("webhooks_test", makePing(svc), mw...),
-		Deliveries: obs.Decorate("webhooks_deliveries", makeDeliveries(svc), mw...),
-		Retry:      obs.Decorate("webhooks_retry_delivery", makeRetry(svc), mw...),
+		Create:        obs.Decorate("webhooks_create", makeCreate(svc), mw...),
+		List:          obs.Decorate("webhooks_list", makeList(svc), mw...),
+		Update:        obs.Decorate("webhooks_update", makeUpdate(svc), mw...),
+		Delete:        obs.Decorate("webhooks_delete", makeDelete(svc), mw...),
+		Rotate:        obs.Decorate("webhooks_rotate_secret", makeRotate(svc), mw...),
+		Ping:          obs.Decorate("webhooks_test", makePing(svc), mw...),
+		Deliveries:    obs.Decorate("webhooks_deliveries", makeDeliveries(svc), mw...),
+		Retry:         obs.Decorate("webhooks_retry_delivery", makeRetry(svc), mw...),
+		Notifications: obs.Decorate("webhooks_notifications", makeNotifications(svc), mw...),
 	}
 }
 
@@ -69,7 +71,7 @@ func checkFirst(ctx context.Context, svc Service, t Target, write bool) error {
 // Response is every route's answer: Data (nil for 204) or the refusal.
 type Response struct {
 	Data any
-	// NextCursor is the delivery log's next page (nil on the last);
+	// NextCursor is a paged list's next page (nil on the last);
 	// Paged says the answer carries next_cursor at all.
 	NextCursor *int64
 	Paged      bool
@@ -312,5 +314,49 @@ func makeRetry(svc Service) endpoint.Endpoint {
 			return answer(nil, err)
 		}
 		return Response{Data: ViewDelivery(d)}, nil
+	}
+}
+
+// NotificationView is one of the program's notifications: url is the
+// endpoint's current url, null once it is deleted.
+type NotificationView struct {
+	ID         int64     `json:"id"`
+	Kind       string    `json:"kind"`
+	EndpointID int64     `json:"endpoint_id"`
+	URL        *string   `json:"url"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// NotificationsRequest lists a page of the program's notifications.
+type NotificationsRequest struct {
+	Target
+	BeforeID int64
+	Limit    int
+}
+
+// makeNotifications pages as the delivery log does: one row more than the
+// page says whether there is a next one.
+func makeNotifications(svc Service) endpoint.Endpoint {
+	return func(ctx context.Context, request any) (any, error) {
+		req := request.(NotificationsRequest)
+		if req.Err != nil {
+			return Response{Err: checkFirst(ctx, svc, req.Target, false)}, nil
+		}
+		ns, err := svc.Notifications(ctx, req.UserID, req.ProgramID, req.BeforeID, req.Limit+1)
+		if err != nil {
+			return answer(nil, err)
+		}
+		resp := Response{Paged: true}
+		if len(ns) > req.Limit {
+			ns = ns[:req.Limit]
+			next := ns[len(ns)-1].ID
+			resp.NextCursor = &next
+		}
+		out := make([]NotificationView, 0, len(ns))
+		for _, n := range ns {
+			out = append(out, NotificationView{ID: n.ID, Kind: n.Kind, EndpointID: n.EndpointID, URL: n.URL, CreatedAt: n.CreatedAt})
+		}
+		resp.Data = out
+		return resp, nil
 	}
 }

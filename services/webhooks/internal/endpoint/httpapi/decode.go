@@ -294,27 +294,49 @@ func decodeDeliveries(ctx context.Context, r *http.Request) (any, error) {
 			}
 			req.Status = v
 		}
-		if v, ok := q["cursor"]; ok {
-			id, good := decodeID(v)
-			if !good {
-				return webhook.ErrBadCursor
-			}
-			req.BeforeID = id
-		}
-		if v, ok := q["limit"]; ok {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > webhook.MaxLimit {
-				return webhook.ErrBadLimit
-			}
-			req.Limit = n
-		}
-		return nil
+		req.BeforeID, req.Limit, err = paging(q)
+		return err
 	}()
 	return req, nil
 }
 
-// The delivery log's cursor is opaque to clients: base64url of the last
-// delivery id of the page.
+// decodeNotifications reads ?cursor&limit (the delivery log's paging).
+func decodeNotifications(ctx context.Context, r *http.Request) (any, error) {
+	req := endpoints.NotificationsRequest{Target: target(ctx, r, false), Limit: webhook.DefaultLimit}
+	req.Err = func() error {
+		q, err := query(r, "cursor", "limit")
+		if err != nil {
+			return err
+		}
+		req.BeforeID, req.Limit, err = paging(q)
+		return err
+	}()
+	return req, nil
+}
+
+// paging reads a paged list's cursor (the id to list below; 0: from the
+// newest) and limit (webhook.DefaultLimit when absent).
+func paging(q map[string]string) (beforeID int64, limit int, err error) {
+	limit = webhook.DefaultLimit
+	if v, ok := q["cursor"]; ok {
+		id, good := decodeID(v)
+		if !good {
+			return 0, 0, webhook.ErrBadCursor
+		}
+		beforeID = id
+	}
+	if v, ok := q["limit"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > webhook.MaxLimit {
+			return 0, 0, webhook.ErrBadLimit
+		}
+		limit = n
+	}
+	return beforeID, limit, nil
+}
+
+// A paged list's cursor is opaque to clients: base64url of the last id
+// (delivery or notification) of the page.
 func encodeID(id *int64) *string {
 	if id == nil || *id <= 0 {
 		return nil

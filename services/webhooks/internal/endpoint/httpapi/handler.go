@@ -44,9 +44,14 @@ type Config struct {
 	FailedAuth func(http.Handler) http.Handler
 }
 
-// Paths of the routes.
+// Paths of the routes. GET …/webhooks/notifications beside the
+// {webhookId} patterns is no conflict in net/http's mux: no GET has a
+// single segment after …/webhooks/ but this one (PATCH and DELETE do), and
+// a literal segment is more specific than a wildcard anyway; an endpoint
+// id is a positive whole number, never "notifications".
 const (
 	pathList     = "/api/v1/programs/{id}/webhooks"
+	pathNotes    = "/api/v1/programs/{id}/webhooks/notifications"
 	pathOne      = "/api/v1/programs/{id}/webhooks/{webhookId}"
 	pathRetry    = "/api/v1/programs/{id}/webhooks/{webhookId}/deliveries/{deliveryId}/retry"
 	pathDelivers = "/api/v1/programs/{id}/webhooks/{webhookId}/deliveries"
@@ -83,6 +88,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		route("POST", pathOne+"/test", "webhooks_test", "Failed to send the test event", set.Ping, decodeNoBody, http.StatusAccepted),
 		route("GET", pathDelivers, "webhooks_deliveries", "Failed to load deliveries", set.Deliveries, decodeDeliveries, http.StatusOK),
 		route("POST", pathRetry, "webhooks_retry_delivery", "Failed to retry the delivery", set.Retry, decodeRetry, http.StatusAccepted),
+		route("GET", pathNotes, "webhooks_notifications", "Failed to load notifications", set.Notifications, decodeNotifications, http.StatusOK),
 	}
 }
 
@@ -190,8 +196,8 @@ type envelope struct {
 	Data any `json:"data"`
 }
 
-// page is the delivery log's answer: next_cursor is the next page's
-// cursor, null on the last.
+// page is a paged list's answer (the delivery log, the notifications):
+// next_cursor is the next page's cursor, null on the last.
 type page struct {
 	Data       any     `json:"data"`
 	NextCursor *string `json:"next_cursor"`

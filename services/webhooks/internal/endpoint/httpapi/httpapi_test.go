@@ -23,6 +23,8 @@ import (
 	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform/platformtest"
 	"github.com/svc-dev/svc/libs/ratelimit"
+	"github.com/svc-dev/svc/services/webhooks/internal/delivery"
+	deliverystore "github.com/svc-dev/svc/services/webhooks/internal/delivery/pgstore"
 	webhook "github.com/svc-dev/svc/services/webhooks/internal/endpoint"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/httpapi"
@@ -462,7 +464,7 @@ func TestAccess(t *testing.T) {
 	paths := func(prog, id int64) [][3]string {
 		p := fmt.Sprintf("/api/v1/programs/%d/webhooks", prog)
 		one := fmt.Sprintf("%s/%d", p, id)
-		return [][3]string{{"POST", p, `{"url":"https://x.example/h","events":["sale.created"]}`}, {"GET", p, ""}, {"PATCH", one, `{"enabled":false}`},
+		return [][3]string{{"POST", p, `{"url":"https://x.example/h","events":["sale.created"]}`}, {"GET", p, ""}, {"GET", p + "/notifications", ""}, {"PATCH", one, `{"enabled":false}`},
 			{"DELETE", one, ""}, {"POST", one + "/secret", ""}, {"POST", one + "/test", ""}, {"GET", one + "/deliveries", ""},
 			{"POST", one + "/deliveries/1/retry", ""}}
 	}
@@ -495,7 +497,7 @@ func TestAccess(t *testing.T) {
 	})
 	t.Run("A's endpoint through B's program id is not found", func(t *testing.T) {
 		f := f.on(t)
-		for _, c := range paths(progB, a)[2:] {
+		for _, c := range paths(progB, a)[3:] {
 			f.want(f.call(owner2, c[0], c[1], c[2]), 404)
 		}
 	})
@@ -574,6 +576,12 @@ func TestValidation(t *testing.T) {
 		{"delivery cursor forged", "GET", one + "/deliveries?cursor=zz", ``, "cursor", 400},
 		{"an unknown parameter", "GET", one + "/deliveries?page=2", ``, "page", 400},
 		{"a NUL in a parameter", "GET", one + "/deliveries?status=%00", ``, "status", 400},
+		{"notifications cursor forged", "GET", base + "/notifications?cursor=zz", ``, "cursor", 400},
+		{"notifications cursor of no id", "GET", base + "/notifications?cursor=" + base64.RawURLEncoding.EncodeToString([]byte("0")), ``, "cursor", 400},
+		{"notifications limit zero", "GET", base + "/notifications?limit=0", ``, "limit", 400},
+		{"notifications take no status", "GET", base + "/notifications?status=failed", ``, "status", 400},
+		{"notifications cursor sent twice", "GET", base + "/notifications?cursor=MQ&cursor=Mg", ``, "cursor", 400},
+		{"notifications is no endpoint id", "PATCH", base + "/notifications", `{"enabled":true}`, "webhookId", 400},
 		{"a body on test", "POST", one + "/test", `{"x":1}`, "x", 400},
 		{"a body too large", "POST", base, `{"url":"https://x.example/h","events":["sale.created"],"description":"` + strings.Repeat("a", 70000) + `"}`, "", 413},
 	}
@@ -687,4 +695,118 @@ func TestRateLimitPerSessionToken(t *testing.T) {
 	f.want(f.call(reader, "GET", "/api/v1/programs/1/webhooks", nil), 200)
 	clock.Advance(time.Minute)
 	f.want(f.call(owner, "GET", "/api/v1/programs/1/webhooks", nil), 200)
+}
+
+// failOut has the dispatcher disable program A's endpoint as after
+// DISABLE_AFTER of failures, through its own store (delivery/pgstore): a
+// ping, its claim, and a failed attempt of an endpoint failing since then.
+func (f *fixture) failOut(id int64) {
+	f.t.Helper()
+	f.want(f.call(owner, "POST", fmt.Sprintf("/api/v1/programs/%d/webhooks/%d/test", progA, id), nil), 202)
+	ctx := context.Background()
+	ds := deliverystore.New(f.pool)
+	now := f.clock.Now()
+	claimed, err := ds.Claim(ctx, delivery.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10, PerEndpoint: 10})
+	if err != nil || len(claimed) != 1 || claimed[0].EndpointID != id {
+		f.t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	c := claimed[0]
+	rec, err := ds.Record(ctx, delivery.Outcome{DeliveryID: c.ID, EndpointID: id, Attempt: c.Attempt, Now: now, NextAttemptAt: now.Add(time.Hour),
+		Status: 500, Error: "HTTP 500", EndpointFault: true, DisableBefore: now})
+	if err != nil || !rec.Disabled {
+		f.t.Fatalf("record: %+v %v", rec, err)
+	}
+}
+
+// The notifications route: what the dispatcher told the program, newest
+// first, paged as the delivery log, to any reader of the program and to no
+// one else; a deleted endpoint's notification stays, its url null.
+func TestNotifications(t *testing.T) {
+	f := newFixture(t, true)
+	base := fmt.Sprintf("/api/v1/programs/%d/webhooks/notifications", progA)
+	first := f.create(progA, valid).num("data", "id")
+	second := f.create(progA, map[string]any{"url": "https://second.brand.example/h", "events": []string{"sale.created"}}).num("data", "id")
+	f.want(f.call(owner2, "POST", "/api/v1/programs/2/webhooks", valid), 201)
+
+	t.Run("none yet: an empty page", func(t *testing.T) {
+		f := f.on(t)
+		r := f.want(f.call(owner, "GET", base, nil), 200)
+		if next, present := r.body["next_cursor"]; !present || next != nil || len(r.body["data"].([]any)) != 0 || len(r.body) != 2 {
+			t.Fatalf("empty: %s", r.raw)
+		}
+	})
+
+	f.failOut(first)
+	disabledAt := f.clock.Now()
+	f.clock.Advance(time.Hour)
+	f.failOut(second)
+
+	t.Run("the owner and a reader see both, newest first", func(t *testing.T) {
+		f := f.on(t)
+		for _, user := range []int64{owner, reader} {
+			r := f.want(f.call(user, "GET", base, nil), 200)
+			items := r.body["data"].([]any)
+			if len(items) != 2 || r.body["next_cursor"] != nil {
+				t.Fatalf("list: %s", r.raw)
+			}
+			n0, n1 := items[0].(map[string]any), items[1].(map[string]any)
+			if n0["endpoint_id"] != float64(second) || n0["url"] != "https://second.brand.example/h" || n0["kind"] != "endpoint_disabled" ||
+				n1["endpoint_id"] != float64(first) || n1["created_at"] != disabledAt.Format(time.RFC3339) || n0["id"].(float64) <= n1["id"].(float64) ||
+				len(n0) != 5 {
+				t.Fatalf("list: %s", r.raw)
+			}
+		}
+	})
+
+	t.Run("paged by limit and cursor", func(t *testing.T) {
+		f := f.on(t)
+		r := f.want(f.call(reader, "GET", base+"?limit=1", nil), 200)
+		next, _ := r.body["next_cursor"].(string)
+		if len(r.body["data"].([]any)) != 1 || next == "" {
+			t.Fatalf("first page: %s", r.raw)
+		}
+		r = f.want(f.call(reader, "GET", base+"?limit=1&cursor="+url.QueryEscape(next), nil), 200)
+		items := r.body["data"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)["endpoint_id"] != float64(first) || r.body["next_cursor"] != nil {
+			t.Fatalf("second page: %s", r.raw)
+		}
+	})
+
+	t.Run("another tenant: 403 on A's, none of A's in its own", func(t *testing.T) {
+		f := f.on(t)
+		r := f.want(f.call(owner2, "GET", base, nil), 403)
+		if r.str("error", "message") != "You do not have access to this program" || strings.Contains(r.raw, "brand.example") {
+			t.Fatal(r.raw)
+		}
+		r = f.want(f.call(owner2, "GET", "/api/v1/programs/2/webhooks/notifications", nil), 200)
+		if len(r.body["data"].([]any)) != 0 {
+			t.Fatalf("B sees A's: %s", r.raw)
+		}
+		// A bad cursor is no way round the access check.
+		f.want(f.call(owner2, "GET", base+"?cursor=zz", nil), 403)
+	})
+
+	t.Run("an inactive member 403, no session 401, an unknown program 404", func(t *testing.T) {
+		f := f.on(t)
+		f.want(f.call(gone, "GET", base, nil), 403)
+		f.want(f.call(0, "GET", base, nil), 401)
+		r := f.want(f.call(owner, "GET", "/api/v1/programs/999/webhooks/notifications", nil), 404)
+		if r.str("error", "message") != "Program not found" {
+			t.Fatal(r.raw)
+		}
+	})
+
+	t.Run("a deleted endpoint's notification stays, its url null", func(t *testing.T) {
+		f := f.on(t)
+		f.want(f.call(owner, "DELETE", fmt.Sprintf("/api/v1/programs/1/webhooks/%d", first), nil), 204)
+		r := f.want(f.call(owner, "GET", base, nil), 200)
+		items := r.body["data"].([]any)
+		if len(items) != 2 {
+			t.Fatalf("after the delete: %s", r.raw)
+		}
+		n1 := items[1].(map[string]any)
+		if url, present := n1["url"]; !present || url != nil || n1["endpoint_id"] != float64(first) {
+			t.Fatalf("the deleted endpoint's notification: %s", r.raw)
+		}
+	})
 }

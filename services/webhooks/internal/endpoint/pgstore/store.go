@@ -1,8 +1,9 @@
 // Package pgstore is the console endpoints' Store over webhooks' schema:
 // the replica's programs and memberships, endpoints with their sealed
-// secrets, the ping's event and the delivery log. Each statement reads by
-// a key or an index range (endpoints_program, endpoint_secrets_endpoint,
-// deliveries_endpoint, deliveries_endpoint_status); times come from the
+// secrets, the ping's event, the delivery log and the program's
+// notifications. Each statement reads by a key or an index range
+// (endpoints_program, endpoint_secrets_endpoint, deliveries_endpoint,
+// deliveries_endpoint_status, notifications_program); times come from the
 // caller's clock, never the database's.
 package pgstore
 
@@ -192,7 +193,7 @@ const updateSQL = `UPDATE endpoints SET
 		RETURNING ` + columns
 
 // Delete deletes the endpoint; its secrets and deliveries go with it (ON
-// DELETE CASCADE).
+// DELETE CASCADE), its notifications stay (migration 00008).
 func (s *Store) Delete(ctx context.Context, programID, id int64) (bool, error) {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM endpoints WHERE id = $1 AND program_id = $2`, id, programID)
 	if err != nil {
@@ -334,4 +335,40 @@ func (s *Store) Retry(ctx context.Context, programID, endpointID, deliveryID int
 		return endpoint.Delivery{}, false, fmt.Errorf("retry delivery %d: %w", deliveryID, err)
 	}
 	return d, true, nil
+}
+
+// NotificationsQuery is a page of a program's notifications newest first:
+// an index range of notifications_program (program_id, id) read
+// backwards, each row's endpoint by its primary key. A LEFT JOIN, since a
+// notification outlives its endpoint (url null then). Exported for a
+// plan check.
+const NotificationsQuery = `SELECT n.id, n.kind, n.endpoint_id, e.url, n.created_at
+	FROM notifications n LEFT JOIN endpoints e ON e.id = n.endpoint_id AND e.program_id = n.program_id
+	WHERE n.program_id = $1 AND n.id < $2
+	ORDER BY n.id DESC LIMIT $3`
+
+// Notifications lists a page of the program's notifications below
+// beforeID.
+func (s *Store) Notifications(ctx context.Context, programID, beforeID int64, limit int) ([]endpoint.Notification, error) {
+	if beforeID <= 0 {
+		beforeID = 1<<63 - 1
+	}
+	rows, err := s.pool.Query(ctx, NotificationsQuery, programID, beforeID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("notifications of program %d: %w", programID, err)
+	}
+	defer rows.Close()
+	out := []endpoint.Notification{}
+	for rows.Next() {
+		var n endpoint.Notification
+		if err := rows.Scan(&n.ID, &n.Kind, &n.EndpointID, &n.URL, &n.CreatedAt); err != nil {
+			return nil, fmt.Errorf("notifications of program %d: %w", programID, err)
+		}
+		n.CreatedAt = n.CreatedAt.UTC()
+		out = append(out, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("notifications of program %d: %w", programID, err)
+	}
+	return out, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/libs/pg/pgtest"
+	"github.com/svc-dev/svc/services/webhooks/internal/delivery"
+	deliverystore "github.com/svc-dev/svc/services/webhooks/internal/delivery/pgstore"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint"
 	"github.com/svc-dev/svc/services/webhooks/migrations"
 )
@@ -218,5 +220,124 @@ func TestDeliveriesPageIsAnIndexRange(t *testing.T) {
 		if err != nil || len(got) != 50 || got[0].ID <= got[49].ID {
 			t.Fatalf("status %q: %d rows, %v", status, len(got), err)
 		}
+	}
+}
+
+// failOut makes the dispatcher disable the endpoint, as it does after
+// DISABLE_AFTER of failures, through the dispatcher's own store: a ping,
+// its claim, and a failed attempt whose endpoint has been failing since
+// long enough (DisableBefore is the attempt's time).
+func failOut(t *testing.T, s *Store, programID, endpointID int64, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	ev, err := endpoint.PingEvent(programID, endpointID, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Ping(ctx, programID, endpointID, ev); err != nil || !ok {
+		t.Fatalf("ping: %v %v", ok, err)
+	}
+	ds := deliverystore.New(s.pool)
+	claimed, err := ds.Claim(ctx, delivery.ClaimRequest{Now: now, LeaseUntil: now.Add(time.Minute), Limit: 10, PerEndpoint: 10})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %+v %v", claimed, err)
+	}
+	c := claimed[0]
+	rec, err := ds.Record(ctx, delivery.Outcome{DeliveryID: c.ID, EndpointID: c.EndpointID, Attempt: c.Attempt, Now: now, Failed: true,
+		Status: 503, Error: "HTTP 503", EndpointFault: true, DisableBefore: now})
+	if err != nil || !rec.Disabled {
+		t.Fatalf("record: %+v %v", rec, err)
+	}
+}
+
+// The dispatcher's disabling is listed, newest first, with the endpoint's
+// current url; only the program's own; a deleted endpoint's notification
+// stays, its url null. Paging by id is exact.
+func TestNotificationsOutliveTheirEndpoint(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	mk := func(prog int64, url string) endpoint.Endpoint {
+		e, err := s.Create(ctx, endpoint.Endpoint{ProgramID: prog, URL: url, Events: []string{"sale.created"}, CreatedAt: at}, seal, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	a1, a2, b := mk(7, "https://a1.example/h"), mk(7, "https://a2.example/h"), mk(8, "https://b.example/h")
+	failOut(t, s, 7, a1.ID, at.Add(time.Hour))
+	failOut(t, s, 8, b.ID, at.Add(2*time.Hour))
+	failOut(t, s, 7, a2.ID, at.Add(3*time.Hour))
+	if _, ok, err := s.Update(ctx, 7, a2.ID, endpoint.Patch{URL: ptr("https://a2.example/moved")}, at.Add(4*time.Hour)); err != nil || !ok {
+		t.Fatalf("update: %v %v", ok, err)
+	}
+	got, err := s.Notifications(ctx, 7, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].EndpointID != a2.ID || got[1].EndpointID != a1.ID || got[0].ID <= got[1].ID {
+		t.Fatalf("notifications of 7: %+v", got)
+	}
+	n := got[0]
+	if n.Kind != endpoint.KindEndpointDisabled || n.URL == nil || *n.URL != "https://a2.example/moved" || !n.CreatedAt.Equal(at.Add(3*time.Hour)) ||
+		n.CreatedAt.Location() != time.UTC {
+		t.Fatalf("newest: %+v (url %v)", n, n.URL)
+	}
+	page, err := s.Notifications(ctx, 7, got[0].ID, 1)
+	if err != nil || len(page) != 1 || page[0].ID != got[1].ID {
+		t.Fatalf("below %d: %+v %v", got[0].ID, page, err)
+	}
+	if other, err := s.Notifications(ctx, 8, 0, 10); err != nil || len(other) != 1 || other[0].EndpointID != b.ID {
+		t.Fatalf("notifications of 8: %+v %v", other, err)
+	}
+	if ok, err := s.Delete(ctx, 7, a1.ID); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	got, err = s.Notifications(ctx, 7, 0, 10)
+	if err != nil || len(got) != 2 || got[1].EndpointID != a1.ID || got[1].URL != nil || got[0].URL == nil {
+		t.Fatalf("after the delete: %+v %v", got, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A page of the notifications is an index range of notifications_program
+// read backwards and stopped by LIMIT, each endpoint read by an index;
+// never a sort nor a walk through other programs' rows.
+func TestNotificationsPageIsAnIndexRange(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	// 500 programs of one endpoint each, 40 notifications each (far more
+	// than a program gets: one per disabling), interleaved as time would.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO endpoints (program_id, url, events, created_at, updated_at)
+		SELECT g, 'https://x.example/' || g, '{sale.created}', $1, $1 FROM generate_series(1, 500) g`, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO notifications (program_id, endpoint_id, kind, created_at)
+		SELECT e.program_id, e.id, 'endpoint_disabled', $1 FROM generate_series(1, 40) g, endpoints e ORDER BY g, e.id`, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE notifications; ANALYZE endpoints`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.pool.Query(ctx, `EXPLAIN `+NotificationsQuery, int64(2), int64(1<<63-1), 21)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	rows.Close()
+	all := strings.Join(lines, "\n")
+	if !strings.Contains(all, "Index Scan Backward using notifications_program ") || strings.Contains(all, "Sort") || strings.Contains(all, "Seq Scan") {
+		t.Errorf("not a backward range of notifications_program:\n%s", all)
+	}
+	got, err := s.Notifications(ctx, 2, 0, 21)
+	if err != nil || len(got) != 21 || got[0].ID <= got[20].ID || got[0].URL == nil || *got[0].URL != "https://x.example/2" {
+		t.Fatalf("%d rows, %v", len(got), err)
 	}
 }
