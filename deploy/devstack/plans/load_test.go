@@ -23,7 +23,7 @@ import (
 // events, deliveries and listener queues, ...), the catalog replicas'
 // per-partner rows (links, partner-program records, memberships) and
 // balance entries. A table the routes only INSERT into or upsert by its
-// key (visits, counters, analytics' counted, webhooks' notifications) has
+// key (visits, counters, analytics' counted) has
 // no scan in any plan and is left empty; if a statement ever reads one,
 // the check names it (catalog.problems: a table neither large nor
 // bounded).
@@ -334,5 +334,11 @@ SELECT i, 1000000 + (i - 1) / 2, int8send(i),
 FROM generate_series(1, {N}) i;
 SELECT setval(pg_get_serial_sequence('listeners', 'id'), {N});
 INSERT INTO listener_events (listener_id, seq, event_id) SELECT 2 * (program_id - 1000000) + 1 + seq / 1000 % 2, seq, id FROM events ORDER BY 1, 2;
+-- What the dispatcher told the programs: their endpoints disabled, a
+-- hundred each (deleted endpoints' included).
+INSERT INTO notifications (id, program_id, endpoint_id, kind, created_at)
+SELECT i, 1000000 + i % 1000, 2 * (i % 1000) + 1, 'endpoint_disabled', now() - interval '1 minute' * ({N} - i)
+FROM generate_series(1, {N}) i ORDER BY 2, 1;
+SELECT setval(pg_get_serial_sequence('notifications', 'id'), {N});
 -- The ledger's test sales.
 INSERT INTO test_sales (sale_id) SELECT 1000000000 + i FROM generate_series(1, {N}) i`

@@ -176,6 +176,11 @@ func (c *client) webhooksFinish(h *hooks) {
 		}
 		return false, l.raw
 	})
+	// The brand is told: the notifications page, and the next one.
+	n := c.want(200, "GET", h.path("/notifications"), nil, h.owner...)
+	if next, _ := n.body["next_cursor"].(string); next != "" {
+		c.want(200, "GET", h.path("/notifications?cursor=%s", url.QueryEscape(next)), nil, h.owner...)
+	}
 	c.want(200, "PATCH", h.path("/%d", h.failingID), map[string]any{"enabled": true}, h.owner...)
 
 	// `svc listen`: the events queued for the listener, polled without
