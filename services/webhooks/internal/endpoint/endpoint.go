@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/services/webhooks/internal/apierr"
 	"github.com/svc-dev/svc/services/webhooks/internal/secret"
 )
 
@@ -68,18 +69,9 @@ const (
 // (the dispatcher writes "failing" for one it disabled).
 const DisabledManually = "manual"
 
-// Error is a refusal with the message the client reads; Field names the
-// parameter of a 400.
-type Error struct {
-	Kind    error
-	Message string
-	Field   string
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// Unwrap gives the kind.
-func (e *Error) Unwrap() error { return e.Kind }
+// Error is the service's refusal (apierr: one error table for all its
+// routes).
+type Error = apierr.Error
 
 // The refusals; access is worded as the other console routes word it.
 var (

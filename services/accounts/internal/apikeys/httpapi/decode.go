@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/apikeys"
@@ -12,18 +11,8 @@ import (
 	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
 
-// pathID reads a positive integer path value; anything else is 0, which
-// names no program (403, as for a missing one) and no key (404).
-func pathID(r *http.Request, name string) int64 {
-	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
-	if err != nil || id <= 0 {
-		return 0
-	}
-	return id
-}
-
 func base(ctx context.Context, r *http.Request) endpoints.Request {
-	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: pathID(r, "id"), KeyID: pathID(r, "keyId")}
+	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: httpkit.PathID(r, "id"), KeyID: httpkit.PathID(r, "keyId")}
 }
 
 func decodeList(ctx context.Context, r *http.Request) (any, error) { return base(ctx, r), nil }

@@ -21,7 +21,6 @@ import (
 	"github.com/svc-dev/svc/services/accounts/internal/dashauth/endpoints"
 	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 	sessionsendpoints "github.com/svc-dev/svc/services/accounts/internal/sessions/endpoints"
-	settingshttpapi "github.com/svc-dev/svc/services/accounts/internal/settings/httpapi"
 )
 
 // Paths of the routes.
@@ -214,45 +213,20 @@ func encodeSignOut(logger *slog.Logger) kithttp.EncodeResponseFunc {
 }
 
 func decodeMe(ctx context.Context, _ *http.Request) (any, error) {
-	uid, ok := ctx.Value(userKey{}).(int64)
-	if !ok {
+	uid := session.UserID(ctx)
+	if uid == 0 {
 		return nil, errors.New("dashauth/httpapi: no session user in context")
 	}
 	return endpoints.MeRequest{UserID: uid}, nil
 }
 
-type userKey struct{}
-
-// requireSession checks a dashboard session token, signed-out sessions
-// refused; CLI login tokens, CLI session tokens and program API keys are
-// refused like any invalid token. The messages are the settings routes'; a
-// failed revocation lookup is the route's 500 (enc).
+// requireSession is the dashboard session check (session.Require) of an
+// answer that must not be cached.
 func requireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
+	h := session.Require(c, enc.Failure, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
-		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
-		switch res {
-		case apikey.ParseMissing:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgMissingSession)
-			return
-		case apikey.ParseEmpty:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
-			return
-		}
-		claims, err := c.Check(r.Context(), token)
-		if errors.Is(err, session.ErrExpired) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgExpiredSession)
-			return
-		}
-		if errors.Is(err, session.ErrInvalidToken) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, settingshttpapi.MsgInvalidSession)
-			return
-		}
-		if err != nil {
-			enc.Failure(r.Context(), err, w)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -19,18 +19,8 @@ const (
 	msgBadEmail = "email must be a valid email address" // the catalog's own
 )
 
-// pathID reads a positive integer path value; anything else is 0, which
-// names no program (403, as for a missing one) and no member (404).
-func pathID(r *http.Request, name string) int64 {
-	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
-	if err != nil || id <= 0 {
-		return 0
-	}
-	return id
-}
-
 func base(ctx context.Context, r *http.Request) endpoints.Request {
-	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: pathID(r, "id"), MemberID: pathID(r, "userId")}
+	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: httpkit.PathID(r, "id"), MemberID: httpkit.PathID(r, "userId")}
 }
 
 func decodeRemove(ctx context.Context, r *http.Request) (any, error) { return base(ctx, r), nil }

@@ -17,20 +17,9 @@ import (
 // MsgActive is the link update's body rule.
 const MsgActive = "active is required and must be true or false"
 
-// pathID reads a positive integer path value; anything else is 0, which
-// names no program (403, as for a missing one), no partner and no link
-// (404).
-func pathID(r *http.Request, name string) int64 {
-	id, err := strconv.ParseInt(r.PathValue(name), 10, 64)
-	if err != nil || id <= 0 {
-		return 0
-	}
-	return id
-}
-
 func base(ctx context.Context, r *http.Request) endpoints.Request {
-	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: pathID(r, "id"),
-		PartnerID: pathID(r, "partnerId"), LinkID: pathID(r, "linkId")}
+	return endpoints.Request{UserID: settingshttpapi.SessionUser(ctx), ProgramID: httpkit.PathID(r, "id"),
+		PartnerID: httpkit.PathID(r, "partnerId"), LinkID: httpkit.PathID(r, "linkId")}
 }
 
 func decodeApproval(ctx context.Context, r *http.Request) (any, error) { return base(ctx, r), nil }
@@ -107,7 +96,7 @@ func decodeUpdateLink(ctx context.Context, r *http.Request) (any, error) {
 // decodeList reads ?limit (1 to 100, 50 when absent) and ?cursor (a
 // previous page's next_cursor), as the other console lists do.
 func decodeList(ctx context.Context, r *http.Request) (any, error) {
-	req := endpoints.ListRequest{UserID: settingshttpapi.SessionUser(ctx), ProgramID: pathID(r, "id"), Page: partners.Page{Limit: partners.DefaultLimit}}
+	req := endpoints.ListRequest{UserID: settingshttpapi.SessionUser(ctx), ProgramID: httpkit.PathID(r, "id"), Page: partners.Page{Limit: partners.DefaultLimit}}
 	q := r.URL.Query()
 	if v, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(v[0])

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/accounts/internal/catalog"
 	"github.com/svc-dev/svc/services/accounts/internal/settings"
@@ -23,12 +24,12 @@ func programID(r *http.Request) int64 {
 }
 
 func decodeGet(ctx context.Context, r *http.Request) (any, error) {
-	uid, _ := ctx.Value(userKey{}).(int64)
+	uid := session.UserID(ctx)
 	return endpoints.Request{UserID: uid, ProgramID: programID(r)}, nil
 }
 
 func decodeUpdate(ctx context.Context, r *http.Request) (any, error) {
-	uid, _ := ctx.Value(userKey{}).(int64)
+	uid := session.UserID(ctx)
 	req := endpoints.Request{UserID: uid, ProgramID: programID(r)}
 	obj, err := httpkit.DecodeObject(r, 0)
 	if err != nil {

@@ -5,24 +5,20 @@
 package httpapi
 
 import (
-	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
-	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/httpkit"
-	"github.com/svc-dev/svc/services/accounts/internal/httperr"
 	"github.com/svc-dev/svc/services/accounts/internal/settings/endpoints"
 )
 
 // 401 messages. Rule 5 of the contract: an account-session 401 is fixed by
 // signing in again.
 const (
-	MsgMissingSession = "Missing or malformed Authorization header. Expected: Bearer <session_token>"
-	MsgInvalidSession = "Invalid session token. Sign in again."
-	MsgExpiredSession = "Session expired. Sign in again."
+	MsgMissingSession = session.MsgMissing
+	MsgInvalidSession = session.MsgInvalid
+	MsgExpiredSession = session.MsgExpired
 )
 
 // Config carries what the transport needs.
@@ -48,37 +44,4 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "PATCH /api/v1/programs/{id}/settings", Name: "program_settings_update",
 			Handler: build("Failed to update program settings", set.Update, decodeUpdate), LimitChecksURL: cfg.Limit != nil},
 	}
-}
-
-type userKey struct{}
-
-// requireSession checks the dashboard session token, signed-out sessions
-// refused; CLI login tokens and program API keys are refused like any
-// other invalid token. A failed revocation lookup is the route's 500.
-func requireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
-		switch res {
-		case apikey.ParseMissing:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgMissingSession)
-			return
-		case apikey.ParseEmpty:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		}
-		claims, err := c.Check(r.Context(), token)
-		if errors.Is(err, session.ErrExpired) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgExpiredSession)
-			return
-		}
-		if errors.Is(err, session.ErrInvalidToken) {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		}
-		if err != nil {
-			enc.Failure(r.Context(), err, w)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
-	})
 }

@@ -40,7 +40,7 @@ func (c SessionRoutes) Handler(fail string, e endpoint.Endpoint, dec kithttp.Dec
 		h = c.Limit(h)
 	}
 	check := httperr.Route{Fail: fail, Logger: logger, FailureLog: "dashboard session check failed"}
-	h = requireSession(c.Sessions, check, h)
+	h = session.Require(c.Sessions, check.Failure, h)
 	if c.FailedAuth != nil {
 		h = c.FailedAuth(h)
 	}
@@ -52,11 +52,10 @@ func (c SessionRoutes) Handler(fail string, e endpoint.Endpoint, dec kithttp.Dec
 // of CLI login tokens and program API keys, so every dashboard route
 // answers a bad session alike. SessionUser reads the user it admitted.
 func RequireSession(c *session.Checker, enc httperr.Route, next http.Handler) http.Handler {
-	return requireSession(c, enc, next)
+	return session.Require(c, enc.Failure, next)
 }
 
 // SessionUser is the user id RequireSession admitted (0 when none).
 func SessionUser(ctx context.Context) int64 {
-	uid, _ := ctx.Value(userKey{}).(int64)
-	return uid
+	return session.UserID(ctx)
 }

@@ -8,12 +8,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/commissions/internal/console"
@@ -27,17 +27,7 @@ const maxBody = 4 << 10
 const maxReference = 200
 
 func target(ctx context.Context, r *http.Request) endpoints.Target {
-	return endpoints.Target{UserID: sessionUser(ctx), ProgramID: pathID(r, "id")}
-}
-
-// pathID is a positive id of the path, or 0 (which no program or payout
-// has: the access check or the lookup refuses it).
-func pathID(r *http.Request, name string) int64 {
-	n, err := strconv.ParseInt(r.PathValue(name), 10, 64)
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return n
+	return endpoints.Target{UserID: session.UserID(ctx), ProgramID: httpkit.PathID(r, "id")}
 }
 
 // wantsCSV reports whether the client asked for text/csv (and not JSON
@@ -56,36 +46,6 @@ func wantsCSV(r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// query reads the known parameters once each; a NUL, an unknown or a
-// repeated parameter is refused.
-func query(r *http.Request, known ...string) (map[string]string, error) {
-	q := r.URL.Query()
-	if err := httpkit.CheckValuesNUL(q); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ok := false
-		for _, n := range known {
-			ok = ok || n == k
-		}
-		if !ok {
-			return nil, &console.Error{Kind: errkind.Invalid, Field: k,
-				Message: fmt.Sprintf("Unknown parameter: %s. Send %s", k, strings.Join(known, ", "))}
-		}
-		if len(q[k]) > 1 {
-			return nil, &console.Error{Kind: errkind.Invalid, Field: k, Message: k + " must be sent once"}
-		}
-		out[k] = q[k][0]
-	}
-	return out, nil
 }
 
 func limit(q map[string]string) (int, error) {
@@ -111,7 +71,7 @@ func parseTime(v string) (time.Time, bool) {
 
 func decodeCommissions(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.CommissionsRequest{Target: target(ctx, r), CSV: wantsCSV(r)}
-	q, err := query(r, "status", "partner_id", "from", "to", "cursor", "limit")
+	q, err := httpkit.Query(r, "status", "partner_id", "from", "to", "cursor", "limit")
 	if err != nil {
 		req.Err = err
 		return req, nil
@@ -164,7 +124,7 @@ func decodeCommissions(ctx context.Context, r *http.Request) (any, error) {
 
 func decodePayouts(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.PayoutsRequest{Target: target(ctx, r), CSV: wantsCSV(r)}
-	q, err := query(r, "cursor", "balances_cursor", "limit")
+	q, err := httpkit.Query(r, "cursor", "balances_cursor", "limit")
 	if err != nil {
 		req.Err = err
 		return req, nil
@@ -265,7 +225,7 @@ func decodeOpenPayout(ctx context.Context, r *http.Request) (any, error) {
 // decodePay reads the optional {reference}: the transfer's external
 // reference, at most 200 characters.
 func decodePay(ctx context.Context, r *http.Request) (any, error) {
-	req := endpoints.PayoutRequest{Target: target(ctx, r), PayoutID: pathID(r, "payoutId")}
+	req := endpoints.PayoutRequest{Target: target(ctx, r), PayoutID: httpkit.PathID(r, "payoutId")}
 	req.Err = func() error {
 		obj, err := body(r, true, "reference")
 		if err != nil {
@@ -287,7 +247,7 @@ func decodePay(ctx context.Context, r *http.Request) (any, error) {
 
 // decodeCancel takes no body (an empty JSON object is allowed).
 func decodeCancel(ctx context.Context, r *http.Request) (any, error) {
-	req := endpoints.PayoutRequest{Target: target(ctx, r), PayoutID: pathID(r, "payoutId")}
+	req := endpoints.PayoutRequest{Target: target(ctx, r), PayoutID: httpkit.PathID(r, "payoutId")}
 	_, req.Err = body(r, true)
 	return req, nil
 }

@@ -14,7 +14,6 @@ import (
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
-	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
@@ -25,9 +24,9 @@ import (
 // 401 messages: the settings routes' (accounts), so every dashboard route
 // answers a bad session alike.
 const (
-	MsgMissingSession = "Missing or malformed Authorization header. Expected: Bearer <session_token>"
-	MsgInvalidSession = "Invalid session token. Sign in again."
-	MsgExpiredSession = "Session expired. Sign in again."
+	MsgMissingSession = session.MsgMissing
+	MsgInvalidSession = session.MsgInvalid
+	MsgExpiredSession = session.MsgExpired
 )
 
 // Config carries what the transport needs.
@@ -56,7 +55,7 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		if cfg.Limit != nil {
 			h = cfg.Limit(h)
 		}
-		h = requireSession(cfg.Sessions, enc, h)
+		h = session.Require(cfg.Sessions, enc.encode, h)
 		if cfg.FailedAuth != nil {
 			h = cfg.FailedAuth(h)
 		}
@@ -76,49 +75,6 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		{Pattern: "POST /api/v1/programs/{id}/payouts/{payoutId}/cancel", Name: "console_cancel_payout",
 			Handler: build("Failed to cancel the payout", set.CancelPayout, decodeCancel, ok), LimitChecksURL: limited},
 	}
-}
-
-type userKey struct{}
-
-// sessionUser is the user requireSession admitted (0 when none).
-func sessionUser(ctx context.Context) int64 {
-	uid, _ := ctx.Value(userKey{}).(int64)
-	return uid
-}
-
-// requireSession checks the dashboard session token, signed-out sessions
-// and suspended users refused; CLI login tokens and program API keys are
-// refused like any other invalid token. A failed revocation lookup is the
-// route's 500.
-func requireSession(c *session.Checker, enc errorEncoder, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
-		switch res {
-		case apikey.ParseMissing:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgMissingSession)
-			return
-		case apikey.ParseEmpty:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		}
-		if c == nil {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		}
-		claims, err := c.Check(r.Context(), token)
-		switch {
-		case errors.Is(err, session.ErrExpired):
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgExpiredSession)
-			return
-		case errors.Is(err, session.ErrInvalidToken):
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		case err != nil:
-			enc.encode(r.Context(), err, w)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
-	})
 }
 
 // errorEncoder is the console routes' one error table: a decoding problem

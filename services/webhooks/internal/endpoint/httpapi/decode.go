@@ -8,11 +8,10 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 
+	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	webhook "github.com/svc-dev/svc/services/webhooks/internal/endpoint"
@@ -28,52 +27,14 @@ const maxBody = 64 << 10
 // positive whole number is the request's refusal, reported after the
 // access check (a program id's before it: there is no program to check).
 func target(ctx context.Context, r *http.Request, withEndpoint bool) endpoints.Target {
-	t := endpoints.Target{UserID: sessionUser(ctx), ProgramID: pathID(r, "id")}
+	t := endpoints.Target{UserID: session.UserID(ctx), ProgramID: httpkit.PathID(r, "id")}
 	if withEndpoint {
-		t.EndpointID = pathID(r, "webhookId")
+		t.EndpointID = httpkit.PathID(r, "webhookId")
 		if t.EndpointID == 0 {
 			t.Err = webhook.ErrBadEndpointID
 		}
 	}
 	return t
-}
-
-// pathID is a positive id of the path, or 0.
-func pathID(r *http.Request, name string) int64 {
-	v := r.PathValue(name)
-	if v == "" || v[0] == '+' {
-		return 0
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return n
-}
-
-// query reads the known parameters once each; a NUL, an unknown or a
-// repeated parameter is refused.
-func query(r *http.Request, known ...string) (map[string]string, error) {
-	q := r.URL.Query()
-	if err := httpkit.CheckValuesNUL(q); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !slices.Contains(known, k) {
-			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: unknown("parameter", k, known)}
-		}
-		if len(q[k]) > 1 {
-			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: k + " must be sent once"}
-		}
-		out[k] = q[k][0]
-	}
-	return out, nil
 }
 
 // body reads a JSON object body; empty is allowed when optional. Bytes
@@ -103,22 +64,10 @@ func body(r *http.Request, optional bool, known ...string) (httpkit.Object, erro
 	}
 	for _, k := range obj.Keys() {
 		if !slices.Contains(known, k) {
-			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: unknown("field", k, known)}
+			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: httpkit.UnknownMessage("field", k, known)}
 		}
 	}
 	return obj, nil
-}
-
-// unknown names a field or parameter the route does not take, and what it
-// takes.
-func unknown(what, k string, known []string) string {
-	if !utf8.ValidString(k) || len(k) > 100 {
-		k = strconv.Quote(k)
-	}
-	if len(known) == 0 {
-		return fmt.Sprintf("Unknown %s: %s. Send none", what, k)
-	}
-	return fmt.Sprintf("Unknown %s: %s. Send %s", what, k, strings.Join(known, ", "))
 }
 
 // str reads a string field; null counts as absent.
@@ -242,7 +191,7 @@ func decodeUpdate(ctx context.Context, r *http.Request) (any, error) {
 
 func decodeList(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.ListRequest{Target: target(ctx, r, false)}
-	_, req.Err = query(r)
+	_, req.Err = httpkit.Query(r)
 	return req, nil
 }
 
@@ -253,7 +202,7 @@ func decodeNoBody(ctx context.Context, r *http.Request) (any, error) {
 	if req.Err != nil {
 		return req, nil
 	}
-	if _, err := query(r); err != nil {
+	if _, err := httpkit.Query(r); err != nil {
 		req.Err = err
 		return req, nil
 	}
@@ -262,7 +211,7 @@ func decodeNoBody(ctx context.Context, r *http.Request) (any, error) {
 }
 
 func decodeRetry(ctx context.Context, r *http.Request) (any, error) {
-	req := endpoints.RetryRequest{Target: target(ctx, r, true), DeliveryID: pathID(r, "deliveryId")}
+	req := endpoints.RetryRequest{Target: target(ctx, r, true), DeliveryID: httpkit.PathID(r, "deliveryId")}
 	if req.Err != nil {
 		return req, nil
 	}
@@ -270,7 +219,7 @@ func decodeRetry(ctx context.Context, r *http.Request) (any, error) {
 		req.Err = webhook.ErrBadDeliveryID
 		return req, nil
 	}
-	if _, err := query(r); err != nil {
+	if _, err := httpkit.Query(r); err != nil {
 		req.Err = err
 		return req, nil
 	}
@@ -284,7 +233,7 @@ func decodeDeliveries(ctx context.Context, r *http.Request) (any, error) {
 		return req, nil
 	}
 	req.Err = func() error {
-		q, err := query(r, "status", "cursor", "limit")
+		q, err := httpkit.Query(r, "status", "cursor", "limit")
 		if err != nil {
 			return err
 		}
@@ -304,7 +253,7 @@ func decodeDeliveries(ctx context.Context, r *http.Request) (any, error) {
 func decodeNotifications(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.NotificationsRequest{Target: target(ctx, r, false), Limit: webhook.DefaultLimit}
 	req.Err = func() error {
-		q, err := query(r, "cursor", "limit")
+		q, err := httpkit.Query(r, "cursor", "limit")
 		if err != nil {
 			return err
 		}

@@ -7,26 +7,23 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
-	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
-	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
-	webhook "github.com/svc-dev/svc/services/webhooks/internal/endpoint"
+	"github.com/svc-dev/svc/services/webhooks/internal/apierr"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
 )
 
 // 401 messages: the settings routes' (accounts), so every dashboard route
 // answers a bad session alike.
 const (
-	MsgMissingSession = "Missing or malformed Authorization header. Expected: Bearer <session_token>"
-	MsgInvalidSession = "Invalid session token. Sign in again."
-	MsgExpiredSession = "Session expired. Sign in again."
+	MsgMissingSession = session.MsgMissing
+	MsgInvalidSession = session.MsgInvalid
+	MsgExpiredSession = session.MsgExpired
 )
 
 // Config carries what the transport needs.
@@ -64,12 +61,12 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	build := func(fail string, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, status int) http.Handler {
-		enc := errorEncoder{logger: logger, fail: fail}
-		var h http.Handler = kithttp.NewServer(e, dec, encodeResponse(status, enc), httpkit.ServerOptions(enc.encode, logger)...)
+		enc := apierr.Encoder{Logger: logger, Fail: fail, Log: "webhooks console request failed"}
+		var h http.Handler = kithttp.NewServer(e, dec, encodeResponse(status, enc), httpkit.ServerOptions(enc.Encode, logger)...)
 		if cfg.Limit != nil {
 			h = cfg.Limit(h)
 		}
-		h = requireSession(cfg.Sessions, enc, h)
+		h = session.Require(cfg.Sessions, enc.Encode, h)
 		if cfg.FailedAuth != nil {
 			h = cfg.FailedAuth(h)
 		}
@@ -92,93 +89,12 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 }
 
-type userKey struct{}
-
-// sessionUser is the user requireSession admitted (0 when none).
-func sessionUser(ctx context.Context) int64 {
-	uid, _ := ctx.Value(userKey{}).(int64)
-	return uid
-}
-
-// requireSession checks the dashboard session token, signed-out sessions
-// and suspended users refused; CLI login tokens and program API keys are
-// refused like any other invalid token. A failed revocation lookup is the
-// route's 500.
-func requireSession(c *session.Checker, enc errorEncoder, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, res := apikey.ParseBearer(r.Header.Get("Authorization"))
-		switch res {
-		case apikey.ParseMissing:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgMissingSession)
-			return
-		case apikey.ParseEmpty:
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		}
-		if c == nil {
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		}
-		claims, err := c.Check(r.Context(), token)
-		switch {
-		case errors.Is(err, session.ErrExpired):
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgExpiredSession)
-			return
-		case errors.Is(err, session.ErrInvalidToken):
-			_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidSession)
-			return
-		case err != nil:
-			enc.encode(r.Context(), err, w)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, claims.UserID)))
-	})
-}
-
-// errorEncoder is the routes' one error table: a decoding problem keeps its
-// status (400, 413), a refusal its kind's (errkind.Status: 503 when no
-// sealing key is configured); a field's name goes in details.field.
-// Anything else is the route's 500, its cause logged, never shown.
-type errorEncoder struct {
-	logger *slog.Logger
-	fail   string
-}
-
-func (e errorEncoder) encode(ctx context.Context, err error, w http.ResponseWriter) {
-	var de *httpkit.DecodeError
-	var fe *httpkit.FieldError
-	var we *webhook.Error
-	status, message := http.StatusInternalServerError, ""
-	var opts []httpkit.EnvelopeOption
-	switch {
-	case errors.As(err, &we):
-		status, message = errkind.Status(we), we.Message
-		if we.Field != "" {
-			opts = append(opts, httpkit.WithDetail("field", we.Field))
-		}
-	case errors.As(err, &de):
-		status, message = de.Status, de.Message
-		if de.Field != "" {
-			opts = append(opts, httpkit.WithDetail("field", de.Field))
-		}
-	case errors.As(err, &fe):
-		status, message = http.StatusBadRequest, fe.Error()
-		opts = append(opts, httpkit.WithDetail("field", fe.Field))
-	}
-	if status == http.StatusInternalServerError {
-		e.logger.ErrorContext(ctx, "webhooks console request failed", "request_id", httpkit.RequestIDFrom(ctx), "err", err)
-		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, e.fail)
-		return
-	}
-	_ = httpkit.WritePlatformError(w, status, message, opts...)
-}
-
 // encodeResponse writes a refusal, nothing (204) or the JSON answer.
-func encodeResponse(status int, enc errorEncoder) kithttp.EncodeResponseFunc {
+func encodeResponse(status int, enc apierr.Encoder) kithttp.EncodeResponseFunc {
 	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
 		r := resp.(endpoints.Response)
 		if r.Err != nil {
-			enc.encode(ctx, r.Err, w)
+			enc.Encode(ctx, r.Err, w)
 			return nil
 		}
 		if status == http.StatusNoContent {

@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +27,7 @@ import (
 	"github.com/svc-dev/svc/libs/auth/session"
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
+	"github.com/svc-dev/svc/services/webhooks/internal/apierr"
 	"github.com/svc-dev/svc/services/webhooks/internal/listen"
 	"github.com/svc-dev/svc/services/webhooks/internal/listen/endpoints"
 )
@@ -98,8 +98,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	limited := cfg.Limit != nil
 	route := func(method, path, name, fail string, e func(context.Context, any) (any, error), dec kithttp.DecodeRequestFunc, status int) httpkit.Route {
-		enc := errorEncoder{logger: logger, fail: fail}
-		var h http.Handler = kithttp.NewServer(e, dec, encodeResponse(status, enc), httpkit.ServerOptions(enc.encode, logger)...)
+		enc := apierr.Encoder{Logger: logger, Fail: fail, Log: "webhooks listen request failed"}
+		var h http.Handler = kithttp.NewServer(e, dec, encodeResponse(status, enc), httpkit.ServerOptions(enc.Encode, logger)...)
 		if cfg.Limit != nil {
 			h = cfg.Limit(h)
 		}
@@ -126,7 +126,7 @@ func callerOf(ctx context.Context) listen.Caller {
 // authenticate admits a CLI login token (signed out and suspended users
 // refused) or a working program API key; a dashboard session is refused
 // like any other invalid token. A failed lookup is the route's 500.
-func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler {
+func authenticate(cfg Config, enc apierr.Encoder, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		header := r.Header.Get("Authorization")
 		token, res := apikey.ParseBearer(header)
@@ -150,7 +150,7 @@ func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler 
 				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidLogin)
 				return
 			case err != nil:
-				enc.encode(r.Context(), err, w)
+				enc.Encode(r.Context(), err, w)
 				return
 			}
 			caller.UserID = uid
@@ -162,7 +162,7 @@ func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler 
 			key, outcome, err := cfg.Keys.AuthenticateHeader(r.Context(), header)
 			switch {
 			case err != nil:
-				enc.encode(r.Context(), err, w)
+				enc.Encode(r.Context(), err, w)
 				return
 			case outcome == apikey.OutcomeRetired:
 				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgRetiredKey)
@@ -186,7 +186,7 @@ func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler 
 				_ = httpkit.WritePlatformError(w, http.StatusUnauthorized, MsgInvalidLogin)
 				return
 			case err != nil:
-				enc.encode(r.Context(), err, w)
+				enc.Encode(r.Context(), err, w)
 				return
 			}
 			caller.UserID = claims.UserID
@@ -199,61 +199,14 @@ func authenticate(cfg Config, enc errorEncoder, next http.Handler) http.Handler 
 // positive whole number is the request's refusal, reported after the
 // access check (a program id's before it).
 func target(ctx context.Context, r *http.Request, withListener bool) endpoints.Target {
-	t := endpoints.Target{Caller: callerOf(ctx), ProgramID: pathID(r, "id")}
+	t := endpoints.Target{Caller: callerOf(ctx), ProgramID: httpkit.PathID(r, "id")}
 	if withListener {
-		t.ListenerID = pathID(r, "listenerId")
+		t.ListenerID = httpkit.PathID(r, "listenerId")
 		if t.ListenerID == 0 {
 			t.Err = listen.ErrBadListenerID
 		}
 	}
 	return t
-}
-
-func pathID(r *http.Request, name string) int64 {
-	v := r.PathValue(name)
-	if v == "" || v[0] == '+' {
-		return 0
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return 0
-	}
-	return n
-}
-
-// query reads the known parameters once each; a NUL, an unknown or a
-// repeated parameter is refused.
-func query(r *http.Request, known ...string) (map[string]string, error) {
-	q := r.URL.Query()
-	if err := httpkit.CheckValuesNUL(q); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !slices.Contains(known, k) {
-			return nil, &listen.Error{Kind: errkind.Invalid, Field: k, Message: unknown("parameter", k, known)}
-		}
-		if len(q[k]) > 1 {
-			return nil, &listen.Error{Kind: errkind.Invalid, Field: k, Message: k + " must be sent once"}
-		}
-		out[k] = q[k][0]
-	}
-	return out, nil
-}
-
-func unknown(what, k string, known []string) string {
-	if !utf8.ValidString(k) || len(k) > 100 {
-		k = strconv.Quote(k)
-	}
-	if len(known) == 0 {
-		return fmt.Sprintf("Unknown %s: %s. Send none", what, k)
-	}
-	return fmt.Sprintf("Unknown %s: %s. Send %s", what, k, strings.Join(known, ", "))
 }
 
 // body reads a JSON object body (empty allowed when optional), refusing
@@ -279,7 +232,7 @@ func body(r *http.Request, optional bool, known ...string) (httpkit.Object, erro
 	}
 	for _, k := range obj.Keys() {
 		if !slices.Contains(known, k) {
-			return nil, &listen.Error{Kind: errkind.Invalid, Field: k, Message: unknown("field", k, known)}
+			return nil, &listen.Error{Kind: errkind.Invalid, Field: k, Message: httpkit.UnknownMessage("field", k, known)}
 		}
 	}
 	return obj, nil
@@ -289,7 +242,7 @@ func body(r *http.Request, optional bool, known ...string) (httpkit.Object, erro
 func decodeStart(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.StartRequest{Target: target(ctx, r, false)}
 	req.Err = func() error {
-		if _, err := query(r); err != nil {
+		if _, err := httpkit.Query(r); err != nil {
 			return err
 		}
 		obj, err := body(r, true, "events", "include_test")
@@ -325,7 +278,7 @@ func decodePoll(ctx context.Context, r *http.Request) (any, error) {
 		return req, nil
 	}
 	req.Err = func() error {
-		q, err := query(r, "after", "wait")
+		q, err := httpkit.Query(r, "after", "wait")
 		if err != nil {
 			return err
 		}
@@ -353,50 +306,12 @@ func decodeStop(ctx context.Context, r *http.Request) (any, error) {
 	if req.Err != nil {
 		return req, nil
 	}
-	if _, err := query(r); err != nil {
+	if _, err := httpkit.Query(r); err != nil {
 		req.Err = err
 		return req, nil
 	}
 	_, req.Err = body(r, true)
 	return req, nil
-}
-
-// errorEncoder is the routes' one error table: a decoding problem keeps its
-// status (400, 413), a refusal its kind's; a field's name goes in
-// details.field. Anything else is the route's 500, its cause logged,
-// never shown.
-type errorEncoder struct {
-	logger *slog.Logger
-	fail   string
-}
-
-func (e errorEncoder) encode(ctx context.Context, err error, w http.ResponseWriter) {
-	var de *httpkit.DecodeError
-	var fe *httpkit.FieldError
-	var le *listen.Error
-	status, message := http.StatusInternalServerError, ""
-	var opts []httpkit.EnvelopeOption
-	switch {
-	case errors.As(err, &le):
-		status, message = errkind.Status(le), le.Message
-		if le.Field != "" {
-			opts = append(opts, httpkit.WithDetail("field", le.Field))
-		}
-	case errors.As(err, &de):
-		status, message = de.Status, de.Message
-		if de.Field != "" {
-			opts = append(opts, httpkit.WithDetail("field", de.Field))
-		}
-	case errors.As(err, &fe):
-		status, message = http.StatusBadRequest, fe.Error()
-		opts = append(opts, httpkit.WithDetail("field", fe.Field))
-	}
-	if status == http.StatusInternalServerError {
-		e.logger.ErrorContext(ctx, "webhooks listen request failed", "request_id", httpkit.RequestIDFrom(ctx), "err", err)
-		_ = httpkit.WritePlatformError(w, http.StatusInternalServerError, e.fail)
-		return
-	}
-	_ = httpkit.WritePlatformError(w, status, message, opts...)
 }
 
 type envelope struct {
@@ -409,11 +324,11 @@ type page struct {
 	After int64 `json:"after"`
 }
 
-func encodeResponse(status int, enc errorEncoder) kithttp.EncodeResponseFunc {
+func encodeResponse(status int, enc apierr.Encoder) kithttp.EncodeResponseFunc {
 	return func(ctx context.Context, w http.ResponseWriter, resp any) error {
 		r := resp.(endpoints.Response)
 		if r.Err != nil {
-			enc.encode(ctx, r.Err, w)
+			enc.Encode(ctx, r.Err, w)
 			return nil
 		}
 		if status == http.StatusNoContent {
