@@ -1,7 +1,9 @@
 package httpkit
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -62,4 +64,40 @@ func UnknownMessage(what, name string, known []string) string {
 		return fmt.Sprintf("Unknown %s: %s. Send none", what, name)
 	}
 	return fmt.Sprintf("Unknown %s: %s. Send %s", what, name, strings.Join(known, ", "))
+}
+
+// DecodeKnownObject reads a JSON object body of at most limit bytes that
+// may carry only the known fields (an empty body is the empty object when
+// optional, 400 "Request body is required" otherwise). Bytes that are not
+// UTF-8 are refused (the JSON decoder would silently replace them), as is
+// a NUL anywhere (DecodeObject) and any other field, named in a
+// *FieldError.
+func DecodeKnownObject(r *http.Request, limit int64, optional bool, known ...string) (Object, error) {
+	raw, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, &DecodeError{Status: http.StatusBadRequest, Message: "Request body could not be read"}
+	}
+	if int64(len(raw)) > limit {
+		return nil, &DecodeError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("Request body must not exceed %d bytes", limit)}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		if optional {
+			return Object{}, nil
+		}
+		return nil, &DecodeError{Status: http.StatusBadRequest, Message: "Request body is required"}
+	}
+	if !utf8.Valid(raw) {
+		return nil, &FieldError{Field: "body", Msg: "the body is not valid UTF-8"}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(raw))
+	obj, err := DecodeObject(r, limit)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range obj.Keys() {
+		if !slices.Contains(known, k) {
+			return nil, &FieldError{Field: k, Msg: UnknownMessage("field", k, known)}
+		}
+	}
+	return obj, nil
 }

@@ -3,6 +3,7 @@ package httpkit_test
 import (
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/svc-dev/svc/libs/httpkit"
@@ -55,5 +56,45 @@ func TestQueryRefusesUnknownRepeatedAndNUL(t *testing.T) {
 	}
 	if got := httpkit.UnknownMessage("field", "x", nil); got != "Unknown field: x. Send none" {
 		t.Errorf("no field taken: %q", got)
+	}
+}
+
+func TestDecodeKnownObject(t *testing.T) {
+	tests := []struct {
+		body     string
+		optional bool
+		status   int
+		message  string
+	}{
+		{body: `{"url":"x"}`},
+		{body: ``, optional: true},
+		{body: ` `, status: 400, message: "Request body is required"},
+		{body: `{"url":"x","zap":1}`, status: 400, message: "Unknown field: zap. Send url, events"},
+		{body: "{\"url\":\"\xff\"}", status: 400, message: "the body is not valid UTF-8"},
+		{body: `{"url":"` + strings.Repeat("a", 70) + `"}`, status: 413, message: "Request body must not exceed 64 bytes"},
+		{body: `[1]`, status: 400},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("POST", "/", strings.NewReader(tt.body))
+		r.Header.Set("Content-Type", "application/json")
+		_, err := httpkit.DecodeKnownObject(r, 64, tt.optional, "url", "events")
+		if tt.status == 0 {
+			if err != nil {
+				t.Errorf("%q: %v", tt.body, err)
+			}
+			continue
+		}
+		status, message := 0, ""
+		var fe *httpkit.FieldError
+		var de *httpkit.DecodeError
+		switch {
+		case errors.As(err, &fe):
+			status, message = fe.StatusCode(), fe.Error()
+		case errors.As(err, &de):
+			status, message = de.Status, de.Message
+		}
+		if status != tt.status || (tt.message != "" && message != tt.message) {
+			t.Errorf("%q: %d %q (%v), want %d %q", tt.body, status, message, err, tt.status, tt.message)
+		}
 	}
 }

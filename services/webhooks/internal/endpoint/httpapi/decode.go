@@ -1,18 +1,13 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/svc-dev/svc/libs/auth/session"
-	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	webhook "github.com/svc-dev/svc/services/webhooks/internal/endpoint"
 	"github.com/svc-dev/svc/services/webhooks/internal/endpoint/endpoints"
@@ -35,39 +30,6 @@ func target(ctx context.Context, r *http.Request, withEndpoint bool) endpoints.T
 		}
 	}
 	return t
-}
-
-// body reads a JSON object body; empty is allowed when optional. Bytes
-// that are not UTF-8 are refused (the JSON decoder would silently replace
-// them), NULs anywhere too, and any field the route does not take.
-func body(r *http.Request, optional bool, known ...string) (httpkit.Object, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body could not be read"}
-	}
-	if len(raw) > maxBody {
-		return nil, &httpkit.DecodeError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("Request body must not exceed %d bytes", maxBody)}
-	}
-	if optional && len(bytes.TrimSpace(raw)) == 0 {
-		return httpkit.Object{}, nil
-	}
-	if !utf8.Valid(raw) {
-		return nil, &webhook.Error{Kind: errkind.Invalid, Field: "body", Message: "the body is not valid UTF-8"}
-	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	obj, err := httpkit.DecodeObject(r, maxBody)
-	if err != nil {
-		return nil, err
-	}
-	if !optional && len(bytes.TrimSpace(raw)) == 0 {
-		return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body is required"}
-	}
-	for _, k := range obj.Keys() {
-		if !slices.Contains(known, k) {
-			return nil, &webhook.Error{Kind: errkind.Invalid, Field: k, Message: httpkit.UnknownMessage("field", k, known)}
-		}
-	}
-	return obj, nil
 }
 
 // str reads a string field; null counts as absent.
@@ -112,7 +74,7 @@ var createFields = []string{"url", "events", "description", "include_test"}
 func decodeCreate(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.CreateRequest{Target: target(ctx, r, false)}
 	req.Err = func() error {
-		obj, err := body(r, false, createFields...)
+		obj, err := httpkit.DecodeKnownObject(r, maxBody, false, createFields...)
 		if err != nil {
 			return err
 		}
@@ -159,7 +121,7 @@ func decodeUpdate(ctx context.Context, r *http.Request) (any, error) {
 		return req, nil
 	}
 	req.Err = func() error {
-		obj, err := body(r, false, "url", "events", "enabled", "description", "include_test")
+		obj, err := httpkit.DecodeKnownObject(r, maxBody, false, "url", "events", "enabled", "description", "include_test")
 		if err != nil {
 			return err
 		}
@@ -206,7 +168,7 @@ func decodeNoBody(ctx context.Context, r *http.Request) (any, error) {
 		req.Err = err
 		return req, nil
 	}
-	_, req.Err = body(r, true)
+	_, req.Err = httpkit.DecodeKnownObject(r, maxBody, true)
 	return req, nil
 }
 
@@ -223,7 +185,7 @@ func decodeRetry(ctx context.Context, r *http.Request) (any, error) {
 		req.Err = err
 		return req, nil
 	}
-	_, req.Err = body(r, true)
+	_, req.Err = httpkit.DecodeKnownObject(r, maxBody, true)
 	return req, nil
 }
 

@@ -8,24 +8,18 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	kithttp "github.com/go-kit/kit/transport/http"
 
 	"github.com/svc-dev/svc/libs/auth/apikey"
 	"github.com/svc-dev/svc/libs/auth/session"
-	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/httpkit"
 	"github.com/svc-dev/svc/services/webhooks/internal/apierr"
 	"github.com/svc-dev/svc/services/webhooks/internal/listen"
@@ -209,35 +203,6 @@ func target(ctx context.Context, r *http.Request, withListener bool) endpoints.T
 	return t
 }
 
-// body reads a JSON object body (empty allowed when optional), refusing
-// bytes that are not UTF-8 and fields the route does not take.
-func body(r *http.Request, optional bool, known ...string) (httpkit.Object, error) {
-	raw, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return nil, &httpkit.DecodeError{Status: http.StatusBadRequest, Message: "Request body could not be read"}
-	}
-	if len(raw) > maxBody {
-		return nil, &httpkit.DecodeError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("Request body must not exceed %d bytes", maxBody)}
-	}
-	if optional && len(bytes.TrimSpace(raw)) == 0 {
-		return httpkit.Object{}, nil
-	}
-	if !utf8.Valid(raw) {
-		return nil, &listen.Error{Kind: errkind.Invalid, Field: "body", Message: "the body is not valid UTF-8"}
-	}
-	r.Body = io.NopCloser(bytes.NewReader(raw))
-	obj, err := httpkit.DecodeObject(r, maxBody)
-	if err != nil {
-		return nil, err
-	}
-	for _, k := range obj.Keys() {
-		if !slices.Contains(known, k) {
-			return nil, &listen.Error{Kind: errkind.Invalid, Field: k, Message: httpkit.UnknownMessage("field", k, known)}
-		}
-	}
-	return obj, nil
-}
-
 // decodeStart reads {events?, include_test?}; a null is leaving it out.
 func decodeStart(ctx context.Context, r *http.Request) (any, error) {
 	req := endpoints.StartRequest{Target: target(ctx, r, false)}
@@ -245,7 +210,7 @@ func decodeStart(ctx context.Context, r *http.Request) (any, error) {
 		if _, err := httpkit.Query(r); err != nil {
 			return err
 		}
-		obj, err := body(r, true, "events", "include_test")
+		obj, err := httpkit.DecodeKnownObject(r, maxBody, true, "events", "include_test")
 		if err != nil {
 			return err
 		}
@@ -310,7 +275,7 @@ func decodeStop(ctx context.Context, r *http.Request) (any, error) {
 		req.Err = err
 		return req, nil
 	}
-	_, req.Err = body(r, true)
+	_, req.Err = httpkit.DecodeKnownObject(r, maxBody, true)
 	return req, nil
 }
 
