@@ -12,7 +12,7 @@
   var NONCE_KEY = 'svc_dashboard_signin_nonce';
   // The console page (#settings, …) a sign-in started from, to return to.
   var ROUTE_KEY = 'svc_console_route';
-  var state = { config: null, token: '', programs: [], chart: null, seq: 0, route: 'overview', me: null, hookAlert: null };
+  var state = { config: null, token: '', programs: [], chart: null, seq: 0, route: 'overview', me: null, hookAlert: null, created: {} };
   var $ = function (id) { return document.getElementById(id); };
 
   var KPIS = [
@@ -864,7 +864,8 @@
   function webhookBanner() {
     var p = pid();
     var known = state.hookAlert;
-    if (!p || state.route === 'webhooks' || state.route === 'create' || (known && known.pid === p && Date.now() - known.at < BANNER_TTL_MS)) {
+    if (!p || state.created[p] || state.route === 'webhooks' || state.route === 'create' ||
+      (known && known.pid === p && Date.now() - known.at < BANNER_TTL_MS)) {
       renderWebhookBanner();
       return Promise.resolve();
     }
@@ -1263,6 +1264,10 @@
         var p = (b && b.data) || {};
         p.permissions = p.permissions || ['tracking:read', 'tracking:write'];
         state.programs.push(p);
+        // A program this tab just made has no endpoint disabled after 5
+        // days of failures, and the webhooks service may not know it yet
+        // (its catalog copy follows): its banner is not asked for.
+        state.created[p.id] = true;
         fillPrograms(p.id);
         $('create-form').reset();
         showError('');
