@@ -120,7 +120,7 @@ func TestPreflightFloodIsLimited(t *testing.T) {
 	before := p99(clicks(n, nil))
 
 	// The flood: distinct origins, one address, beside the same clicks.
-	lookupsBefore := lookups()
+	lookupsBefore, lookupsFrom := lookups(), time.Now()
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 	var allowed, refused, other atomic.Int64
 	var firstRefusal sync.Once
@@ -185,8 +185,11 @@ func TestPreflightFloodIsLimited(t *testing.T) {
 		t.Errorf("a refused preflight's headers: %v", refusal)
 	}
 	// Beside one per preflight let through, the shop's own origin may be
-	// read again by the clicks (the cache's 30 s expiry, or a flush).
-	if got := lookups() - lookupsBefore; got > int(allowed.Load())+3 {
+	// read again by the clicks: once per 30 s of the cache's expiry over
+	// however long this took on a busy box (a CI run took 63 s for the
+	// flood alone), and a flush or two.
+	rereads := int(time.Since(lookupsFrom)/(30*time.Second)) + 3
+	if got := lookups() - lookupsBefore; got > int(allowed.Load())+rereads {
 		t.Errorf("%d origin lookups for %d preflights let through", got, allowed.Load())
 	}
 	// The p99 ratio is a measurement, not a pass/fail of make test: there
