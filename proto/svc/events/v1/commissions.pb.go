@@ -412,11 +412,12 @@ func (x *CommissionStatusChanged) GetChangedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// Event type "commissions.commission.paid": paying a withdrawal made the
-// partner's paid withdrawals in the commission's currency cover it (the
-// ledger's paid-out rule: credited commissions, oldest first, net of
-// refunds). Written in the transaction that paid the withdrawal, once per
-// commission with something left to pay (net above 0).
+// Event type "commissions.commission.paid": paying a program's payout made
+// the program's paid payouts to the partner (in the commission's currency)
+// cover it: the partner's credited commissions of the program, oldest
+// first, net of refunds. Written in the transaction that paid the payout,
+// once per commission with something left to pay (net above 0); never for
+// a withdrawal the operator opened for the partner as a whole.
 type CommissionPaid struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	CommissionId int64                  `protobuf:"varint,1,opt,name=commission_id,json=commissionId,proto3" json:"commission_id,omitempty"`
@@ -429,8 +430,8 @@ type CommissionPaid struct {
 	Amount         int64  `protobuf:"varint,7,opt,name=amount,proto3" json:"amount,omitempty"`
 	RefundedAmount int64  `protobuf:"varint,8,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
 	Currency       string `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
-	// The withdrawal whose payment covered it, and its program (0 for one
-	// the admin API opened for the partner as a whole).
+	// The program's payout (withdrawal) whose payment covered it, and its
+	// program (the commission's).
 	WithdrawalId        int64                  `protobuf:"varint,10,opt,name=withdrawal_id,json=withdrawalId,proto3" json:"withdrawal_id,omitempty"`
 	WithdrawalProgramId int64                  `protobuf:"varint,11,opt,name=withdrawal_program_id,json=withdrawalProgramId,proto3" json:"withdrawal_program_id,omitempty"`
 	PaidAt              *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=paid_at,json=paidAt,proto3" json:"paid_at,omitempty"`

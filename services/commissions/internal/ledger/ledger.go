@@ -392,6 +392,8 @@ type Tx interface {
 	// CreditedCommissions lists the partner's credited commissions in a
 	// currency, oldest first.
 	CreditedCommissions(ctx context.Context, partnerID int64, c money.Currency) ([]Commission, error)
+	// ProgramCreditedCommissions is CreditedCommissions of one program.
+	ProgramCreditedCommissions(ctx context.Context, programID, partnerID int64, c money.Currency) ([]Commission, error)
 
 	// RefundApplied reports whether the refund was applied already: by
 	// refund id, or, without one, by the same positive requested amount.

@@ -34,13 +34,20 @@ func (s *Service) paidOut(ctx context.Context, tx Tx, c Commission) (bool, error
 	return idx >= 0 && idx < n, nil
 }
 
-// commissionsPaid tells which commissions paying w covered: those the
-// paid-out rule (money.PaidOut) counts once w is paid and did not before,
-// each with something left to pay (a commission refunded to nothing is
-// never paid). The rule is the one the console's paid_out flag reads, so
-// commission.paid and that flag agree.
+// commissionsPaid tells which of its program's commissions paying the
+// program payout w covered: the program's paid payouts to the partner (in
+// w's currency) cover the partner's credited commissions of that program
+// oldest first, net of refunds (money.PaidOut), and those covered once w
+// is paid and not before (paidBefore) are told, each with something left
+// to pay. Only the program's own payouts count: another brand paying the
+// same partner never tells this program its commissions were paid. A
+// withdrawal the operator opened for the partner as a whole (program 0)
+// tells no program, as its payout.paid does not.
 func (s *Service) commissionsPaid(ctx context.Context, tx Tx, w Withdrawal, paidBefore int64, now time.Time) error {
-	list, err := tx.CreditedCommissions(ctx, w.PartnerID, w.Amount.Currency)
+	if w.ProgramID == 0 {
+		return nil
+	}
+	list, err := tx.ProgramCreditedCommissions(ctx, w.ProgramID, w.PartnerID, w.Amount.Currency)
 	if err != nil {
 		return err
 	}
@@ -48,20 +55,26 @@ func (s *Service) commissionsPaid(ctx context.Context, tx Tx, w Withdrawal, paid
 	for i, c := range list {
 		nets[i] = c.Net()
 	}
-	before, err := money.PaidOut(nets, money.Amount{Minor: paidBefore, Currency: w.Amount.Currency})
-	if err != nil {
-		return internal(fmt.Sprintf("paid out of partner %d", w.PartnerID), err)
-	}
-	after, err := money.PaidOut(nets, money.Amount{Minor: paidBefore + w.Amount.Minor, Currency: w.Amount.Currency})
-	if err != nil {
-		return internal(fmt.Sprintf("paid out of partner %d", w.PartnerID), err)
-	}
-	for i := before; i < after; i++ {
-		if nets[i].Minor <= 0 {
-			continue
+	covered := func(paid int64) (int, error) {
+		n, err := money.PaidOut(nets, money.Amount{Minor: paid, Currency: w.Amount.Currency})
+		if err != nil {
+			return 0, internal(fmt.Sprintf("paid out of partner %d in program %d", w.PartnerID, w.ProgramID), err)
 		}
-		if err := tx.CommissionPaid(ctx, list[i], w, now); err != nil {
-			return err
+		return n, nil
+	}
+	from, err := covered(paidBefore)
+	if err != nil {
+		return err
+	}
+	to, err := covered(paidBefore + w.Amount.Minor)
+	if err != nil {
+		return err
+	}
+	for i := from; i < to; i++ {
+		if nets[i].Minor > 0 {
+			if err := tx.CommissionPaid(ctx, list[i], w, now); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -230,14 +243,16 @@ func (s *Service) closeWithdrawal(ctx context.Context, programID, id int64, stat
 		}
 		// The balance's lock orders this payment after any other of the
 		// partner's (the withdrawal's lock is the withdrawal's only), so the
-		// total paid before it is read whole and each commission is told
-		// paid once.
+		// program's total paid before it is read whole and each commission
+		// is told paid once.
 		if _, err := tx.LockBalance(ctx, w.PartnerID, w.Amount.Currency); err != nil {
 			return err
 		}
-		paidBefore, err := tx.PaidTotal(ctx, w.PartnerID, w.Amount.Currency)
-		if err != nil {
-			return err
+		var before ProgramFunds
+		if w.ProgramID != 0 {
+			if before, err = tx.ProgramFunds(ctx, w.ProgramID, w.PartnerID, w.Amount.Currency); err != nil {
+				return err
+			}
 		}
 		if err := tx.UpdateWithdrawal(ctx, w, WithdrawalPaidOut); err != nil {
 			return err
@@ -248,7 +263,7 @@ func (s *Service) closeWithdrawal(ctx context.Context, programID, id int64, stat
 		}); err != nil {
 			return err
 		}
-		return s.commissionsPaid(ctx, tx, w, paidBefore, now)
+		return s.commissionsPaid(ctx, tx, w, before.Paid, now)
 	})
 	if err != nil {
 		return Withdrawal{}, err

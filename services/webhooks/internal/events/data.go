@@ -153,17 +153,14 @@ type CommissionReversed struct {
 	ChangedAt Time   `json:"changed_at"`
 }
 
-// CommissionPaid is commission.paid's data: a payout's payment covered the
-// commission (the ledger's paid-out rule: the partner's paid payouts in
-// its currency cover their commissions oldest first, net of refunds; the
-// console's paid_out flag reads the same rule).
+// CommissionPaid is commission.paid's data: the program's payout whose
+// payment covered the commission (the program's paid payouts to the
+// partner cover its commissions of the program oldest first, net of
+// refunds).
 type CommissionPaid struct {
 	Commission
-	// PayoutID is the program's payout whose payment covered it; null
-	// when another program's payout (or one the operator opened for the
-	// partner as a whole) did, which this program is not shown.
-	PayoutID *int64 `json:"payout_id"`
-	PaidAt   Time   `json:"paid_at"`
+	PayoutID int64 `json:"payout_id"`
+	PaidAt   Time  `json:"paid_at"`
 }
 
 // PartnerEnrolled is partner.enrolled's data: a partner's approved

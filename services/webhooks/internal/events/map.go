@@ -230,18 +230,15 @@ func (m mapper) commissionChanged(ev *eventsv1.CommissionStatusChanged) []Event 
 	return nil
 }
 
-// commissionPaid: the payout's id is shown only to its own program.
+// commissionPaid: the ledger tells only a program's own payouts (never an
+// operator's partner-wide withdrawal), so the payout is the program's.
 func (m mapper) commissionPaid(ev *eventsv1.CommissionPaid) []Event {
-	var payout *int64
-	if ev.GetWithdrawalProgramId() == ev.GetProgramId() {
-		payout = id(ev.GetWithdrawalId())
-	}
 	return []Event{m.event(TypeCommissionPaid, ev.GetProgramId(), false, key("commission", ev.GetCommissionId()), CommissionPaid{
 		Commission: Commission{
 			ID: ev.GetCommissionId(), SaleID: id(ev.GetSaleId()), PartnerID: ev.GetPartnerId(), Kind: ev.GetKind(), Status: ev.GetStatus(),
 			Amount: ev.GetAmount(), Currency: ev.GetCurrency(), RefundedAmount: ev.GetRefundedAmount(),
 		},
-		PayoutID: payout, PaidAt: m.time(ev.GetPaidAt()),
+		PayoutID: ev.GetWithdrawalId(), PaidAt: m.time(ev.GetPaidAt()),
 	})}
 }
 

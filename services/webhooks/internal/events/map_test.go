@@ -226,7 +226,7 @@ func mapCases(t testing.TB) []mapCase {
 				`{"id":12,"sale_id":88,"partner_id":3,"kind":"sale","status":"reversed","amount":500,"currency":"EUR","refunded_amount":500,"deduction":400,"reason":"chargeback","changed_at":` + later + `}`}},
 		},
 		{
-			name: "a commission its program's payout covered is commission.paid with the payout",
+			name: "a sale commission its program's payout covered is commission.paid with the payout",
 			env: envelope(t, "e-paid", eventsv1.TypeCommissionPaid, 7, &eventsv1.CommissionPaid{
 				CommissionId: 12, SaleId: 88, ProgramId: 7, PartnerId: 3, Kind: "sale", Status: "refunded",
 				Amount: 500, RefundedAmount: 100, Currency: "EUR", WithdrawalId: 31, WithdrawalProgramId: 7, PaidAt: ts1,
@@ -235,13 +235,13 @@ func mapCases(t testing.TB) []mapCase {
 				`{"id":12,"sale_id":88,"partner_id":3,"kind":"sale","status":"refunded","amount":500,"currency":"EUR","refunded_amount":100,"payout_id":31,"paid_at":` + later + `}`}},
 		},
 		{
-			name: "a lead commission another program's payout covered: commission.paid without that payout's id",
+			name: "a lead commission its program's payout covered: commission.paid, sale_id null",
 			env: envelope(t, "e-paid2", eventsv1.TypeCommissionPaid, 7, &eventsv1.CommissionPaid{
 				CommissionId: 13, ProgramId: 7, PartnerId: 3, Kind: "lead", Status: "approved",
-				Amount: 200, Currency: "EUR", WithdrawalId: 32, WithdrawalProgramId: 9, PaidAt: ts1,
+				Amount: 200, Currency: "EUR", WithdrawalId: 32, WithdrawalProgramId: 7, PaidAt: ts1,
 			}),
 			wants: []want{{events.TypeCommissionPaid, 7, false, "commission:13",
-				`{"id":13,"sale_id":null,"partner_id":3,"kind":"lead","status":"approved","amount":200,"currency":"EUR","refunded_amount":0,"payout_id":null,"paid_at":` + later + `}`}},
+				`{"id":13,"sale_id":null,"partner_id":3,"kind":"lead","status":"approved","amount":200,"currency":"EUR","refunded_amount":0,"payout_id":32,"paid_at":` + later + `}`}},
 		},
 		{
 			name: "a program payout's withdrawal entry is payout.paid",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
@@ -41,19 +42,24 @@ func (e *env) paid(t *testing.T) []*eventsv1.CommissionPaid {
 	return out
 }
 
-// Paying a withdrawal tells each commission its payment covered, by the
-// paid-out rule (credited commissions oldest first, net of refunds): once,
-// never for one refunded to nothing, never for a cancelled withdrawal or
-// a payment that covers no whole commission.
+// Paying a program's payout tells each of that program's commissions its
+// payment covered (the program's paid payouts cover its credited
+// commissions oldest first, net of refunds): once, never for one refunded
+// to nothing, never for another program's commission, a cancelled
+// withdrawal, a payment that covers no whole commission or the operator's
+// partner-wide withdrawal.
 func TestPayingWithdrawalsTellsTheCommissionsPaid(t *testing.T) {
 	e := open(t)
 	ctx := context.Background()
 	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
 	e.program(t, 2, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
 	const p = 42
+	// The partner's oldest commission is program 2's: program 1's payouts
+	// must still never tell it paid (another brand paid nothing of it).
+	c := e.sale(t, ledger.SaleInput{TransactionID: "c", ProgramID: 2, CustomerID: 3, PartnerID: p, AmountCents: 3000}) // 300
+	e.clock.Advance(time.Second)
 	a := e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: p, AmountCents: 10000}) // 1000
 	e.sale(t, ledger.SaleInput{TransactionID: "b", ProgramID: 1, CustomerID: 2, PartnerID: p, AmountCents: 5000})       // 500
-	c := e.sale(t, ledger.SaleInput{TransactionID: "c", ProgramID: 2, CustomerID: 3, PartnerID: p, AmountCents: 3000})  // 300
 	// Another partner's commission is never told paid by this partner's payouts.
 	e.sale(t, ledger.SaleInput{TransactionID: "other", ProgramID: 1, CustomerID: 4, PartnerID: p + 1, AmountCents: 100})
 	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "b"}) // b's net is 0
@@ -84,7 +90,8 @@ func TestPayingWithdrawalsTellsTheCommissionsPaid(t *testing.T) {
 	if _, err := e.svc.CancelProgramWithdrawal(ctx, 1, w.ID); err != nil {
 		t.Fatal(err)
 	}
-	// 600 paid covers no whole commission (a is 1000).
+	// Program 1's 600 covers none of its commissions (a is 1000); by the
+	// partner-wide rule it would have covered program 2's older c.
 	pay(1, 600)
 	if got := e.paid(t); len(got) != 0 {
 		t.Fatalf("told paid after 600: %s", ids(got))
@@ -101,11 +108,24 @@ func TestPayingWithdrawalsTellsTheCommissionsPaid(t *testing.T) {
 		ev.GetWithdrawalProgramId() != 1 || !ev.GetPaidAt().AsTime().Equal(e.clock.Now()) {
 		t.Fatalf("commission.paid %v", ev)
 	}
-	// 1,300 paid covers c, of program 2, by program 2's payout.
+	// Program 2's own payout covers c.
 	pay(2, 300)
 	got = e.paid(t)
-	if ids(got) != fmt.Sprint([]int64{a.Commission.ID, c.Commission.ID}) || got[1].GetProgramId() != 2 {
-		t.Fatalf("told paid after 1,300: %s", ids(got))
+	if ids(got) != fmt.Sprint([]int64{a.Commission.ID, c.Commission.ID}) || got[1].GetProgramId() != 2 || got[1].GetWithdrawalProgramId() != 2 {
+		t.Fatalf("told paid after program 2's payout: %s", ids(got))
+	}
+	// A withdrawal the operator pays for the partner as a whole tells no
+	// program (as payout.paid does not).
+	e.sale(t, ledger.SaleInput{TransactionID: "d", ProgramID: 1, CustomerID: 5, PartnerID: p, AmountCents: 2000}) // 200
+	admin, err := e.svc.OpenWithdrawal(ctx, p, "USD", 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.PayWithdrawal(ctx, admin.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.paid(t)); n != 2 {
+		t.Fatalf("%d commission.paid events after the operator's withdrawal, want 2", n)
 	}
 	// Paying again is refused and tells nothing more.
 	if _, err := e.svc.PayProgramWithdrawal(ctx, 1, w2.ID, "tr"); err == nil {

@@ -609,6 +609,18 @@ func (t *tx) CreditedCommissions(ctx context.Context, partnerID int64, c money.C
 	return cs, nil
 }
 
+// ProgramCreditedCommissions lists the partner's credited commissions of
+// one program in c, oldest first (commissions_program_credited serves the
+// predicate; the few rows are sorted).
+func (t *tx) ProgramCreditedCommissions(ctx context.Context, programID, partnerID int64, c money.Currency) ([]ledger.Commission, error) {
+	cs, err := scanCommissions(t.tx.Query(ctx, `SELECT `+commissionColumns+` FROM commissions
+		WHERE program_id = $1 AND partner_id = $2 AND currency = $3 AND credited ORDER BY created_at, id`, programID, partnerID, string(c)))
+	if err != nil {
+		return nil, fmt.Errorf("credited commissions of partner %d in program %d: %w", partnerID, programID, err)
+	}
+	return cs, nil
+}
+
 // RefundApplied: a refund of the sale with that refund id, or, without
 // one, with the same requested amount and no refund id.
 func (t *tx) RefundApplied(ctx context.Context, saleID int64, refundID string, requested int64) (bool, error) {
