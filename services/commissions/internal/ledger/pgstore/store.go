@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -78,24 +79,41 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 func (s *Store) Within(t pgx.Tx) *Store { return &Store{pool: s.pool, within: t} }
 
 // Atomic runs fn in one transaction, then sends the writes and events fn
-// left pending (see the package comment) before the commit.
+// left pending (see the package comment) with the commit. BEGIN rides with
+// the transaction's first statement and COMMIT with its last batch
+// (pg.InPipeTx), unless the store runs Within a caller's transaction.
 func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
-	run := func(t pgx.Tx) error {
-		x := &tx{tx: t}
+	run := func(q querier, final finalSender) error {
+		x := &tx{tx: q, final: final}
 		if err := fn(x); err != nil {
 			return err
 		}
 		return x.flush(ctx)
 	}
 	if s.within != nil {
-		return run(s.within)
+		return run(s.within, nil)
 	}
-	return pg.InTx(ctx, s.pool, run)
+	return pg.InPipeTx(ctx, s.pool, func(t *pg.PipeTx) error { return run(t, t) })
+}
+
+// querier runs the statements of a transaction: a pgx.Tx or a pg.PipeTx.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// finalSender sends a transaction's last batch with its COMMIT.
+type finalSender interface {
+	SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // tx implements ledger.Tx.
 type tx struct {
-	tx pgx.Tx
+	tx querier
+	// final, when set, sends flush's batch with the COMMIT.
+	final finalSender
 	// later are the pending writes, what for their error messages, envs the
 	// pending events: sent by flush.
 	later *pgx.Batch
@@ -143,7 +161,12 @@ func (t *tx) flush(ctx context.Context) error {
 	}
 	b, what := t.later, t.what
 	t.later, t.what, t.envs = nil, nil, nil
-	br := t.tx.SendBatch(ctx, b)
+	var br pgx.BatchResults
+	if t.final != nil {
+		br = t.final.SendFinal(ctx, b)
+	} else {
+		br = t.tx.SendBatch(ctx, b)
+	}
 	for _, w := range what {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()

@@ -1,0 +1,267 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PipeTx is a transaction whose BEGIN rides with its first statement and
+// whose COMMIT rides with its last batch (SendFinal): a transaction of n
+// round trips of statements costs n round trips instead of n+2. On a busy
+// host every round trip is a wake-up of the client and of the backend, and
+// the hot write paths are a few statements each, so BEGIN and COMMIT alone
+// were a third of their round trips.
+//
+// It has the statement methods of pgx.Tx (Exec, Query, QueryRow,
+// SendBatch); nested transactions are not offered. It is only used inside
+// InPipeTx, which ends it.
+type PipeTx struct {
+	conn  *pgx.Conn
+	opts  pgx.TxOptions
+	begun bool
+	// ended: SendFinal's COMMIT was sent; committed: its results read
+	// without error.
+	ended, committed bool
+}
+
+// InPipeTx runs fn in a PipeTx on a connection of pool: when fn returns nil
+// the transaction commits (unless fn already committed it with SendFinal),
+// otherwise it is rolled back. fn's own error is returned as is, like InTx.
+// A transaction in which fn ran no statement never reaches the server.
+func InPipeTx(ctx context.Context, pool *pgxpool.Pool, fn func(*PipeTx) error) error {
+	return InPipeTxWithOptions(ctx, pool, pgx.TxOptions{}, fn)
+}
+
+// InPipeTxWithOptions is InPipeTx with explicit options.
+func InPipeTxWithOptions(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(*PipeTx) error) error {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("begin tx: %w", err)
+	}
+	defer c.Release()
+	t := &PipeTx{conn: c.Conn(), opts: opts}
+	if err := fn(t); err != nil {
+		if rbErr := t.rollback(context.WithoutCancel(ctx)); rbErr != nil {
+			return errors.Join(err, fmt.Errorf("rollback tx: %w", rbErr))
+		}
+		return err
+	}
+	if t.ended && !t.committed {
+		// fn dropped the final batch's error, or never read it.
+		err := errors.New("commit tx: the final batch did not commit")
+		if rbErr := t.rollback(context.WithoutCancel(ctx)); rbErr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback tx: %w", rbErr))
+		}
+		return err
+	}
+	if t.ended || !t.begun {
+		return nil
+	}
+	tag, err := t.conn.Exec(ctx, "commit")
+	if err == nil && tag.String() != "COMMIT" {
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		if rbErr := t.rollback(context.WithoutCancel(ctx)); rbErr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback tx: %w", rbErr))
+		}
+		return fmt.Errorf("commit tx: %w", err)
+	}
+	return nil
+}
+
+// rollback ends whatever the server still holds open (a failed final batch
+// leaves its transaction aborted; a failed COMMIT has ended it already).
+func (t *PipeTx) rollback(ctx context.Context) error {
+	if !t.begun || t.conn.IsClosed() || t.conn.PgConn().TxStatus() == 'I' {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "rollback")
+	return err
+}
+
+// batch is b, begun with BEGIN when the transaction has not started yet;
+// skip is how many results that added in front of b's.
+func (t *PipeTx) batch(b *pgx.Batch) (*pgx.Batch, int) {
+	if t.ended {
+		panic("pg.PipeTx used after SendFinal")
+	}
+	if t.begun {
+		return b, 0
+	}
+	t.begun = true
+	nb := &pgx.Batch{}
+	nb.BeginTx(t.opts)
+	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	return nb, 1
+}
+
+func (t *PipeTx) send(ctx context.Context, b *pgx.Batch, final bool) pgx.BatchResults {
+	nb, skip := t.batch(b)
+	if final {
+		if nb == b {
+			nb = &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery(nil), b.QueuedQueries...)}
+		}
+		nb.Queue("commit")
+		t.ended = true
+	}
+	br := t.conn.SendBatch(ctx, nb)
+	r := &pipeResults{BatchResults: br, skip: skip, left: b.Len()}
+	if final {
+		r.final = t
+	}
+	return r
+}
+
+// SendBatch sends b in the transaction (with BEGIN in front when it is the
+// first statement).
+func (t *PipeTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.send(ctx, b, false)
+}
+
+// SendFinal sends b and COMMIT in one round trip: the transaction's last
+// statements. Its results are read as SendBatch's; Close reports a failed
+// commit (pgx.ErrTxCommitRollback when an earlier error had aborted the
+// transaction). Nothing may be sent in the transaction afterwards.
+func (t *PipeTx) SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return t.send(ctx, b, true)
+}
+
+// Exec runs one statement in the transaction.
+func (t *PipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.begun {
+		return t.conn.Exec(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := t.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// QueryRow runs one statement in the transaction; its row is read by Scan.
+func (t *PipeTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.begun {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := t.SendBatch(ctx, b)
+	return &batchRow{row: br.QueryRow(), br: br}
+}
+
+// Query runs one statement in the transaction. The first statement of a
+// transaction sent as a Query costs BEGIN its own round trip (the rows of a
+// batch cannot outlive it); the hot paths start with QueryRow or a batch.
+func (t *PipeTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !t.begun {
+		if err := t.SendBatch(ctx, &pgx.Batch{}).Close(); err != nil {
+			return nil, err
+		}
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+// batchRow is a QueryRow sent as a batch: Scan reads it and closes the
+// batch.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// pipeResults hides the BEGIN in front of the caller's results and reads
+// the COMMIT behind them.
+type pipeResults struct {
+	pgx.BatchResults
+	// skip: results in front of the caller's (the BEGIN); left: the
+	// caller's results not read yet.
+	skip, left int
+	// final is the transaction a final batch commits.
+	final  *PipeTx
+	err    error
+	closed bool
+}
+
+// next reads what comes before the caller's next result.
+func (r *pipeResults) next() error {
+	for r.skip > 0 && r.err == nil {
+		r.skip--
+		_, r.err = r.BatchResults.Exec()
+	}
+	r.left--
+	return r.err
+}
+
+func (r *pipeResults) Exec() (pgconn.CommandTag, error) {
+	if err := r.next(); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return r.BatchResults.Exec()
+}
+
+func (r *pipeResults) Query() (pgx.Rows, error) {
+	if err := r.next(); err != nil {
+		return nil, err
+	}
+	return r.BatchResults.Query()
+}
+
+func (r *pipeResults) QueryRow() pgx.Row {
+	if err := r.next(); err != nil {
+		return errRow{err}
+	}
+	return r.BatchResults.QueryRow()
+}
+
+// Close reads what the caller left, then the COMMIT of a final batch, and
+// closes the batch: the first error wins.
+func (r *pipeResults) Close() error {
+	if r.closed {
+		return r.err
+	}
+	r.closed = true
+	for r.err == nil && (r.skip > 0 || r.left > 0) {
+		if r.skip > 0 {
+			r.skip--
+		} else {
+			r.left--
+		}
+		_, r.err = r.BatchResults.Exec()
+	}
+	if r.final != nil && r.err == nil {
+		tag, err := r.BatchResults.Exec()
+		switch {
+		case err != nil:
+			r.err = fmt.Errorf("commit tx: %w", err)
+		case tag.String() != "COMMIT":
+			r.err = fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
+		}
+	}
+	if err := r.BatchResults.Close(); r.err == nil && err != nil {
+		r.err = err
+	}
+	if r.final != nil && r.err == nil {
+		r.final.committed = true
+	}
+	return r.err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }

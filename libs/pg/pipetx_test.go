@@ -1,0 +1,216 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/svc-dev/svc/libs/pg"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
+)
+
+// roundTrips counts what a pool sends: each query and each batch is one
+// round trip.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func TestInPipeTx(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	rt := &roundTrips{}
+	p := newPool(t, dsn, pg.Options{MaxConns: 1, QueryTracer: rt})
+	if _, err := p.Exec(ctx, `CREATE TABLE items (id int PRIMARY KEY, n int NOT NULL DEFAULT 0)`); err != nil {
+		t.Fatal(err)
+	}
+	present := func(t *testing.T, id int) bool {
+		t.Helper()
+		var n int
+		if err := p.QueryRow(ctx, `SELECT count(*) FROM items WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	// clean: the connection went back outside any transaction (the pool
+	// has one connection, so this is the one the test used).
+	clean := func(t *testing.T) {
+		t.Helper()
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Release()
+		if s := c.Conn().PgConn().TxStatus(); s != 'I' {
+			t.Fatalf("connection left in transaction status %q", s)
+		}
+	}
+	final := func(tx *pg.PipeTx, sql string, args ...any) error {
+		b := &pgx.Batch{}
+		b.Queue(sql, args...)
+		br := tx.SendFinal(ctx, b)
+		_, err := br.Exec()
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+
+	t.Run("a read and a final write are two round trips and commit", func(t *testing.T) {
+		before := rt.n.Load()
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			var x int
+			if err := tx.QueryRow(ctx, `SELECT 41 + 1`).Scan(&x); err != nil || x != 42 {
+				return errors.Join(err, errors.New("wrong row"))
+			}
+			return final(tx, `INSERT INTO items (id) VALUES (1)`)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rt.n.Load() - before; got != 2 {
+			t.Fatalf("round trips = %d, want 2 (BEGIN and COMMIT ride with the statements)", got)
+		}
+		if !present(t, 1) {
+			t.Fatal("row not committed")
+		}
+		clean(t)
+	})
+	t.Run("statements run in one transaction: fn's error rolls them all back", func(t *testing.T) {
+		errDomain := errors.New("domain")
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO items (id) VALUES (2)`); err != nil {
+				return err
+			}
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO items (id) VALUES (3)`)
+			if err := tx.SendBatch(ctx, b).Close(); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `SELECT id FROM items WHERE id IN (2, 3) ORDER BY id`)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+			if err != nil || len(ids) != 2 {
+				return errors.Join(err, errors.New("the transaction does not see its own rows"))
+			}
+			return errDomain
+		})
+		if !errors.Is(err, errDomain) {
+			t.Fatalf("err = %v, want fn's own error", err)
+		}
+		if present(t, 2) || present(t, 3) {
+			t.Fatal("rolled-back rows are there")
+		}
+		clean(t)
+	})
+	t.Run("a failing final batch commits nothing", func(t *testing.T) {
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			b := &pgx.Batch{}
+			b.Queue(`INSERT INTO items (id) VALUES (4)`)
+			b.Queue(`INSERT INTO items (id) VALUES (1)`) // taken
+			br := tx.SendFinal(ctx, b)
+			_, _ = br.Exec()
+			_, _ = br.Exec()
+			return br.Close()
+		})
+		if !pg.IsUniqueViolation(err) {
+			t.Fatalf("err = %v, want the unique violation", err)
+		}
+		if present(t, 4) {
+			t.Fatal("row 4 committed though its batch failed")
+		}
+		clean(t)
+	})
+	t.Run("a final batch whose error fn drops does not count as committed", func(t *testing.T) {
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			_ = final(tx, `INSERT INTO items (id) VALUES (1)`)
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "did not commit") {
+			t.Fatalf("err = %v, want the final batch's failure", err)
+		}
+		clean(t)
+	})
+	t.Run("an earlier error swallowed by fn makes the commit fail", func(t *testing.T) {
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			_, _ = tx.Exec(ctx, `INSERT INTO items (id) VALUES (1)`) // aborts the transaction
+			return final(tx, `INSERT INTO items (id) VALUES (5)`)
+		})
+		if err == nil {
+			t.Fatal("committed after an error")
+		}
+		if present(t, 5) {
+			t.Fatal("row 5 committed in an aborted transaction")
+		}
+		err = pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			_, _ = tx.Exec(ctx, `INSERT INTO items (id) VALUES (1)`)
+			return nil // and commits without a final batch
+		})
+		if !errors.Is(err, pgx.ErrTxCommitRollback) {
+			t.Fatalf("err = %v, want ErrTxCommitRollback", err)
+		}
+		clean(t)
+	})
+	t.Run("a deferred constraint fails in the final batch's commit", func(t *testing.T) {
+		if _, err := p.Exec(ctx, `CREATE TABLE d (id int UNIQUE DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+			t.Fatal(err)
+		}
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			return final(tx, `INSERT INTO d VALUES (1), (1)`)
+		})
+		if !pg.IsUniqueViolation(err) || !strings.Contains(err.Error(), "commit tx") {
+			t.Fatalf("err = %v, want a unique violation from the commit", err)
+		}
+		clean(t)
+	})
+	t.Run("no rows and no statements", func(t *testing.T) {
+		before := rt.n.Load()
+		if err := pg.InPipeTx(ctx, p, func(*pg.PipeTx) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got := rt.n.Load() - before; got != 0 {
+			t.Fatalf("an empty transaction made %d round trips", got)
+		}
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			var x int
+			if err := tx.QueryRow(ctx, `SELECT id FROM items WHERE id = -1`).Scan(&x); !errors.Is(err, pgx.ErrNoRows) {
+				return errors.Join(err, errors.New("want ErrNoRows"))
+			}
+			_, err := tx.Exec(ctx, `UPDATE items SET n = n + 1 WHERE id = 1`)
+			return err // committed by InPipeTx
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := p.QueryRow(ctx, `SELECT n FROM items WHERE id = 1`).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("n = %d (%v), want the update committed", n, err)
+		}
+		clean(t)
+	})
+	t.Run("a cancelled context", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		err := pg.InPipeTx(cctx, p, func(*pg.PipeTx) error { t.Fatal("fn called"); return nil })
+		if err == nil || !strings.Contains(err.Error(), "begin tx") {
+			t.Fatalf("err = %v, want begin tx error", err)
+		}
+	})
+}
+
