@@ -213,4 +213,3 @@ func TestInPipeTx(t *testing.T) {
 		}
 	})
 }
-
