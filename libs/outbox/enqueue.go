@@ -124,7 +124,7 @@ func prepare(topic string, env *eventsv1.Envelope, cfg enqueueConfig) ([]byte, e
 // service relies on the relay's poll interval instead (RelayConfig.
 // PollInterval; tens of milliseconds is cheap). Rows get ascending ids in
 // the order of envs.
-func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.Envelope, opts ...EnqueueOption) error {
+func EnqueueMany(ctx context.Context, tx BatchSender, topic string, envs []*eventsv1.Envelope, opts ...EnqueueOption) error {
 	if len(envs) == 0 {
 		return nil
 	}
@@ -136,6 +136,12 @@ func EnqueueMany(ctx context.Context, tx pgx.Tx, topic string, envs []*eventsv1.
 		return fmt.Errorf("enqueue %d events on %s: %w", len(envs), topic, err)
 	}
 	return nil
+}
+
+// BatchSender sends a batch inside a transaction: a pgx.Tx, or a
+// transaction of libs/pg that pipelines its BEGIN and COMMIT.
+type BatchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // QueueMany adds the insert of EnqueueMany to b, so a writer can send it in

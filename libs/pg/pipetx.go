@@ -265,3 +265,16 @@ func (r *pipeResults) Close() error {
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
+
+// Querier runs the statements of a transaction: a pgx.Tx or a *PipeTx.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+var (
+	_ Querier = (*PipeTx)(nil)
+	_ Querier = pgx.Tx(nil)
+)

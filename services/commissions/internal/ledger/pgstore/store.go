@@ -44,7 +44,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -83,7 +82,7 @@ func (s *Store) Within(t pgx.Tx) *Store { return &Store{pool: s.pool, within: t}
 // the transaction's first statement and COMMIT with its last batch
 // (pg.InPipeTx), unless the store runs Within a caller's transaction.
 func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
-	run := func(q querier, final finalSender) error {
+	run := func(q pg.Querier, final finalSender) error {
 		x := &tx{tx: q, final: final}
 		if err := fn(x); err != nil {
 			return err
@@ -96,14 +95,6 @@ func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
 	return pg.InPipeTx(ctx, s.pool, func(t *pg.PipeTx) error { return run(t, t) })
 }
 
-// querier runs the statements of a transaction: a pgx.Tx or a pg.PipeTx.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
 // finalSender sends a transaction's last batch with its COMMIT.
 type finalSender interface {
 	SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -111,7 +102,7 @@ type finalSender interface {
 
 // tx implements ledger.Tx.
 type tx struct {
-	tx querier
+	tx pg.Querier
 	// final, when set, sends flush's batch with the COMMIT.
 	final finalSender
 	// later are the pending writes, what for their error messages, envs the

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
@@ -46,19 +45,19 @@ func scanAttribution(row pgx.Row, txn string) (ingest.Attribution, bool, error) 
 // moved the customer, so a retry must replay it); a refusal moves nothing
 // and is answered without being kept, so the next call with the id, in this
 // program or another, is decided afresh. The customer is locked (FOR
-// UPDATE) while the rules run; the decision row is inserted last with ON
-// CONFLICT DO NOTHING, so of concurrent calls with one program and
-// transaction id exactly one commits its transition and decision: the
-// others find the row (their insert waits for the winner's commit), roll
-// their changes back and answer the stored decision.
+// UPDATE) while the rules run; the decision row is inserted last, so of
+// concurrent calls with one program and transaction id exactly one commits
+// its transition and decision: the others' insert waits for the winner's
+// commit and fails on the key, which rolls their changes back, and they
+// answer the stored decision.
 //
-// Round trips (a sale by click id): BEGIN; the stored decision and the
+// Round trips (a sale by click id): BEGIN, the stored decision and the
 // first identifier's customer, pipelined; the customer's writes, the
-// conversion's event and the decision, pipelined; COMMIT.
+// conversion's event, the decision and COMMIT, pipelined (pg.InPipeTx).
 func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
 	var res ingest.AttributionResult
 	lookups := saleCustomerLookups(req.Ref)
-	err := pg.InTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pg.InPipeTx(ctx, s.pool, func(tx *pg.PipeTx) error {
 		res = ingest.AttributionResult{}
 		prev, replay, c, found, err := replayOrCustomer(ctx, tx, req, lookups)
 		if err != nil {
@@ -105,15 +104,11 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 			first = a.FirstPurchaseDate
 		}
 		b.Queue(`INSERT INTO attributions (`+attributionColumns+`)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) ON CONFLICT (program_id, transaction_id) DO NOTHING`,
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
 			a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
 			first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
-		stored, err := sendDecision(ctx, tx, b)
-		if err != nil {
+		if err := sendDecision(ctx, tx, b); err != nil {
 			return err
-		}
-		if !stored {
-			return errAttributionRaceLost
 		}
 		// Answer what a replay will read (timestamps at the column's
 		// microsecond precision).
@@ -141,7 +136,7 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 // id and, in the same round trip, the customer of the first identifier
 // (locked; a replay leaves it untouched and the lock ends with the
 // transaction).
-func replayOrCustomer(ctx context.Context, tx pgx.Tx, req ingest.AttributionRequest, lookups []customerLookup) (
+func replayOrCustomer(ctx context.Context, tx pg.Querier, req ingest.AttributionRequest, lookups []customerLookup) (
 	prev ingest.Attribution, replay bool, c ingest.Customer, found bool, err error) {
 	b := &pgx.Batch{}
 	b.Queue(attributionSQL, req.Ref.ProgramID, req.TransactionID)
@@ -162,20 +157,16 @@ func replayOrCustomer(ctx context.Context, tx pgx.Tx, req ingest.AttributionRequ
 }
 
 // sendDecision sends the decision's writes, the attribution's insert last,
-// and reports whether that insert stored the row (false: a concurrent call
-// stored it first).
-func sendDecision(ctx context.Context, tx pgx.Tx, b *pgx.Batch) (bool, error) {
-	br := tx.SendBatch(ctx, b)
-	var tag pgconn.CommandTag
-	var err error
-	for i := 0; i < b.Len(); i++ {
-		if tag, err = br.Exec(); err != nil {
-			_ = br.Close()
-			return false, fmt.Errorf("store attribution: %w", err)
-		}
+// with the COMMIT. A concurrent call that stored the program's transaction
+// id first makes the insert fail on the key: errAttributionRaceLost, and
+// nothing of this call is committed.
+func sendDecision(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch) error {
+	err := tx.SendFinal(ctx, b).Close()
+	if pg.IsUniqueViolation(err) && pg.ConstraintName(err) == "attributions_pkey" {
+		return errAttributionRaceLost
 	}
-	if err := br.Close(); err != nil {
-		return false, fmt.Errorf("store attribution: %w", err)
+	if err != nil {
+		return fmt.Errorf("store attribution: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return nil
 }

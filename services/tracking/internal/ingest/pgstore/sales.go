@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/svc-dev/svc/libs/pg"
 	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
@@ -69,7 +70,7 @@ func scanSaleCustomer(row pgx.Row) (c ingest.Customer, found bool, err error) {
 }
 
 // findSaleCustomer runs lookups in order until one finds its customer.
-func findSaleCustomer(ctx context.Context, tx pgx.Tx, lookups []customerLookup) (ingest.Customer, bool, error) {
+func findSaleCustomer(ctx context.Context, tx pg.Querier, lookups []customerLookup) (ingest.Customer, bool, error) {
 	for _, l := range lookups {
 		c, found, err := scanSaleCustomer(tx.QueryRow(ctx, l.sql, l.args...))
 		if err != nil || found {
@@ -94,7 +95,7 @@ func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extr
 // id it has none of, and the conversion's event) queued on b, for the
 // caller to send with its own last writes in one round trip. The sale
 // itself is the commissions service's to record.
-func (s *Store) applyPayment(ctx context.Context, tx pgx.Tx, b *pgx.Batch, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
+func (s *Store) applyPayment(ctx context.Context, tx pg.Querier, b *pgx.Batch, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
 	if d.SettleLead {
 		ld := ingest.LeadDecision{CustomerKey: ref.CustomerKey, EmailHash: ref.EmailHash, EventName: "processor_checkout"}
 		if ld.CustomerKey == "" {

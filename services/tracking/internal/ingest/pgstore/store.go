@@ -212,7 +212,7 @@ func clickEvent(eventID int64, clickID string, customerID int64, l ingest.Link, 
 // notification lock through its commit's WAL flush, so every lead and
 // conversion would commit one at a time; tracking's relay polls instead
 // (server.Spec's RelayPollInterval).
-func publish(ctx context.Context, tx pgx.Tx, typ string, programID int64, at time.Time, msg proto.Message) error {
+func publish(ctx context.Context, tx pg.Querier, typ string, programID int64, at time.Time, msg proto.Message) error {
 	env, err := envelope(typ, programID, at, msg)
 	if err != nil {
 		return err
@@ -370,7 +370,7 @@ func (s *Store) Lead(ctx context.Context, ref ingest.LeadRef, at time.Time, deci
 // settleLead moves the customer to lead: its provisional lead settles, or a
 // settled one is stored; the customer key is saved and the partner's lead
 // count grows.
-func settleLead(ctx context.Context, tx pgx.Tx, c ingest.Customer, d ingest.LeadDecision, at time.Time) error {
+func settleLead(ctx context.Context, tx pg.Querier, c ingest.Customer, d ingest.LeadDecision, at time.Time) error {
 	var key, keyID any
 	if d.CustomerKey != "" {
 		key = d.CustomerKey
