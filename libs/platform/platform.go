@@ -10,6 +10,7 @@
 package platform
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,9 @@ type Spec struct {
 	// rows without a NOTIFY (services that enqueue without one, on a hot
 	// path, want tens of milliseconds); OUTBOX_POLL_INTERVAL overrides it.
 	RelayPollInterval time.Duration
+	// PlanCacheMode is the pool's plan_cache_mode when DB_PLAN_CACHE_MODE
+	// is unset; empty: force_custom_plan (see NewPool's call).
+	PlanCacheMode string
 	// RelayDeleteSent deletes published outbox rows at once rather than
 	// keeping them (see outbox.RelayConfig.DeleteSent).
 	RelayDeleteSent bool
@@ -499,7 +503,10 @@ func (p *Platform) open(ctx context.Context, spec Spec, stdout io.Writer, servin
 		// sequential scan) would outlive the table's growth. Measured on the
 		// click path: 60-90 µs of Postgres CPU per click with custom plans,
 		// 200-300 µs when a cached generic plan scanned customers.
-		PlanCacheMode: p.Env.String("DB_PLAN_CACHE_MODE", "force_custom_plan"),
+		// A service whose statements all plan well generic (the plan test
+		// checks its generic plans too) saves the planning of every run:
+		// Spec.PlanCacheMode "auto".
+		PlanCacheMode: p.Env.String("DB_PLAN_CACHE_MODE", cmp.Or(spec.PlanCacheMode, "force_custom_plan")),
 		QueryTracer:   p.queryTracer,
 	})
 	if err != nil {

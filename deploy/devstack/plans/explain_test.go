@@ -110,6 +110,51 @@ func explain(ctx context.Context, conn *pgx.Conn, sql string, args []any) (planN
 	return out[0].Plan, nil
 }
 
+// explainGeneric plans s as a prepared statement under
+// plan_cache_mode=force_generic_plan (conn's setting), the plan a pool in
+// "auto" keeps after five runs: args are sent inlined (simple protocol),
+// since EXECUTE takes no parameters of its own.
+func explainGeneric(ctx context.Context, conn *pgx.Conn, sql string, args []any) (planNode, error) {
+	// EXPLAIN without ANALYZE runs nothing; DEALLOCATE ALL leaves the
+	// connection as it was, whatever failed.
+	defer func() { _, _ = conn.Exec(ctx, "DEALLOCATE ALL") }()
+	if _, err := conn.Exec(ctx, "PREPARE plans_generic AS "+sql); err != nil {
+		return planNode{}, fmt.Errorf("prepare: %w", err)
+	}
+	params := make([]string, len(args))
+	for i := range args {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	execute := "EXPLAIN (FORMAT JSON) EXECUTE plans_generic"
+	if len(args) > 0 {
+		execute += "(" + strings.Join(params, ", ") + ")"
+	}
+	inline := []any{pgx.QueryExecModeSimpleProtocol}
+	for _, a := range args {
+		switch a.(type) {
+		case map[string]string, map[string]any:
+			// jsonb: the simple protocol has no encoder for a map.
+			j, err := json.Marshal(a)
+			if err != nil {
+				return planNode{}, err
+			}
+			a = string(j)
+		}
+		inline = append(inline, a)
+	}
+	var raw []byte
+	if err := conn.QueryRow(ctx, execute, inline...).Scan(&raw); err != nil {
+		return planNode{}, err
+	}
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+		return planNode{}, fmt.Errorf("read plan %s: %v", raw, err)
+	}
+	return out[0].Plan, nil
+}
+
 // problems lists what in p reads a large table whole: a sequential scan,
 // or an index scan whose condition leaves the index's leading column free
 // (Postgres 15 has no skip scan: that reads every entry). A partial index

@@ -94,12 +94,18 @@ func TestHotStatementsUseIndexes(t *testing.T) {
 // (recorder.console), not the admin calls that make the test's catalog.
 var hotSchemas = map[string]bool{"tracking": true, "commissions": true, "analytics": true, "accounts": true, "webhooks": true}
 
+// genericSchemas are the services whose pools plan generic
+// (platform.Spec.PlanCacheMode "auto"): their statements are checked under
+// the generic plan as well.
+var genericSchemas = map[string]bool{"commissions": true}
+
 // check EXPLAINs each recorded statement in its service's schema with the
 // arguments it ran with and fails on each plan that reads a large table
 // whole. It returns how many plans it checked.
 func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int {
 	t.Helper()
 	conns := map[string]*pgx.Conn{}
+	generic := map[string]*pgx.Conn{}
 	cats := map[string]catalog{}
 	n := 0
 	per := map[string]int{}
@@ -125,6 +131,16 @@ func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int
 			if cats[s.schema], err = loadCatalog(ctx, conn, s.schema); err != nil {
 				t.Fatal(err)
 			}
+			if genericSchemas[s.schema] {
+				cfg = cfg.Copy()
+				cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+				g, err := pgx.ConnectConfig(ctx, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Close(ctx)
+				generic[s.schema] = g
+			}
 		}
 		for _, args := range s.args {
 			n++
@@ -138,6 +154,17 @@ func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int
 			}
 			if ps := cats[s.schema].problems(plan); len(ps) > 0 {
 				t.Errorf("%s: %s\n\tin: %s\n\targs: %v", s.schema, strings.Join(ps, "; "), oneLine(s.sql), args)
+			}
+			if g := generic[s.schema]; g != nil {
+				n++
+				plan, err := explainGeneric(ctx, g, s.sql, args)
+				if err != nil {
+					t.Errorf("%s: EXPLAIN EXECUTE (generic) %s: %v", s.schema, oneLine(s.sql), err)
+					continue
+				}
+				if ps := cats[s.schema].problems(plan); len(ps) > 0 {
+					t.Errorf("%s (generic plan): %s\n\tin: %s\n\targs: %v", s.schema, strings.Join(ps, "; "), oneLine(s.sql), args)
+				}
 			}
 		}
 	}

@@ -56,8 +56,13 @@ func Spec() platform.Spec {
 		// commit, so sales and refunds committed one at a time); the relay
 		// polls instead, as tracking's does.
 		RelayPollInterval: 50 * time.Millisecond,
-		Commands:          commands(),
-		Wire:              wire,
+		// Every ledger statement is a keyed lookup or write: generic plans
+		// (checked by deploy/devstack/plans) save planning each of the ~10
+		// statements of a sale and a refund, about a quarter of Postgres's
+		// CPU on them (docs/benchmarks.md).
+		PlanCacheMode: "auto",
+		Commands:      commands(),
+		Wire:          wire,
 	}
 }
 

@@ -369,6 +369,12 @@ type Tx interface {
 	// program (programID 0: any program); ErrSaleNotFound.
 	LockSale(ctx context.Context, id int64) (Sale, error)
 	LockSaleByTransaction(ctx context.Context, programID int64, transactionID string) (Sale, error)
+	// LockSaleForRefund is LockSaleByTransaction for a refund of requested
+	// cents (0: all that is left) with refundID: the store may read ahead,
+	// in the same round trip, what the refund reads next (the sale's
+	// commission, locked, and RefundApplied's answer) and the ids its rows
+	// will take.
+	LockSaleForRefund(ctx context.Context, programID int64, transactionID, refundID string, requested int64) (Sale, error)
 	// SetCommissionState and SetSaleRefunded write a locked sale; like
 	// UpdateCommission, they may reach the database only when the
 	// transaction commits (nothing in it reads them back).
@@ -398,6 +404,9 @@ type Tx interface {
 	// RefundApplied reports whether the refund was applied already: by
 	// refund id, or, without one, by the same positive requested amount.
 	RefundApplied(ctx context.Context, saleID int64, refundID string, requested int64) (bool, error)
+	// InsertRefund stores r (its ID filled) and gives each of
+	// r.Notifications the id it will be stored with (kept pending on the
+	// refund row until sent).
 	InsertRefund(ctx context.Context, r *Refund, s Sale) error
 
 	// PostEntry appends e to the journal and moves the balance by its
@@ -420,7 +429,14 @@ type Tx interface {
 	// paidOut).
 	CommissionPaid(ctx context.Context, c Commission, w Withdrawal, paidAt time.Time) error
 
+	// InsertNotification stores n: with n.ID when it has one (given by
+	// InsertRefund: storing it twice fails on the key), else filling it.
 	InsertNotification(ctx context.Context, n *Notification) error
+	// ClearRefundNotifications marks a refund's pending notifications sent,
+	// for the caller to insert them (with the ids InsertRefund gave them)
+	// in the same transaction; like UpdateCommission it may reach the
+	// database only at commit.
+	ClearRefundNotifications(ctx context.Context, refundID int64) error
 	// TakeRefundNotifications clears and returns a refund's pending
 	// notifications (none when another transaction took them).
 	TakeRefundNotifications(ctx context.Context, refundID int64) ([]Notification, error)

@@ -44,9 +44,10 @@ type RefundResult struct {
 	// (deductionAmount), Debit what was taken from the balance.
 	Deduction money.Amount
 	Debit     money.Amount
-	// notify is the refund row whose notifications are sent after the
-	// transaction (0: none).
+	// notify is the refund row whose notifications, notes, are sent after
+	// the transaction (0: none).
 	notify int64
+	notes  []Notification
 }
 
 // Refund applies the spec's refund table to the sale of TransactionID in
@@ -78,7 +79,7 @@ func (s *Service) Refund(ctx context.Context, in RefundInput) (RefundResult, err
 	var res RefundResult
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		res = RefundResult{}
-		sale, err := tx.LockSaleByTransaction(ctx, in.ProgramID, in.TransactionID)
+		sale, err := tx.LockSaleForRefund(ctx, in.ProgramID, in.TransactionID, refundID, in.AmountCents)
 		if err != nil {
 			return err
 		}
@@ -94,13 +95,30 @@ func (s *Service) Refund(ctx context.Context, in RefundInput) (RefundResult, err
 // refunded is what follows a committed refund: it is counted, and its
 // notifications are sent in a transaction of their own (a failure never
 // changes the answer, and leaves them pending for the backstop,
-// NotifyPending).
+// NotifyPending). They are known already, ids included, so that
+// transaction is one round trip: it clears the refund's pending column and
+// inserts them; sent before by the backstop, they fail on their key and
+// nothing is written twice.
 func (s *Service) refunded(ctx context.Context, res RefundResult) {
 	s.onRefund(res.Outcome)
-	if res.notify != 0 {
-		if err := s.SendRefundNotifications(context.WithoutCancel(ctx), res.notify); err != nil {
-			s.onNotifyError(fmt.Errorf("notifications of refund %d (left for the backstop): %w", res.notify, err))
+	if res.notify == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		if err := tx.ClearRefundNotifications(ctx, res.notify); err != nil {
+			return err
 		}
+		for i := range res.notes {
+			n := res.notes[i]
+			if err := tx.InsertNotification(ctx, &n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.onNotifyError(fmt.Errorf("notifications of refund %d (left for the backstop): %w", res.notify, err))
 	}
 }
 
@@ -246,7 +264,7 @@ func (s *Service) refundCommission(ctx context.Context, tx Tx, sale Sale, c Comm
 	if err := tx.InsertRefund(ctx, &ref, sale); err != nil {
 		return err
 	}
-	res.notify = ref.ID
+	res.notify, res.notes = ref.ID, ref.Notifications
 	from := c.Status
 	c.Status, c.Refunded = r.Status, c.Refunded+r.Deduction.Minor
 	if in.Reason != "" {

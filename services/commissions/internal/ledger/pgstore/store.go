@@ -114,6 +114,21 @@ type tx struct {
 	// trip; DecisionInputs answers them once, for the same program and
 	// customer.
 	inputs *decisionInputs
+	// ahead is what LockSaleForRefund read ahead for the refund's next
+	// reads; refundIDs and noteIDs are ids it took for InsertRefund.
+	ahead              *refundAhead
+	refundIDs, noteIDs []int64
+}
+
+// refundAhead answers SaleCommission and RefundApplied once each, for the
+// sale LockSaleForRefund locked.
+type refundAhead struct {
+	saleID                      int64
+	commission                  ledger.Commission
+	hasCommission, commissionOK bool
+	refundID                    string
+	requested                   int64
+	applied, appliedOK          bool
 }
 
 type decisionInputs struct {
@@ -133,6 +148,24 @@ func (t *tx) deferExec(what, sql string, args ...any) {
 	}
 	t.later.Queue(sql, args...)
 	t.what = append(t.what, what)
+}
+
+// sendDeferred sends the pending writes (not the events) now: for a
+// statement whose foreign key needs a row a pending write inserts.
+func (t *tx) sendDeferred(ctx context.Context) error {
+	if t.later == nil || t.later.Len() == 0 {
+		return nil
+	}
+	b, what := t.later, t.what
+	t.later, t.what = nil, nil
+	br := t.tx.SendBatch(ctx, b)
+	for _, w := range what {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return fmt.Errorf("%s: %w", w, err)
+		}
+	}
+	return br.Close()
 }
 
 // flush sends the pending writes, then the pending events in one outbox
@@ -454,6 +487,64 @@ func (t *tx) LockSaleByTransaction(ctx context.Context, programID int64, transac
 	return s, err
 }
 
+const (
+	saleByTransactionSQL = `SELECT id FROM sales
+		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved ORDER BY is_test LIMIT 1`
+	refundNextIDs = `nextval('refunds_id_seq'), nextval('notifications_id_seq'), nextval('notifications_id_seq')`
+)
+
+// LockSaleForRefund locks the sale as LockSaleByTransaction and, in the
+// same round trip, reads ahead its commission (locked after it, as
+// SaleCommission would), whether the refund was applied (requested > 0)
+// and the ids of the refund row and of its notifications (a refund sends
+// at most two): unused ids are a gap in a sequence, nothing more.
+func (t *tx) LockSaleForRefund(ctx context.Context, programID int64, transactionID, refundID string, requested int64) (ledger.Sale, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+saleColumns+` FROM sales
+		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved
+		ORDER BY is_test LIMIT 1 FOR UPDATE`, transactionID, programID)
+	b.Queue(`SELECT `+commissionColumns+` FROM commissions
+		WHERE sale_id = (`+saleByTransactionSQL+`) AND kind = 'sale' FOR UPDATE`, transactionID, programID)
+	switch {
+	case requested > 0 && refundID != "":
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = (`+saleByTransactionSQL+`) AND refund_id = $3), `+refundNextIDs,
+			transactionID, programID, refundID)
+	case requested > 0:
+		b.Queue(`SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = (`+saleByTransactionSQL+`)
+			AND refund_id IS NULL AND requested_cents = $3), `+refundNextIDs, transactionID, programID, requested)
+	default:
+		b.Queue(`SELECT false, ` + refundNextIDs)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	s, err := scanSale(br.QueryRow())
+	if err != nil {
+		if !errors.Is(err, ledger.ErrSaleNotFound) {
+			err = fmt.Errorf("lock sale %q: %w", transactionID, err)
+		}
+		return s, err
+	}
+	a := &refundAhead{saleID: s.ID, refundID: refundID, requested: requested}
+	c, err := scanCommission(br.QueryRow())
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return ledger.Sale{}, fmt.Errorf("lock commission of sale %d: %w", s.ID, err)
+	case c.SaleID != s.ID:
+		return ledger.Sale{}, fmt.Errorf("lock commission of sale %d: read commission %d of sale %d", s.ID, c.ID, c.SaleID)
+	default:
+		a.commission, a.hasCommission = c, true
+	}
+	a.commissionOK = true
+	var refundSeq, note1, note2 int64
+	if err := br.QueryRow().Scan(&a.applied, &refundSeq, &note1, &note2); err != nil {
+		return ledger.Sale{}, fmt.Errorf("look up refund of sale %d: %w", s.ID, err)
+	}
+	a.appliedOK = requested > 0
+	t.ahead, t.refundIDs, t.noteIDs = a, []int64{refundSeq}, []int64{note1, note2}
+	return s, br.Close()
+}
+
 // SetCommissionState is sent with the transaction's last batch (flush):
 // the sale is locked already and nothing reads the state back.
 func (t *tx) SetCommissionState(_ context.Context, saleID int64, state string) error {
@@ -521,6 +612,9 @@ func (t *tx) InsertCommission(ctx context.Context, c *ledger.Commission) (bool, 
 	if err != nil {
 		return false, fmt.Errorf("store commission of sale %d: %w", c.SaleID, err)
 	}
+	if t.ahead != nil {
+		t.ahead.commissionOK = false // read before this commission existed
+	}
 	return true, t.publish(ctx, eventsv1.TypeCommissionCreated, c.ProgramID, c.CreatedAt, &eventsv1.CommissionCreated{
 		CommissionId: c.ID, SaleId: c.SaleID, ProgramId: c.ProgramID, PartnerId: c.PartnerID, CustomerId: c.CustomerID,
 		Kind: c.Kind, Status: string(c.Status), Amount: c.Amount.Minor, Currency: string(c.Amount.Currency),
@@ -541,8 +635,13 @@ func (t *tx) LeadCommission(ctx context.Context, programID, customerID int64) (l
 	return c, true, nil
 }
 
-// SaleCommission reads and locks the commission of a sale.
+// SaleCommission reads and locks the commission of a sale (or answers what
+// LockSaleForRefund read ahead, once).
 func (t *tx) SaleCommission(ctx context.Context, saleID int64) (ledger.Commission, bool, error) {
+	if a := t.ahead; a != nil && a.commissionOK && a.saleID == saleID {
+		a.commissionOK = false
+		return a.commission, a.hasCommission, nil
+	}
 	c, err := scanCommission(t.tx.QueryRow(ctx, `SELECT `+commissionColumns+` FROM commissions
 		WHERE sale_id = $1 AND kind = 'sale' FOR UPDATE`, saleID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -638,6 +737,10 @@ func (t *tx) ProgramCreditedCommissions(ctx context.Context, programID, partnerI
 // RefundApplied: a refund of the sale with that refund id, or, without
 // one, with the same requested amount and no refund id.
 func (t *tx) RefundApplied(ctx context.Context, saleID int64, refundID string, requested int64) (bool, error) {
+	if a := t.ahead; a != nil && a.appliedOK && a.saleID == saleID && a.refundID == refundID && a.requested == requested {
+		a.appliedOK = false
+		return a.applied, nil
+	}
 	var found bool
 	var err error
 	if refundID != "" {
@@ -661,6 +764,9 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 	if r.RefundID != "" {
 		refundID = r.RefundID
 	}
+	if err := t.notificationIDs(ctx, r.Notifications); err != nil {
+		return err
+	}
 	var pending *string
 	if len(r.Notifications) > 0 {
 		raw, err := json.Marshal(toPending(r.Notifications))
@@ -670,11 +776,15 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 		p := string(raw)
 		pending = &p
 	}
-	err := t.tx.QueryRow(ctx, `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
-			debited, currency, reason, pending_notifications, created_at)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11) RETURNING id`,
-		r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, pending, r.CreatedAt).Scan(&r.ID)
-	if err != nil {
+	const insert = `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
+			debited, currency, reason, pending_notifications, created_at, id)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,`
+	args := []any{r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, pending, r.CreatedAt}
+	if len(t.refundIDs) > 0 {
+		// The id was taken ahead: the row rides with the commit.
+		r.ID, t.refundIDs = t.refundIDs[0], t.refundIDs[1:]
+		t.deferExec(fmt.Sprintf("store refund of sale %d", r.SaleID), insert+`$12)`, append(args, r.ID)...)
+	} else if err := t.tx.QueryRow(ctx, insert+`nextval('refunds_id_seq')) RETURNING id`, args...).Scan(&r.ID); err != nil {
 		return fmt.Errorf("store refund of sale %d: %w", r.SaleID, err)
 	}
 	return t.publish(ctx, eventsv1.TypeRefundRecorded, s.ProgramID, r.CreatedAt, &eventsv1.RefundRecorded{
@@ -685,9 +795,45 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 	})
 }
 
+// notificationIDs gives each of ns without an id the id it will be stored
+// with: taken ahead by LockSaleForRefund, else from the sequence now.
+func (t *tx) notificationIDs(ctx context.Context, ns []ledger.Notification) error {
+	need := 0
+	for i := range ns {
+		if ns[i].ID != 0 {
+			continue
+		}
+		if len(t.noteIDs) > 0 {
+			ns[i].ID, t.noteIDs = t.noteIDs[0], t.noteIDs[1:]
+			continue
+		}
+		need++
+	}
+	if need == 0 {
+		return nil
+	}
+	rows, err := t.tx.Query(ctx, `SELECT nextval('notifications_id_seq') FROM generate_series(1, $1)`, need)
+	if err != nil {
+		return fmt.Errorf("notification ids: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("notification ids: %w", err)
+	}
+	for i := range ns {
+		if ns[i].ID == 0 && len(ids) > 0 {
+			ns[i].ID, ids = ids[0], ids[1:]
+		}
+	}
+	return nil
+}
+
 // pendingNotification is a notification as refunds.pending_notifications
 // keeps it.
 type pendingNotification struct {
+	// ID is the id the notification is stored with (0 in rows written
+	// before ids were given ahead: it gets one when sent).
+	ID            int64          `json:"id,omitempty"`
 	RecipientKind string         `json:"recipient_kind"`
 	RecipientID   int64          `json:"recipient_id"`
 	Kind          string         `json:"kind"`
@@ -699,7 +845,7 @@ type pendingNotification struct {
 func toPending(ns []ledger.Notification) []pendingNotification {
 	out := make([]pendingNotification, 0, len(ns))
 	for _, n := range ns {
-		out = append(out, pendingNotification{RecipientKind: n.RecipientKind, RecipientID: n.RecipientID, Kind: n.Kind,
+		out = append(out, pendingNotification{ID: n.ID, RecipientKind: n.RecipientKind, RecipientID: n.RecipientID, Kind: n.Kind,
 			Payload: n.Payload, ProgramID: n.ProgramID, CreatedAt: n.CreatedAt})
 	}
 	return out
@@ -728,7 +874,7 @@ func (t *tx) TakeRefundNotifications(ctx context.Context, refundID int64) ([]led
 	}
 	out := make([]ledger.Notification, 0, len(pending))
 	for _, p := range pending {
-		out = append(out, ledger.Notification{RecipientKind: p.RecipientKind, RecipientID: p.RecipientID, Kind: p.Kind,
+		out = append(out, ledger.Notification{ID: p.ID, RecipientKind: p.RecipientKind, RecipientID: p.RecipientID, Kind: p.Kind,
 			Payload: p.Payload, ProgramID: p.ProgramID, CreatedAt: p.CreatedAt.UTC()})
 	}
 	return out, nil
@@ -753,6 +899,10 @@ func (s *Store) RefundsToNotify(ctx context.Context, olderThan time.Time, limit 
 // BalanceChanged is keyed 0: balances are not per program, and one key
 // keeps all their changes in one order.
 func (t *tx) PostEntry(ctx context.Context, e ledger.Entry) (money.Amount, error) {
+	// The entry's refund may be a pending insert (InsertRefund).
+	if err := t.sendDeferred(ctx); err != nil {
+		return money.Amount{}, err
+	}
 	cur := string(e.Delta.Currency)
 	var bal int64
 	err := t.tx.QueryRow(ctx, `INSERT INTO balances (partner_id, currency, balance, updated_at) VALUES ($1,$2,$3,$4)
@@ -911,15 +1061,28 @@ func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) err
 	if err != nil {
 		return fmt.Errorf("encode notification: %w", err)
 	}
-	err = t.tx.QueryRow(ctx, `INSERT INTO notifications (recipient_kind, recipient_id, kind, payload, created_at)
-		VALUES ($1,$2,$3,$4,$5) RETURNING id`, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt).Scan(&n.ID)
-	if err != nil {
-		return fmt.Errorf("store notification: %w", err)
+	if n.ID != 0 {
+		t.deferExec(fmt.Sprintf("store notification %d", n.ID), `INSERT INTO notifications (id, recipient_kind, recipient_id, kind, payload, created_at)
+			VALUES ($1,$2,$3,$4,$5,$6)`, n.ID, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt)
+	} else {
+		err = t.tx.QueryRow(ctx, `INSERT INTO notifications (recipient_kind, recipient_id, kind, payload, created_at)
+			VALUES ($1,$2,$3,$4,$5) RETURNING id`, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt).Scan(&n.ID)
+		if err != nil {
+			return fmt.Errorf("store notification: %w", err)
+		}
 	}
 	return t.publish(ctx, eventsv1.TypeNotificationCreated, n.ProgramID, n.CreatedAt, &eventsv1.NotificationCreated{
 		NotificationId: n.ID, RecipientKind: n.RecipientKind, RecipientId: n.RecipientID, Kind: n.Kind,
 		PayloadJson: string(payload), CreatedAt: ts(n.CreatedAt),
 	})
+}
+
+// ClearRefundNotifications is sent with the transaction's last batch
+// (flush), before the notifications' inserts.
+func (t *tx) ClearRefundNotifications(_ context.Context, refundID int64) error {
+	t.deferExec(fmt.Sprintf("clear notifications of refund %d", refundID),
+		`UPDATE refunds SET pending_notifications = NULL WHERE id = $1`, refundID)
+	return nil
 }
 
 // SaleByTransaction reads a sale by transaction id in programID (0: any).
