@@ -118,6 +118,9 @@ type tx struct {
 	// reads; refundIDs and noteIDs are ids it took for InsertRefund.
 	ahead              *refundAhead
 	refundIDs, noteIDs []int64
+	// commissionIDs are ids completeWithInputs took for the sale's
+	// commission.
+	commissionIDs []int64
 }
 
 // refundAhead answers SaleCommission and RefundApplied once each, for the
@@ -435,29 +438,56 @@ func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
 }
 
 // completeWithInputs sends the completion and the sale's decision inputs
-// in one batch; the inputs are kept for DecisionInputs.
+// in one batch of two statements; the inputs are kept for DecisionInputs.
+// The completion's UPDATE locks the sale, then takes the customer's lock
+// in its RETURNING (the lock order: sale, then customer); the next
+// statement, with a snapshot taken after both, reads the program, the
+// customer's history and the id the commission will take (InsertCommission
+// then rides with the commit).
 func (t *tx) completeWithInputs(ctx context.Context, completeSQL string, s *ledger.Sale) (ledger.Sale, error) {
 	b := &pgx.Batch{}
-	b.Queue(completeSQL, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID)
-	queueDecisionInputs(b, s.ProgramID, s.CustomerID)
+	b.Queue(completeSQL+`, pg_advisory_xact_lock($5)::text`, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID,
+		customerLockKey(s.ProgramID, s.CustomerID))
+	b.Queue(`SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission,
+			(`+historySQL+`), nextval('commissions_id_seq')
+		FROM programs WHERE id = $1`, s.ProgramID, s.CustomerID)
 	br := t.tx.SendBatch(ctx, b)
-	done, err := scanSale(br.QueryRow())
+	defer br.Close()
+	var locked string
+	done, err := scanSale(withExtra(br.QueryRow(), &locked))
 	if err != nil {
-		_ = br.Close()
 		return done, err
 	}
 	in := decisionInputs{programID: s.ProgramID, customerID: s.CustomerID}
-	in.prog, in.hist, in.err = readDecisionInputs(br, s.ProgramID, s.CustomerID)
+	var first *time.Time
+	var commissionID int64
+	in.prog, in.err = scanProgram(withExtra(br.QueryRow(), &first, &commissionID), s.ProgramID)
 	if in.err != nil && !errors.Is(in.err, ledger.ErrProgramUnknown) {
-		_ = br.Close()
 		return ledger.Sale{}, in.err
+	}
+	if first != nil {
+		in.hist = money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}
 	}
 	if err := br.Close(); err != nil {
 		return ledger.Sale{}, fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
 	}
+	if in.err == nil {
+		t.commissionIDs = append(t.commissionIDs, commissionID)
+	}
 	t.inputs = &in
 	return done, nil
 }
+
+// extraColumn scans a row into a scan function's destinations and the
+// extra columns after them.
+type extraColumn struct {
+	pgx.Row
+	extra []any
+}
+
+func withExtra(row pgx.Row, extra ...any) extraColumn { return extraColumn{row, extra} }
+
+func (r extraColumn) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extra...)...) }
 
 func (t *tx) publishSale(ctx context.Context, s *ledger.Sale) error {
 	return t.publish(ctx, eventsv1.TypeLedgerSaleRecorded, s.ProgramID, s.CreatedAt, &eventsv1.LedgerSaleRecorded{
@@ -594,23 +624,31 @@ func scanCommissions(rows pgx.Rows, err error) ([]ledger.Commission, error) {
 	return out, rows.Err()
 }
 
-// InsertCommission inserts c unless its sale (or its lead) has one.
+// InsertCommission inserts c unless its sale (or its lead) has one. A sale
+// commission whose id completeWithInputs took rides with the commit: its
+// sale was reserved until this transaction's completion locked it, so it
+// cannot have one yet (if it did, the commit fails on the key).
 func (t *tx) InsertCommission(ctx context.Context, c *ledger.Commission) (bool, error) {
 	var saleID any
 	if c.SaleID != 0 {
 		saleID = c.SaleID
 	}
-	err := t.tx.QueryRow(ctx, `INSERT INTO commissions (sale_id, program_id, partner_id, customer_id, kind, status, amount, currency,
-			credited, reason, hold_until, approved_at, created_at, updated_at, customer_click_id)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14)
-		ON CONFLICT DO NOTHING RETURNING id`,
-		saleID, c.ProgramID, c.PartnerID, c.CustomerID, c.Kind, string(c.Status), c.Amount.Minor, string(c.Amount.Currency),
-		c.Credited, c.Reason, c.HoldUntil, c.ApprovedAt, c.CreatedAt, c.CustomerClickID).Scan(&c.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("store commission of sale %d: %w", c.SaleID, err)
+	const insert = `INSERT INTO commissions (sale_id, program_id, partner_id, customer_id, kind, status, amount, currency,
+			credited, reason, hold_until, approved_at, created_at, updated_at, customer_click_id, id)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$13,$14,`
+	args := []any{saleID, c.ProgramID, c.PartnerID, c.CustomerID, c.Kind, string(c.Status), c.Amount.Minor, string(c.Amount.Currency),
+		c.Credited, c.Reason, c.HoldUntil, c.ApprovedAt, c.CreatedAt, c.CustomerClickID}
+	if c.Kind == ledger.KindSale && c.SaleID != 0 && len(t.commissionIDs) > 0 {
+		c.ID, t.commissionIDs = t.commissionIDs[0], t.commissionIDs[1:]
+		t.deferExec(fmt.Sprintf("store commission of sale %d", c.SaleID), insert+`$15)`, append(args, c.ID)...)
+	} else {
+		err := t.tx.QueryRow(ctx, insert+`nextval('commissions_id_seq')) ON CONFLICT DO NOTHING RETURNING id`, args...).Scan(&c.ID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("store commission of sale %d: %w", c.SaleID, err)
+		}
 	}
 	if t.ahead != nil {
 		t.ahead.commissionOK = false // read before this commission existed
