@@ -13,7 +13,10 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +72,43 @@ type Result struct {
 	Exhausted       bool  // every job was sent before Duration passed
 	Done            []int // jobs that succeeded, in no particular order
 	Latency         Latency
+	// CPU is the machine's busy CPU time during the run (every process:
+	// the load generator, the services, Postgres; /proc/stat, 0 where it
+	// cannot be read). Per success it is steadier than throughput on a
+	// shared machine whose speed varies from one minute to the next.
+	CPU time.Duration
+}
+
+// CPUPerOK is the machine's busy CPU time per success (0: not measured).
+func (r Result) CPUPerOK() time.Duration {
+	if r.OK == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.OK)
+}
+
+// busyCPU reads the machine's busy CPU time so far (user, nice, system,
+// irq and softirq of every CPU; not idle, iowait or steal).
+func busyCPU() time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	// USER_HZ is 100 on Linux.
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // Throughput is successes per second of wall time.
@@ -108,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stats := make([]workerStats, cfg.Connections)
 	var next atomic.Int64
 	var exhausted atomic.Bool
+	cpu0 := busyCPU()
 	start := time.Now()
 	end := start.Add(cfg.Duration)
 	var wg sync.WaitGroup
@@ -129,8 +170,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		})
 	}
 	wg.Wait()
+	var cpu time.Duration
+	if cpu0 > 0 {
+		cpu = busyCPU() - cpu0
+	}
 	res := Result{
-		Name: cfg.Name, Elapsed: time.Since(start), Exhausted: exhausted.Load(),
+		Name: cfg.Name, Elapsed: time.Since(start), Exhausted: exhausted.Load(), CPU: cpu,
 		Statuses: map[int]int64{}, Labels: map[string]int64{}, Failures: map[int]string{},
 	}
 	n := 0

@@ -17,11 +17,11 @@ import (
 // failures, labels and early end were.
 func Write(out io.Writer, results ...Result) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\trequests\tok\tfailed\tok/s\tp50\tp90\tp95\tp99\tmax\tstatuses\ttransport err\tseconds\t")
+	fmt.Fprintln(tw, "run\trequests\tok\tfailed\tok/s\tp50\tp90\tp95\tp99\tmax\tstatuses\ttransport err\tseconds\tcpu/ok\t")
 	for _, r := range results {
 		l := r.Latency
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1f\t\n", r.Name, r.Requests, r.OK, r.Failed, PerSecond(r.Throughput()),
-			MS(l.P50), MS(l.P90), MS(l.P95), MS(l.P99), MS(l.Max), StatusList(r.Statuses), r.TransportErrors, r.Elapsed.Seconds())
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1f\t%s\t\n", r.Name, r.Requests, r.OK, r.Failed, PerSecond(r.Throughput()),
+			MS(l.P50), MS(l.P90), MS(l.P95), MS(l.P99), MS(l.Max), StatusList(r.Statuses), r.TransportErrors, r.Elapsed.Seconds(), cpuPerOK(r))
 	}
 	_ = tw.Flush()
 	for _, r := range results {
@@ -42,6 +42,15 @@ func Write(out io.Writer, results ...Result) {
 			fmt.Fprintf(out, "%s: every job was sent after %.1fs (before the duration): the figures cover that time\n", r.Name, r.Elapsed.Seconds())
 		}
 	}
+}
+
+// cpuPerOK renders the machine's CPU time per success, "-" when not
+// measured.
+func cpuPerOK(r Result) string {
+	if r.CPUPerOK() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fms", float64(r.CPUPerOK())/float64(time.Millisecond))
 }
 
 // StatusList renders status counts as "200:1234 404:5", sorted by status
