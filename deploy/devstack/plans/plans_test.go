@@ -97,7 +97,7 @@ var hotSchemas = map[string]bool{"tracking": true, "commissions": true, "analyti
 // genericSchemas are the services whose pools plan generic
 // (platform.Spec.PlanCacheMode "auto"): their statements are checked under
 // the generic plan as well.
-var genericSchemas = map[string]bool{"commissions": true}
+var genericSchemas = map[string]bool{"commissions": true, "tracking": true}
 
 // check EXPLAINs each recorded statement in its service's schema with the
 // arguments it ran with and fails on each plan that reads a large table
