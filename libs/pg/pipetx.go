@@ -22,11 +22,22 @@ import (
 // InPipeTx, which ends it.
 type PipeTx struct {
 	conn  *pgx.Conn
-	opts  pgx.TxOptions
+	opts  PipeOptions
 	begun bool
 	// ended: SendFinal's COMMIT was sent; committed: its results read
 	// without error.
 	ended, committed bool
+}
+
+// PipeOptions configures a PipeTx.
+type PipeOptions struct {
+	Tx pgx.TxOptions
+	// GenericPlans runs the transaction's statements on their generic
+	// plans (SET LOCAL plan_cache_mode, sent with BEGIN): for hot
+	// transactions whose statements the plan test checks generic, and
+	// which "auto" would keep planning on every run when their custom
+	// plans look cheaper.
+	GenericPlans bool
 }
 
 // InPipeTx runs fn in a PipeTx on a connection of pool: when fn returns nil
@@ -34,11 +45,11 @@ type PipeTx struct {
 // otherwise it is rolled back. fn's own error is returned as is, like InTx.
 // A transaction in which fn ran no statement never reaches the server.
 func InPipeTx(ctx context.Context, pool *pgxpool.Pool, fn func(*PipeTx) error) error {
-	return InPipeTxWithOptions(ctx, pool, pgx.TxOptions{}, fn)
+	return InPipeTxWithOptions(ctx, pool, PipeOptions{}, fn)
 }
 
 // InPipeTxWithOptions is InPipeTx with explicit options.
-func InPipeTxWithOptions(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(*PipeTx) error) error {
+func InPipeTxWithOptions(ctx context.Context, pool *pgxpool.Pool, opts PipeOptions, fn func(*PipeTx) error) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("begin tx: %w", err)
@@ -96,9 +107,14 @@ func (t *PipeTx) batch(b *pgx.Batch) (*pgx.Batch, int) {
 	}
 	t.begun = true
 	nb := &pgx.Batch{}
-	nb.BeginTx(t.opts)
+	nb.BeginTx(t.opts.Tx)
+	skip := 1
+	if t.opts.GenericPlans {
+		nb.Queue("SET LOCAL plan_cache_mode = force_generic_plan")
+		skip++
+	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
-	return nb, 1
+	return nb, skip
 }
 
 func (t *PipeTx) send(ctx context.Context, b *pgx.Batch, final bool) pgx.BatchResults {

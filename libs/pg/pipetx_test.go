@@ -204,6 +204,29 @@ func TestInPipeTx(t *testing.T) {
 		}
 		clean(t)
 	})
+	t.Run("generic plans for the transaction only", func(t *testing.T) {
+		mode := func(q interface {
+			QueryRow(context.Context, string, ...any) pgx.Row
+		}) string {
+			var m string
+			if err := q.QueryRow(ctx, `SELECT current_setting('plan_cache_mode')`).Scan(&m); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		before := mode(p)
+		var inside string
+		err := pg.InPipeTxWithOptions(ctx, p, pg.PipeOptions{GenericPlans: true}, func(tx *pg.PipeTx) error {
+			inside = mode(tx)
+			return nil
+		})
+		if err != nil || inside != "force_generic_plan" {
+			t.Fatalf("inside the transaction plan_cache_mode = %q (%v), want force_generic_plan", inside, err)
+		}
+		if after := mode(p); after != before { // the pool's one connection
+			t.Fatalf("after the transaction plan_cache_mode = %q, want %q again", after, before)
+		}
+	})
 	t.Run("a cancelled context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
