@@ -898,6 +898,25 @@ func TestRefundNotificationsAfterTheRefund(t *testing.T) {
 	if err != nil || len(ns) != 1 || ns[0].Kind != ledger.NotifyCommissionRefunded || fmt.Sprint(ns[0].Payload["deduction"]) != "250" {
 		t.Fatalf("notifications %+v, %v", ns, err)
 	}
+	// Sending them again (the request's own send racing the backstop)
+	// fails on their ids, given when the refund was recorded: nothing is
+	// written twice.
+	var refundID int64
+	if err := e.pool.QueryRow(ctx, `SELECT id FROM refunds WHERE refund_id = 'r1'`).Scan(&refundID); err != nil {
+		t.Fatal(err)
+	}
+	err = e.store.Atomic(ctx, func(tx ledger.Tx) error {
+		if err := tx.ClearRefundNotifications(ctx, refundID); err != nil {
+			return err
+		}
+		return tx.InsertNotification(ctx, &ns[0])
+	})
+	if err == nil {
+		t.Fatal("the same notification was stored twice")
+	}
+	if n := e.count(t, `SELECT count(*) FROM notifications`); n != 1 {
+		t.Fatalf("%d notifications after sending one twice", n)
+	}
 	// A refund whose notifications were sent at once leaves none pending.
 	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r2"})
 	if n := e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`); n != 0 {

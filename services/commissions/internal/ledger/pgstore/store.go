@@ -124,6 +124,11 @@ type tx struct {
 	// commissionIDs are ids completeWithInputs took for the sale's
 	// commission.
 	commissionIDs []int64
+	// completion is completeWithInputs' pending UPDATE of completionSale,
+	// until sent: SetCommissionState of that sale sets its state there
+	// rather than updating the row a second time.
+	completion     *pgx.QueuedQuery
+	completionSale int64
 }
 
 // refundAhead answers SaleCommission and RefundApplied once each, for the
@@ -148,12 +153,12 @@ var _ ledger.Tx = (*tx)(nil)
 
 // deferExec keeps a write whose answer nothing reads for flush; what names it
 // in an error ("record commission state of sale 3").
-func (t *tx) deferExec(what, sql string, args ...any) {
+func (t *tx) deferExec(what, sql string, args ...any) *pgx.QueuedQuery {
 	if t.later == nil {
 		t.later = &pgx.Batch{}
 	}
-	t.later.Queue(sql, args...)
 	t.what = append(t.what, what)
+	return t.later.Queue(sql, args...)
 }
 
 // sendDeferred sends the pending writes (not the events) now: for a
@@ -163,7 +168,7 @@ func (t *tx) sendDeferred(ctx context.Context) error {
 		return nil
 	}
 	b, what := t.later, t.what
-	t.later, t.what = nil, nil
+	t.later, t.what, t.completion = nil, nil, nil
 	br := t.tx.SendBatch(ctx, b)
 	for _, w := range what {
 		if _, err := br.Exec(); err != nil {
@@ -190,7 +195,7 @@ func (t *tx) flush(ctx context.Context) error {
 		return nil
 	}
 	b, what := t.later, t.what
-	t.later, t.what, t.envs = nil, nil, nil
+	t.later, t.what, t.envs, t.completion = nil, nil, nil, nil
 	var br pgx.BatchResults
 	if t.final != nil {
 		br = t.final.SendFinal(ctx, b)
@@ -416,10 +421,10 @@ func insertSale(ctx context.Context, q queryRower, s *ledger.Sale) error {
 // longer reserved is ledger.ErrSaleNotFound. The UPDATE locks the row, so
 // it also serves as the lock (one round trip for both).
 //
-// With s.ProgramID set (the caller knows the sale's program), the sale's
-// DecisionInputs (program, customer lock, history) are read in the same
-// round trip, after the sale's lock as the lock order requires, and
-// answered by the next DecisionInputs call.
+// With s.ProgramID set (the caller knows the sale's program), the sale is
+// locked with its DecisionInputs (program, customer lock, history) read in
+// the same round trip, answered by the next DecisionInputs call, and the
+// UPDATE rides with the commit (completeWithInputs).
 func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
 	const completeSQL = `UPDATE sales SET reserved = false, customer_id = $2, partner_id = $3, customer_click_id = $4
 		WHERE id = $1 AND reserved RETURNING ` + saleColumns
@@ -428,7 +433,7 @@ func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
 	if s.ProgramID == 0 || s.CustomerID == 0 {
 		done, err = scanSale(t.tx.QueryRow(ctx, completeSQL, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID))
 	} else {
-		done, err = t.completeWithInputs(ctx, completeSQL, s)
+		done, err = t.completeWithInputs(ctx, s)
 	}
 	if errors.Is(err, ledger.ErrSaleNotFound) {
 		return fmt.Errorf("complete sale %d: not reserved: %w", s.ID, ledger.ErrSaleNotFound)
@@ -440,17 +445,19 @@ func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
 	return t.publishSale(ctx, s)
 }
 
-// completeWithInputs sends the completion and the sale's decision inputs
+// completeWithInputs locks the reserved sale and reads its decision inputs
 // in one batch of two statements; the inputs are kept for DecisionInputs.
-// The completion's UPDATE locks the sale, then takes the customer's lock
-// in its RETURNING (the lock order: sale, then customer); the next
-// statement, with a snapshot taken after both, reads the program, the
-// customer's history and the id the commission will take (InsertCommission
-// then rides with the commit).
-func (t *tx) completeWithInputs(ctx context.Context, completeSQL string, s *ledger.Sale) (ledger.Sale, error) {
+// The first statement locks the sale (FOR UPDATE), then the customer's
+// advisory lock (the lock order: sale, then customer); the second, with a
+// snapshot taken after both, reads the program, the customer's history and
+// the id the commission will take (InsertCommission then rides with the
+// commit). The completion's UPDATE itself rides with the commit too, and
+// takes the commission state SetCommissionState gives it before then: the
+// sale gets one new row version, not two.
+func (t *tx) completeWithInputs(ctx context.Context, s *ledger.Sale) (ledger.Sale, error) {
 	b := &pgx.Batch{}
-	b.Queue(completeSQL+`, pg_advisory_xact_lock($5)::text`, s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID,
-		customerLockKey(s.ProgramID, s.CustomerID))
+	b.Queue(`SELECT `+saleColumns+`, pg_advisory_xact_lock($2)::text FROM sales WHERE id = $1 AND reserved FOR UPDATE`,
+		s.ID, customerLockKey(s.ProgramID, s.CustomerID))
 	b.Queue(`SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission,
 			(`+historySQL+`), nextval('commissions_id_seq')
 		FROM programs WHERE id = $1`, s.ProgramID, s.CustomerID)
@@ -478,6 +485,13 @@ func (t *tx) completeWithInputs(ctx context.Context, completeSQL string, s *ledg
 		t.commissionIDs = append(t.commissionIDs, commissionID)
 	}
 	t.inputs = &in
+	// The completion rides with the commit, with the commission state
+	// when the decision sets one before then (one row version, not two).
+	done.Reserved, done.CustomerID, done.PartnerID, done.CustomerClickID = false, s.CustomerID, s.PartnerID, s.CustomerClickID
+	t.completion = t.deferExec(fmt.Sprintf("complete sale %d", s.ID), `UPDATE sales SET reserved = false, customer_id = $2,
+			partner_id = $3, customer_click_id = $4, commission_state = NULLIF($5, '') WHERE id = $1`,
+		s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID, "")
+	t.completionSale = s.ID
 	return done, nil
 }
 
@@ -581,6 +595,10 @@ func (t *tx) LockSaleForRefund(ctx context.Context, programID int64, transaction
 // SetCommissionState is sent with the transaction's last batch (flush):
 // the sale is locked already and nothing reads the state back.
 func (t *tx) SetCommissionState(_ context.Context, saleID int64, state string) error {
+	if t.completion != nil && t.completionSale == saleID {
+		t.completion.Arguments[4] = state
+		return nil
+	}
 	t.deferExec(fmt.Sprintf("record commission state of sale %d", saleID),
 		`UPDATE sales SET commission_state = $2 WHERE id = $1`, saleID, state)
 	return nil
