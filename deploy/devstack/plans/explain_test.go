@@ -101,6 +101,11 @@ func explain(ctx context.Context, conn *pgx.Conn, sql string, args []any) (planN
 	if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
 		return planNode{}, err
 	}
+	return readPlan(raw)
+}
+
+// readPlan reads the root of EXPLAIN (FORMAT JSON)'s answer.
+func readPlan(raw []byte) (planNode, error) {
 	var out []struct {
 		Plan planNode `json:"Plan"`
 	}
@@ -146,13 +151,7 @@ func explainGeneric(ctx context.Context, conn *pgx.Conn, sql string, args []any)
 	if err := conn.QueryRow(ctx, execute, inline...).Scan(&raw); err != nil {
 		return planNode{}, err
 	}
-	var out []struct {
-		Plan planNode `json:"Plan"`
-	}
-	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
-		return planNode{}, fmt.Errorf("read plan %s: %v", raw, err)
-	}
-	return out[0].Plan, nil
+	return readPlan(raw)
 }
 
 // problems lists what in p reads a large table whole: a sequential scan,
