@@ -480,7 +480,14 @@
   }
 
   function loadSettings() {
-    return api(programBase() + '/settings').then(function (b) { state.settings = (b && b.data) || {}; return state.settings; });
+    // The answer is kept only if its program is still the one picked: a
+    // slower answer for the program shown before (a reload, then a pick)
+    // must not stand in for the new one's settings.
+    var asked = pid();
+    return api(programBase() + '/settings').then(function (b) {
+      if (pid() === asked) state.settings = (b && b.data) || {};
+      return state.settings;
+    });
   }
 
   function renderOrigins() {
@@ -512,7 +519,9 @@
 
   function loadKeys() {
     var box = $('keys');
+    var asked = pid();
     return api(programBase() + '/keys').then(function (b) {
+      if (pid() !== asked) return; // another program's list: its own call draws the picked one
       grid(box, [
         ['Key', function (k) { return el('span', { className: 'mono', text: k.masked || '' }); }],
         ['Mode', function (k) { return text(k.mode); }],
@@ -1223,7 +1232,12 @@
       case 'settings': done = showSettings(); break;
       default: done = Promise.resolve(); $('create-name').focus();
     }
-    return Promise.all([done, webhookBanner()]).then(function () { document.body.setAttribute('data-page', route + ':' + pid()); });
+    var shown = pid();
+    return Promise.all([done, webhookBanner()]).then(function () {
+      // Marked only for what this call loaded, not for a program or page
+      // picked while it was loading.
+      if (state.route === route && pid() === shown) document.body.setAttribute('data-page', route + ':' + shown);
+    });
   }
 
   function ownWorkspaces() {
