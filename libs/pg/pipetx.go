@@ -148,6 +148,136 @@ func (t *PipeTx) SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	return t.send(ctx, b, true)
 }
 
+// optionalSavepoint guards SendFinalOptional's optional statements.
+const optionalSavepoint = "pipe_optional"
+
+// SendFinalOptional ends the transaction with b, then opt behind a
+// savepoint, then COMMIT, in one round trip: opt is written with the
+// transaction when it can be, and when one of its statements fails only
+// opt is rolled back (ROLLBACK TO SAVEPOINT, then COMMIT: a second round
+// trip on that path only) and its error is optErr. read reads b's
+// results, as a caller of SendFinal would (it must not Close them); an
+// error from it, or from b, fails the whole transaction as SendFinal's
+// would. Nothing may be sent in the transaction afterwards.
+//
+// It is for writes that follow a change but must never undo it, such as
+// the notifications of a refund: one transaction and one commit where two
+// were, and still no way for the follower to fail the change.
+func (t *PipeTx) SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read func(pgx.BatchResults) error) (optErr, err error) {
+	if opt == nil || opt.Len() == 0 {
+		br := t.SendFinal(ctx, b)
+		err := read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		return nil, err
+	}
+	nb := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery(nil), b.QueuedQueries...)}
+	nb.Queue("SAVEPOINT " + optionalSavepoint)
+	nb.QueuedQueries = append(nb.QueuedQueries, opt.QueuedQueries...)
+	nb.Queue("RELEASE SAVEPOINT " + optionalSavepoint)
+	sent, skip := t.batch(nb)
+	sent.Queue("commit")
+	t.ended = true
+	br := t.conn.SendBatch(ctx, sent)
+	defer func() {
+		if cerr := br.Close(); err == nil && optErr == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for range skip {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	cr := &countedResults{BatchResults: br, left: b.Len()}
+	if err := read(cr); err != nil {
+		return nil, err
+	}
+	if err := cr.Close(); err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil { // SAVEPOINT
+		return nil, err
+	}
+	for range opt.Len() {
+		if _, optErr = br.Exec(); optErr != nil {
+			break
+		}
+	}
+	if optErr == nil {
+		if _, err := br.Exec(); err != nil { // RELEASE
+			return nil, err
+		}
+		tag, err := br.Exec()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("commit tx: %w", err)
+		case tag.String() != "COMMIT":
+			return nil, fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
+		}
+		t.committed = true
+		return nil, nil
+	}
+	// The server skipped the rest of the batch, COMMIT included: the
+	// transaction is open and aborted. Undo opt only, then commit. In the
+	// simple protocol: pgx invalidated the failed batch's prepared
+	// statements (COMMIT's among them) and cannot deallocate them before
+	// the transaction ends, so preparing one again would fail.
+	_ = br.Close()
+	tag, err := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+optionalSavepoint+"; COMMIT")
+	switch {
+	case err != nil:
+		return optErr, fmt.Errorf("commit tx after the optional statements failed: %w", err)
+	case tag.String() != "COMMIT":
+		return optErr, fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
+	}
+	t.committed = true
+	return optErr, nil
+}
+
+// countedResults are the first left results of a batch: SendFinalOptional
+// hands them to its reader, which must not close the batch.
+type countedResults struct {
+	pgx.BatchResults
+	left int
+}
+
+func (r *countedResults) Exec() (pgconn.CommandTag, error) {
+	if r.left == 0 {
+		return pgconn.CommandTag{}, errors.New("pg: read past the batch's own results")
+	}
+	r.left--
+	return r.BatchResults.Exec()
+}
+
+func (r *countedResults) Query() (pgx.Rows, error) {
+	if r.left == 0 {
+		return nil, errors.New("pg: read past the batch's own results")
+	}
+	r.left--
+	return r.BatchResults.Query()
+}
+
+func (r *countedResults) QueryRow() pgx.Row {
+	if r.left == 0 {
+		return errRow{errors.New("pg: read past the batch's own results")}
+	}
+	r.left--
+	return r.BatchResults.QueryRow()
+}
+
+// Close reads the results the reader left; the batch itself stays open.
+func (r *countedResults) Close() error {
+	for r.left > 0 {
+		r.left--
+		if _, err := r.BatchResults.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Exec runs one statement in the transaction.
 func (t *PipeTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.begun {

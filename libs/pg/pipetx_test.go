@@ -227,6 +227,88 @@ func TestInPipeTx(t *testing.T) {
 			t.Fatalf("after the transaction plan_cache_mode = %q, want %q again", after, before)
 		}
 	})
+	optional := func(tx *pg.PipeTx, main, opt []string) (error, error) {
+		b, o := &pgx.Batch{}, &pgx.Batch{}
+		for _, q := range main {
+			b.Queue(q)
+		}
+		for _, q := range opt {
+			o.Queue(q)
+		}
+		return tx.SendFinalOptional(ctx, b, o, func(br pgx.BatchResults) error {
+			for range main {
+				if _, err := br.Exec(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	t.Run("optional statements that succeed commit with the rest in the same round trip", func(t *testing.T) {
+		before := rt.n.Load()
+		var optErr error
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			var err error
+			optErr, err = optional(tx, []string{`INSERT INTO items (id) VALUES (20)`}, []string{`INSERT INTO items (id) VALUES (21)`, `UPDATE items SET n = 1 WHERE id = 20`})
+			return err
+		})
+		if err != nil || optErr != nil {
+			t.Fatalf("err = %v, optional err = %v", err, optErr)
+		}
+		if got := rt.n.Load() - before; got != 1 {
+			t.Fatalf("round trips = %d, want 1", got)
+		}
+		var n int
+		if err := p.QueryRow(ctx, `SELECT n FROM items WHERE id = 20`).Scan(&n); err != nil || n != 1 || !present(t, 21) {
+			t.Fatalf("n = %d, %v; the optional statements did not commit", n, err)
+		}
+		clean(t)
+	})
+	t.Run("a failing optional statement undoes only the optional part", func(t *testing.T) {
+		var optErr error
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			var err error
+			optErr, err = optional(tx, []string{`INSERT INTO items (id) VALUES (22)`},
+				[]string{`INSERT INTO items (id) VALUES (23)`, `INSERT INTO items (id) VALUES (1)` /* taken */, `INSERT INTO items (id) VALUES (24)`})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("err = %v: the main part must commit", err)
+		}
+		if !pg.IsUniqueViolation(optErr) {
+			t.Fatalf("optional err = %v, want the unique violation", optErr)
+		}
+		if !present(t, 22) || present(t, 23) || present(t, 24) {
+			t.Fatalf("rows 22, 23, 24 present: %v %v %v, want only 22", present(t, 22), present(t, 23), present(t, 24))
+		}
+		clean(t)
+		// The connection's statements are usable again (pgx dropped the
+		// failed batch's from its cache): the same statements commit.
+		err = pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			var err error
+			optErr, err = optional(tx, []string{`INSERT INTO items (id) VALUES (23)`}, []string{`INSERT INTO items (id) VALUES (24)`})
+			return err
+		})
+		if err != nil || optErr != nil || !present(t, 23) || !present(t, 24) {
+			t.Fatalf("after the fallback: err = %v, optional err = %v", err, optErr)
+		}
+		clean(t)
+	})
+	t.Run("a failing main statement commits nothing, optional part included", func(t *testing.T) {
+		var optErr error
+		err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+			var err error
+			optErr, err = optional(tx, []string{`INSERT INTO items (id) VALUES (25)`, `INSERT INTO items (id) VALUES (1)`}, []string{`INSERT INTO items (id) VALUES (26)`})
+			return err
+		})
+		if !pg.IsUniqueViolation(err) || optErr != nil {
+			t.Fatalf("err = %v, optional err = %v; want the main part's unique violation", err, optErr)
+		}
+		if present(t, 25) || present(t, 26) {
+			t.Fatal("a row of a failed transaction committed")
+		}
+		clean(t)
+	})
 	t.Run("a cancelled context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
