@@ -119,7 +119,7 @@ func (s *Service) CloseDispute(ctx context.Context, disputeID, outcome string) (
 		return DisputeResult{}, err
 	}
 	if res.Closed && outcome == DisputeLost {
-		s.refunded(ctx, refund)
+		s.refunded(refund)
 		res.Refund = &refund
 	}
 	return res, nil

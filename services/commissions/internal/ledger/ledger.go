@@ -437,6 +437,14 @@ type Tx interface {
 	// in the same transaction; like UpdateCommission it may reach the
 	// database only at commit.
 	ClearRefundNotifications(ctx context.Context, refundID int64) error
+	// NotifyRefundAtCommit writes a refund's notifications (with the ids
+	// InsertRefund gave them) and clears its pending column with the
+	// commit, behind a savepoint: when they cannot be written only they
+	// are undone, the transaction commits without them (they stay pending
+	// for NotifyPending) and failed is called with the error once the
+	// commit is done. So they never change the refund or its answer, and
+	// cost no transaction of their own.
+	NotifyRefundAtCommit(ctx context.Context, refundID int64, notes []Notification, failed func(error)) error
 	// TakeRefundNotifications clears and returns a refund's pending
 	// notifications (none when another transaction took them).
 	TakeRefundNotifications(ctx context.Context, refundID int64) ([]Notification, error)

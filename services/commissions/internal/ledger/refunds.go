@@ -44,10 +44,11 @@ type RefundResult struct {
 	// (deductionAmount), Debit what was taken from the balance.
 	Deduction money.Amount
 	Debit     money.Amount
-	// notify is the refund row whose notifications, notes, are sent after
-	// the transaction (0: none).
-	notify int64
-	notes  []Notification
+	// notifyErr is why the refund's notifications could not be written
+	// with it (they stay pending for the backstop); notifyRefund names
+	// the refund row.
+	notifyErr    error
+	notifyRefund int64
 }
 
 // Refund applies the spec's refund table to the sale of TransactionID in
@@ -88,37 +89,17 @@ func (s *Service) Refund(ctx context.Context, in RefundInput) (RefundResult, err
 	if err != nil {
 		return RefundResult{}, err
 	}
-	s.refunded(ctx, res)
+	s.refunded(res)
 	return res, nil
 }
 
-// refunded is what follows a committed refund: it is counted, and its
-// notifications are sent in a transaction of their own (a failure never
-// changes the answer, and leaves them pending for the backstop,
-// NotifyPending). They are known already, ids included, so that
-// transaction is one round trip: it clears the refund's pending column and
-// inserts them; sent before by the backstop, they fail on their key and
-// nothing is written twice.
-func (s *Service) refunded(ctx context.Context, res RefundResult) {
+// refunded is what follows a committed refund: it is counted, and when
+// its notifications could not be written with it, that is reported (they
+// stay pending for the backstop, NotifyPending; the answer is unchanged).
+func (s *Service) refunded(res RefundResult) {
 	s.onRefund(res.Outcome)
-	if res.notify == 0 {
-		return
-	}
-	ctx = context.WithoutCancel(ctx)
-	err := s.store.Atomic(ctx, func(tx Tx) error {
-		if err := tx.ClearRefundNotifications(ctx, res.notify); err != nil {
-			return err
-		}
-		for i := range res.notes {
-			n := res.notes[i]
-			if err := tx.InsertNotification(ctx, &n); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		s.onNotifyError(fmt.Errorf("notifications of refund %d (left for the backstop): %w", res.notify, err))
+	if res.notifyErr != nil {
+		s.onNotifyError(fmt.Errorf("notifications of refund %d (left for the backstop): %w", res.notifyRefund, res.notifyErr))
 	}
 }
 
@@ -264,7 +245,13 @@ func (s *Service) refundCommission(ctx context.Context, tx Tx, sale Sale, c Comm
 	if err := tx.InsertRefund(ctx, &ref, sale); err != nil {
 		return err
 	}
-	res.notify, res.notes = ref.ID, ref.Notifications
+	if len(ref.Notifications) > 0 {
+		res.notifyRefund = ref.ID
+		err := tx.NotifyRefundAtCommit(ctx, ref.ID, ref.Notifications, func(err error) { res.notifyErr = err })
+		if err != nil {
+			return err
+		}
+	}
 	from := c.Status
 	c.Status, c.Refunded = r.Status, c.Refunded+r.Deduction.Minor
 	if in.Reason != "" {
@@ -369,7 +356,7 @@ func (s *Service) RefundTo(ctx context.Context, in RefundToInput) (RefundResult,
 	if err != nil {
 		return RefundResult{}, err
 	}
-	s.refunded(ctx, res)
+	s.refunded(res)
 	return res, nil
 }
 
@@ -429,7 +416,7 @@ func (s *Service) ProcessorRefund(ctx context.Context, in ProcessorRefundInput) 
 	if err != nil {
 		return RefundResult{}, err
 	}
-	s.refunded(ctx, res)
+	s.refunded(res)
 	return res, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/svc-dev/svc/libs/errkind"
@@ -850,33 +852,32 @@ func TestRefundIsOneTransaction(t *testing.T) {
 	}
 }
 
-// noNotifyStore's transactions fail at every notification.
-type noNotifyStore struct{ *pgstore.Store }
-
-func (s noNotifyStore) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
-	return s.Store.Atomic(ctx, func(tx ledger.Tx) error { return fn(noNotifyTx{tx}) })
-}
-
-type noNotifyTx struct{ ledger.Tx }
-
-func (noNotifyTx) InsertNotification(context.Context, *ledger.Notification) error { return errInjected }
-
-// Notifications are sent after the refund's transaction: one that cannot
-// be written changes neither the refund nor its answer, stays pending, and
-// NotifyPending sends it once.
+// Notifications ride with the refund's commit behind a savepoint: one that
+// cannot be written (here every notification breaks a constraint) changes
+// neither the refund nor its answer, stays pending, and NotifyPending sends
+// it once.
 func TestRefundNotificationsAfterTheRefund(t *testing.T) {
 	e := open(t)
 	ctx := context.Background()
 	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
 	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
 	var notifyErr error
-	faulty, err := ledger.New(ledger.Config{Store: noNotifyStore{e.store}, Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
+	svc, err := ledger.New(ledger.Config{Store: e.store, Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := faulty.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r1"})
-	if err != nil || r.Outcome != "refunded" || r.Deduction.Minor != 250 || !errors.Is(notifyErr, errInjected) {
+	e.exec(t, `ALTER TABLE notifications ADD CONSTRAINT refuse_all CHECK (false) NOT VALID`)
+	before := e.events(t)
+	r, err := svc.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r1"})
+	var pgErr *pgconn.PgError
+	if err != nil || r.Outcome != "refunded" || r.Deduction.Minor != 250 || !errors.As(notifyErr, &pgErr) || pgErr.ConstraintName != "refuse_all" {
 		t.Fatalf("refund = %+v, %v; notify error %v", r, err, notifyErr)
+	}
+	e.exec(t, `ALTER TABLE notifications DROP CONSTRAINT refuse_all`)
+	// The refund's own events are written; the notifications' are not.
+	after := e.events(t)
+	if after[eventsv1.TypeNotificationCreated] != before[eventsv1.TypeNotificationCreated] || after[eventsv1.TypeRefundRecorded] <= before[eventsv1.TypeRefundRecorded] {
+		t.Fatalf("outbox events %v after the refund, %v before: want the refund's and no notification's", after, before)
 	}
 	if n := e.count(t, `SELECT count(*) FROM notifications`); n != 0 {
 		t.Fatalf("%d notifications", n)
@@ -921,6 +922,56 @@ func TestRefundNotificationsAfterTheRefund(t *testing.T) {
 	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r2"})
 	if n := e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`); n != 0 {
 		t.Fatalf("%d refunds with pending notifications, want 0", n)
+	}
+}
+
+// Inside a caller's transaction (Store.Within) the notifications follow
+// the refund's writes behind a savepoint of their own: failing, they alone
+// are undone and the caller's transaction still commits the refund.
+func TestRefundNotificationsWithinACallersTransaction(t *testing.T) {
+	e := open(t)
+	ctx := context.Background()
+	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
+	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
+	for _, refuse := range []bool{true, false} {
+		if refuse {
+			e.exec(t, `ALTER TABLE notifications ADD CONSTRAINT refuse_all CHECK (false) NOT VALID`)
+		}
+		var notifyErr error
+		err := pg.InTx(ctx, e.pool, func(tx pgx.Tx) error {
+			svc, err := ledger.New(ledger.Config{Store: e.store.Within(tx), Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
+			if err != nil {
+				return err
+			}
+			r, err := svc.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 1000, RefundID: fmt.Sprint("r-", refuse)})
+			if err == nil && r.Outcome != "refunded" {
+				err = fmt.Errorf("outcome %q", r.Outcome)
+			}
+			if err != nil {
+				return err
+			}
+			// The caller's transaction goes on after a failed savepoint.
+			_, err = tx.Exec(ctx, `SELECT 1`)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("refuse %v: %v", refuse, err)
+		}
+		if refuse != (notifyErr != nil) {
+			t.Fatalf("refuse %v: notify error %v", refuse, notifyErr)
+		}
+		if refuse {
+			e.exec(t, `ALTER TABLE notifications DROP CONSTRAINT refuse_all`)
+		}
+	}
+	if n := e.count(t, `SELECT count(*) FROM refunds`); n != 2 {
+		t.Fatalf("%d refunds, want 2", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`); n != 1 {
+		t.Fatalf("%d refunds with pending notifications, want the refused one", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM notifications`); n != 1 {
+		t.Fatalf("%d notifications, want the second refund's", n)
 	}
 }
 

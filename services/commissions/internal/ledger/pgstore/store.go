@@ -41,6 +41,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,6 +102,7 @@ func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
 // finalSender sends a transaction's last batch with its COMMIT.
 type finalSender interface {
 	SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read func(pgx.BatchResults) error) (optErr, err error)
 }
 
 // tx implements ledger.Tx.
@@ -129,6 +131,11 @@ type tx struct {
 	// rather than updating the row a second time.
 	completion     *pgx.QueuedQuery
 	completionSale int64
+	// optional are writes that ride with the commit behind a savepoint
+	// (NotifyRefundAtCommit); when they fail, they alone are undone and
+	// each of optionalFailed is told after the commit.
+	optional       *pgx.Batch
+	optionalFailed []func(error)
 }
 
 // refundAhead answers SaleCommission and RefundApplied once each, for the
@@ -191,6 +198,9 @@ func (t *tx) flush(ctx context.Context) error {
 		}
 		t.what = append(t.what, fmt.Sprintf("enqueue %d events", len(t.envs)))
 	}
+	if t.optional != nil {
+		return t.flushOptional(ctx)
+	}
 	if t.later == nil || t.later.Len() == 0 {
 		return nil
 	}
@@ -212,6 +222,80 @@ func (t *tx) flush(ctx context.Context) error {
 		return fmt.Errorf("pending writes: %w", err)
 	}
 	return nil
+}
+
+// flushOptional is flush with optional writes: the pending writes and
+// events, then the optional ones behind a savepoint, with the COMMIT in
+// one round trip (pg.PipeTx.SendFinalOptional); inside a caller's
+// transaction (Within), the optional ones follow in a round trip of their
+// own.
+func (t *tx) flushOptional(ctx context.Context) error {
+	b, what := t.later, t.what
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	opt, failed := t.optional, t.optionalFailed
+	t.later, t.what, t.envs, t.completion, t.optional, t.optionalFailed = nil, nil, nil, nil, nil, nil
+	read := func(br pgx.BatchResults) error {
+		for _, w := range what {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("%s: %w", w, err)
+			}
+		}
+		return nil
+	}
+	var optErr error
+	if t.final != nil {
+		var err error
+		if optErr, err = t.final.SendFinalOptional(ctx, b, opt, read); err != nil {
+			return fmt.Errorf("pending writes: %w", err)
+		}
+	} else {
+		br := t.tx.SendBatch(ctx, b)
+		err := read(br)
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("pending writes: %w", cerr)
+		}
+		if err != nil {
+			return err
+		}
+		if optErr, err = t.sendOptionalWithin(ctx, opt); err != nil {
+			return err
+		}
+	}
+	if optErr != nil {
+		for _, f := range failed {
+			f(optErr)
+		}
+	}
+	return nil
+}
+
+// sendOptionalWithin sends opt behind a savepoint in a caller's
+// transaction. The savepoint statements go in the simple protocol: after a
+// failed batch pgx cannot prepare that batch's statements again until the
+// transaction ends.
+func (t *tx) sendOptionalWithin(ctx context.Context, opt *pgx.Batch) (optErr, err error) {
+	if _, err := t.tx.Exec(ctx, "SAVEPOINT ledger_optional"); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	br := t.tx.SendBatch(ctx, opt)
+	for range opt.Len() {
+		if _, optErr = br.Exec(); optErr != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); optErr == nil {
+		optErr = cerr
+	}
+	end := "RELEASE SAVEPOINT ledger_optional"
+	if optErr != nil {
+		end = "ROLLBACK TO SAVEPOINT ledger_optional"
+	}
+	if _, err := t.tx.Exec(ctx, end); err != nil {
+		return optErr, fmt.Errorf("%s: %w", strings.ToLower(end), err)
+	}
+	return optErr, nil
 }
 
 // publish keeps one event for the outbox (written by flush).
@@ -1134,6 +1218,37 @@ func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) err
 		NotificationId: n.ID, RecipientKind: n.RecipientKind, RecipientId: n.RecipientID, Kind: n.Kind,
 		PayloadJson: string(payload), CreatedAt: ts(n.CreatedAt),
 	})
+}
+
+// NotifyRefundAtCommit queues the refund's pending column cleared, its
+// notifications and their events as the transaction's optional writes
+// (flushOptional). Every note must have its id (InsertRefund gives them):
+// an insert that had to read one back could not wait for the commit.
+func (t *tx) NotifyRefundAtCommit(ctx context.Context, refundID int64, notes []ledger.Notification, failed func(error)) error {
+	for _, n := range notes {
+		if n.ID == 0 {
+			return fmt.Errorf("notifications of refund %d: one has no id", refundID)
+		}
+	}
+	// The statements below queue where deferExec and publish put them:
+	// swap the optional batch in for the time of the calls.
+	later, what, envs := t.later, t.what, t.envs
+	t.later, t.what, t.envs = t.optional, nil, nil
+	err := t.ClearRefundNotifications(ctx, refundID)
+	for i := 0; err == nil && i < len(notes); i++ {
+		n := notes[i]
+		err = t.InsertNotification(ctx, &n)
+	}
+	if err == nil && len(t.envs) > 0 {
+		err = outbox.QueueMany(ctx, t.later, eventsv1.TopicCommissions, t.envs)
+	}
+	t.optional = t.later
+	t.later, t.what, t.envs = later, what, envs
+	if err != nil {
+		return err
+	}
+	t.optionalFailed = append(t.optionalFailed, failed)
+	return nil
 }
 
 // ClearRefundNotifications is sent with the transaction's last batch
