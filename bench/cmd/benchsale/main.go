@@ -84,6 +84,7 @@ type options struct {
 	dbMaxConns       int
 	logFile          string
 	cpuProfile       string
+	refundProfile    string
 	logLevel         string
 }
 
@@ -103,6 +104,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.dbMaxConns, "db-max-conns", 24, "pool size of each service (DB_MAX_CONNS) and of the reference; three services and the reference must fit in the server's max_connections")
 	fs.StringVar(&o.logFile, "log", "", "file for the services' logs (default: a file in the temp directory, printed at the end)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured service sale run on the empty database to this file (the load generator included)")
+	fs.StringVar(&o.refundProfile, "refund-cpuprofile", "", "write a CPU profile of the measured service refund run on the empty database to this file (the load generator included)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "services' LOG_LEVEL")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -240,7 +242,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 	refSale := func(base int) func(int) []byte {
 		return func(i int) []byte { return saleBody(base+i, "cust_1700000000000_ref"+strconv.Itoa(base+i)) }
 	}
-	refWarm, refMeasured, err := d.phase(saleReference, refBase+salePath, "", refSale(0), -1, refSale(refMeasuredBase), -1)
+	refWarm, refMeasured, err := d.phase(saleReference, refBase+salePath, "", refSale(0), -1, refSale(refMeasuredBase), -1, "")
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +266,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	defer stopFloor()
-	_, floorMeasured, err := d.phase(saleFloor, "http://"+floorAddr+salePath, "", refSale(floorWarmBase), -1, refSale(floorMeasuredBase), -1)
+	_, floorMeasured, err := d.phase(saleFloor, "http://"+floorAddr+salePath, "", refSale(floorWarmBase), -1, refSale(floorMeasuredBase), -1, "")
 	if err != nil {
 		return nil, err
 	}
@@ -279,13 +281,13 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 	rep.customers, rep.clicksPS = sales.customers, sales.clicksPS
 
 	// Refunds: each recorded sale once, warm-up sales first (unmeasured).
-	_, refRefund, err := d.phase(refundReference, refBase+refundPath, "", refundOf(0, refWarm.Done), len(refWarm.Done), refundOf(refMeasuredBase, refMeasured.Done), len(refMeasured.Done))
+	_, refRefund, err := d.phase(refundReference, refBase+refundPath, "", refundOf(0, refWarm.Done), len(refWarm.Done), refundOf(refMeasuredBase, refMeasured.Done), len(refMeasured.Done), "")
 	if err != nil {
 		return nil, err
 	}
 	rep.results[refundReference] = refRefund
 	ref.pool.Reset()
-	if rep.results[refundService], err = d.serviceRefunds(refundService, gw, cat, sales); err != nil {
+	if rep.results[refundService], err = d.serviceRefunds(refundService, gw, cat, sales, o.refundProfile); err != nil {
 		return nil, err
 	}
 	if o.preload == 0 {
@@ -302,7 +304,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 		return nil, err
 	}
 	rep.results[salePreloaded] = sales.measured
-	if rep.results[refundPreloaded], err = d.serviceRefunds(refundPreloaded, gw, cat, sales); err != nil {
+	if rep.results[refundPreloaded], err = d.serviceRefunds(refundPreloaded, gw, cat, sales, ""); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -359,8 +361,9 @@ func (d *driver) load(name, url, key string, dur time.Duration, body func(int) [
 
 // phase settles the database, warms url up with warmJobs of warmBody for
 // the warm-up duration, then measures jobs of body for the duration (jobs
-// < 0 is unbounded).
-func (d *driver) phase(name, url, key string, warmBody func(int) []byte, warmJobs int, body func(int) []byte, jobs int) (load.Result, load.Result, error) {
+// < 0 is unbounded); profile, when set, is a CPU profile of the measured
+// run.
+func (d *driver) phase(name, url, key string, warmBody func(int) []byte, warmJobs int, body func(int) []byte, jobs int, profile string) (load.Result, load.Result, error) {
 	d.settle()
 	var warm load.Result
 	if d.o.warmup > 0 && warmJobs != 0 {
@@ -376,7 +379,12 @@ func (d *driver) phase(name, url, key string, warmBody func(int) []byte, warmJob
 		return warm, load.Result{Name: name, Statuses: map[int]int64{}}, nil
 	}
 	d.logger.Info("measuring", "phase", name, "for", d.o.duration, "connections", d.o.connections)
+	stopProfile, err := rig.StartProfile(profile)
+	if err != nil {
+		return warm, load.Result{}, err
+	}
 	res, err := d.load(name, url, key, d.o.duration, body, jobs)
+	stopProfile()
 	return warm, res, err
 }
 
@@ -441,9 +449,9 @@ func (d *driver) serviceSales(name, gw string, cat catalog, base int, profile st
 
 // serviceRefunds refunds each sale the round recorded once through the
 // gateway, the warm-up's sales first (unmeasured).
-func (d *driver) serviceRefunds(name, gw string, cat catalog, r serviceRound) (load.Result, error) {
+func (d *driver) serviceRefunds(name, gw string, cat catalog, r serviceRound, profile string) (load.Result, error) {
 	_, res, err := d.phase(name, gw+refundPath, cat.APIKey, refundOf(r.warmBase, r.warm.Done), len(r.warm.Done),
-		refundOf(r.measuredBase, r.measured.Done), len(r.measured.Done))
+		refundOf(r.measuredBase, r.measured.Done), len(r.measured.Done), profile)
 	return res, err
 }
 
