@@ -459,6 +459,15 @@ func (r *Relay) session(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{r.notify}.Sanitize()); err != nil {
 		return fmt.Errorf("listen %s: %w", r.notify, err)
 	}
+	// The session's statements are each served by an index (the unsent and
+	// parked rows' partial indexes, the key), but their plans are made once
+	// per connection: made while the table was nearly empty they are
+	// sequential scans, kept as it grows (a service that keeps its sent rows
+	// read them all on every poll). Without sequential scans the planner
+	// takes the index at any size; the connection is closed, never pooled.
+	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
+		return fmt.Errorf("relay session settings: %w", err)
+	}
 
 	var lastStats, lastSweep time.Time
 	for {

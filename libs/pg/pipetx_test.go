@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -225,6 +226,47 @@ func TestInPipeTx(t *testing.T) {
 		}
 		if after := mode(p); after != before { // the pool's one connection
 			t.Fatalf("after the transaction plan_cache_mode = %q, want %q again", after, before)
+		}
+	})
+	t.Run("a generic plan made while its table was empty still takes the index once it has grown", func(t *testing.T) {
+		if _, err := p.Exec(ctx, `CREATE TABLE grown (id int PRIMARY KEY, n int NOT NULL); ANALYZE grown`); err != nil {
+			t.Fatal(err)
+		}
+		// Scans counted by this backend and not flushed yet, before and
+		// after the lookup.
+		const scans = `SELECT seq_scan, COALESCE(idx_scan, 0) FROM pg_stat_xact_user_tables WHERE relname = 'grown'`
+		lookup := func(want int) (seq, idx int64) {
+			t.Helper()
+			err := pg.InPipeTxWithOptions(ctx, p, pg.PipeOptions{GenericPlans: true}, func(tx *pg.PipeTx) error {
+				var seq0, idx0 int64
+				if err := tx.QueryRow(ctx, scans).Scan(&seq0, &idx0); err != nil {
+					return err
+				}
+				var n int
+				err := tx.QueryRow(ctx, `SELECT n FROM grown WHERE id = $1`, 777).Scan(&n)
+				if want == 0 && errors.Is(err, pgx.ErrNoRows) {
+					err = nil
+				}
+				if err != nil || n != want {
+					return errors.Join(err, fmt.Errorf("n = %d, want %d", n, want))
+				}
+				if err := tx.QueryRow(ctx, scans).Scan(&seq, &idx); err != nil {
+					return err
+				}
+				seq, idx = seq-seq0, idx-idx0
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return seq, idx
+		}
+		lookup(0) // made now, the plan is kept by the pool's one connection
+		if _, err := p.Exec(ctx, `INSERT INTO grown SELECT g, g FROM generate_series(1, 20000) g`); err != nil {
+			t.Fatal(err)
+		}
+		if seq, idx := lookup(777); seq != 0 || idx != 1 {
+			t.Fatalf("the lookup made %d sequential and %d index scans, want 0 and 1", seq, idx)
 		}
 	})
 	optional := func(tx *pg.PipeTx, main, opt []string) (error, error) {

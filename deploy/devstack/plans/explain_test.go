@@ -116,8 +116,9 @@ func readPlan(raw []byte) (planNode, error) {
 }
 
 // explainGeneric plans s as a prepared statement under
-// plan_cache_mode=force_generic_plan (conn's setting), the plan a pool in
-// "auto" keeps after five runs: args are sent inlined (simple protocol),
+// plan_cache_mode=force_generic_plan and enable_seqscan=off (conn's
+// settings, those of the hot transactions), the plan a pool in "auto"
+// keeps after five runs: args are sent inlined (simple protocol),
 // since EXECUTE takes no parameters of its own.
 func explainGeneric(ctx context.Context, conn *pgx.Conn, sql string, args []any) (planNode, error) {
 	// EXPLAIN without ANALYZE runs nothing; DEALLOCATE ALL leaves the

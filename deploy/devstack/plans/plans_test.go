@@ -134,6 +134,7 @@ func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int
 			if genericSchemas[s.schema] {
 				cfg = cfg.Copy()
 				cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+				cfg.RuntimeParams["enable_seqscan"] = "off" // as pg.PipeOptions.GenericPlans runs them
 				g, err := pgx.ConnectConfig(ctx, cfg)
 				if err != nil {
 					t.Fatal(err)
