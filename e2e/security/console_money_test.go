@@ -117,7 +117,9 @@ func (f consoleMoney) commissionIDs(t *testing.T, token string, prog int64, quer
 
 func TestConsoleMoney(t *testing.T) {
 	t.Parallel()
-	e := start(t, map[string]string{"SETTINGS_RATE_LIMIT": "1000"}, "accounts", "tracking", "commissions")
+	// Published outbox rows are kept: written() counts them to show that a
+	// refused change wrote no event.
+	e := start(t, map[string]string{"SETTINGS_RATE_LIMIT": "1000", "OUTBOX_DELETE_SENT": "false"}, "accounts", "tracking", "commissions")
 	f := e.consoleMoney()
 	a, b := f.a.id, f.b.id
 
