@@ -161,20 +161,28 @@ func (t *PipeTx) SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 // optionalSavepoint guards SendFinalOptional's optional statements.
 const optionalSavepoint = "pipe_optional"
 
-// SendFinalOptional ends the transaction with b, then opt behind a
-// savepoint, then COMMIT, in one round trip: opt is written with the
-// transaction when it can be, and when one of its statements fails only
-// opt is rolled back (ROLLBACK TO SAVEPOINT, then COMMIT: a second round
-// trip on that path only) and its error is optErr. read reads b's
+// Optional are statements SendFinalOptional writes with a transaction
+// when it can: Batch behind a savepoint; when one of them fails, Fallback
+// instead (after the savepoint is rolled back), for what the transaction
+// must then record, such as the work left for a retry.
+type Optional struct {
+	Batch, Fallback *pgx.Batch
+}
+
+// SendFinalOptional ends the transaction with b, then opt.Batch behind a
+// savepoint, then COMMIT, in one round trip: opt.Batch is written with the
+// transaction when it can be, and when one of its statements fails only it
+// is rolled back (ROLLBACK TO SAVEPOINT, opt.Fallback, COMMIT: more round
+// trips, on that path only) and its error is optErr. read reads b's
 // results, as a caller of SendFinal would (it must not Close them); an
-// error from it, or from b, fails the whole transaction as SendFinal's
-// would. Nothing may be sent in the transaction afterwards.
+// error from it, from b or from opt.Fallback fails the whole transaction
+// as SendFinal's would. Nothing may be sent in the transaction afterwards.
 //
 // It is for writes that follow a change but must never undo it, such as
 // the notifications of a refund: one transaction and one commit where two
 // were, and still no way for the follower to fail the change.
-func (t *PipeTx) SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read func(pgx.BatchResults) error) (optErr, err error) {
-	if opt == nil || opt.Len() == 0 {
+func (t *PipeTx) SendFinalOptional(ctx context.Context, b *pgx.Batch, opt Optional, read func(pgx.BatchResults) error) (optErr, err error) {
+	if opt.Batch == nil || opt.Batch.Len() == 0 {
 		br := t.SendFinal(ctx, b)
 		err := read(br)
 		if cerr := br.Close(); err == nil {
@@ -184,7 +192,7 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read 
 	}
 	nb := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery(nil), b.QueuedQueries...)}
 	nb.Queue("SAVEPOINT " + optionalSavepoint)
-	nb.QueuedQueries = append(nb.QueuedQueries, opt.QueuedQueries...)
+	nb.QueuedQueries = append(nb.QueuedQueries, opt.Batch.QueuedQueries...)
 	nb.Queue("RELEASE SAVEPOINT " + optionalSavepoint)
 	sent, skip := t.batch(nb)
 	sent.Queue("commit")
@@ -210,7 +218,7 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read 
 	if _, err := br.Exec(); err != nil { // SAVEPOINT
 		return nil, err
 	}
-	for range opt.Len() {
+	for range opt.Batch.Len() {
 		if _, optErr = br.Exec(); optErr != nil {
 			break
 		}
@@ -230,12 +238,21 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read 
 		return nil, nil
 	}
 	// The server skipped the rest of the batch, COMMIT included: the
-	// transaction is open and aborted. Undo opt only, then commit. In the
-	// simple protocol: pgx invalidated the failed batch's prepared
-	// statements (COMMIT's among them) and cannot deallocate them before
-	// the transaction ends, so preparing one again would fail.
+	// transaction is open and aborted. Undo opt only, write its fallback,
+	// then commit. ROLLBACK and COMMIT go in the simple protocol: pgx
+	// invalidated the failed batch's prepared statements (COMMIT's among
+	// them) and cannot deallocate them while the transaction is aborted,
+	// so preparing one again would fail.
 	_ = br.Close()
-	tag, err := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+optionalSavepoint+"; COMMIT")
+	if _, err := t.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+optionalSavepoint); err != nil {
+		return optErr, fmt.Errorf("roll back to the savepoint: %w", err)
+	}
+	if opt.Fallback != nil && opt.Fallback.Len() > 0 {
+		if err := t.conn.SendBatch(ctx, opt.Fallback).Close(); err != nil {
+			return optErr, fmt.Errorf("fallback of the optional statements: %w", err)
+		}
+	}
+	tag, err := t.conn.Exec(ctx, "commit")
 	switch {
 	case err != nil:
 		return optErr, fmt.Errorf("commit tx after the optional statements failed: %w", err)

@@ -277,7 +277,9 @@ func TestInPipeTx(t *testing.T) {
 		for _, q := range opt {
 			o.Queue(q)
 		}
-		return tx.SendFinalOptional(ctx, b, o, func(br pgx.BatchResults) error {
+		fb := &pgx.Batch{}
+		fb.Queue(`INSERT INTO items (id, n) VALUES (99, 1) ON CONFLICT (id) DO UPDATE SET n = items.n + 1`)
+		return tx.SendFinalOptional(ctx, b, pg.Optional{Batch: o, Fallback: fb}, func(br pgx.BatchResults) error {
 			for range main {
 				if _, err := br.Exec(); err != nil {
 					return err
@@ -322,6 +324,10 @@ func TestInPipeTx(t *testing.T) {
 		}
 		if !present(t, 22) || present(t, 23) || present(t, 24) {
 			t.Fatalf("rows 22, 23, 24 present: %v %v %v, want only 22", present(t, 22), present(t, 23), present(t, 24))
+		}
+		var fallbacks int
+		if err := p.QueryRow(ctx, `SELECT n FROM items WHERE id = 99`).Scan(&fallbacks); err != nil || fallbacks != 1 {
+			t.Fatalf("the fallback ran %d times (%v), want once", fallbacks, err)
 		}
 		clean(t)
 		// The connection's statements are usable again (pgx dropped the

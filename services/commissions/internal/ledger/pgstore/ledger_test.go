@@ -925,6 +925,46 @@ func TestRefundNotificationsAfterTheRefund(t *testing.T) {
 	}
 }
 
+// A refund of a commission still in its hold moves no balance, so its row
+// is sent with the commit: stored without its pending notifications when
+// they are written with it, with them (the savepoint's fallback) when they
+// cannot be, for the backstop to send once.
+func TestRefundNotificationsOfAHeldCommission(t *testing.T) {
+	e := open(t)
+	ctx := context.Background()
+	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 30})
+	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
+	var notifyErr error
+	svc, err := ledger.New(ledger.Config{Store: e.store, Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := func() [3]int64 {
+		return [3]int64{e.count(t, `SELECT count(*) FROM refunds`), e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`),
+			e.count(t, `SELECT count(*) FROM notifications`)}
+	}
+	if r, err := svc.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 1000, RefundID: "r1"}); err != nil || r.Outcome != "refunded" || notifyErr != nil {
+		t.Fatalf("refund = %+v, %v; notify error %v", r, err, notifyErr)
+	}
+	if got := state(); got != [3]int64{1, 0, 1} {
+		t.Fatalf("refunds, pending, notifications = %v, want [1 0 1]", got)
+	}
+	e.exec(t, `ALTER TABLE notifications ADD CONSTRAINT refuse_all CHECK (false) NOT VALID`)
+	if r, err := svc.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 1000, RefundID: "r2"}); err != nil || r.Outcome != "refunded" || notifyErr == nil {
+		t.Fatalf("refund = %+v, %v; notify error %v", r, err, notifyErr)
+	}
+	e.exec(t, `ALTER TABLE notifications DROP CONSTRAINT refuse_all`)
+	if got := state(); got != [3]int64{2, 1, 1} {
+		t.Fatalf("refunds, pending, notifications = %v, want [2 1 1]", got)
+	}
+	if n, err := e.svc.NotifyPending(ctx, e.clock.Now().Add(time.Second), 10); err != nil || n != 1 {
+		t.Fatalf("NotifyPending = %d, %v", n, err)
+	}
+	if got := state(); got != [3]int64{2, 0, 2} {
+		t.Fatalf("refunds, pending, notifications = %v after the backstop, want [2 0 2]", got)
+	}
+}
+
 // Inside a caller's transaction (Store.Within) the notifications follow
 // the refund's writes behind a savepoint of their own: failing, they alone
 // are undone and the caller's transaction still commits the refund.

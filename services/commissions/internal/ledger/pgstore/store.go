@@ -102,7 +102,7 @@ func (s *Store) Atomic(ctx context.Context, fn func(ledger.Tx) error) error {
 // finalSender sends a transaction's last batch with its COMMIT.
 type finalSender interface {
 	SendFinal(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-	SendFinalOptional(ctx context.Context, b, opt *pgx.Batch, read func(pgx.BatchResults) error) (optErr, err error)
+	SendFinalOptional(ctx context.Context, b *pgx.Batch, opt pg.Optional, read func(pgx.BatchResults) error) (optErr, err error)
 }
 
 // tx implements ledger.Tx.
@@ -132,10 +132,16 @@ type tx struct {
 	completion     *pgx.QueuedQuery
 	completionSale int64
 	// optional are writes that ride with the commit behind a savepoint
-	// (NotifyRefundAtCommit); when they fail, they alone are undone and
-	// each of optionalFailed is told after the commit.
-	optional       *pgx.Batch
-	optionalFailed []func(error)
+	// (NotifyRefundAtCommit); when they fail, they alone are undone, the
+	// fallback writes go instead and each of optionalFailed is told after
+	// the commit.
+	optional, fallback *pgx.Batch
+	optionalFailed     []func(error)
+	// refundInsert is InsertRefund's pending INSERT of refund row
+	// refundInsertID, until sent: NotifyRefundAtCommit takes its pending
+	// notifications out of it when they are written with the commit.
+	refundInsert   *pgx.QueuedQuery
+	refundInsertID int64
 }
 
 // refundAhead answers SaleCommission and RefundApplied once each, for the
@@ -175,7 +181,7 @@ func (t *tx) sendDeferred(ctx context.Context) error {
 		return nil
 	}
 	b, what := t.later, t.what
-	t.later, t.what, t.completion = nil, nil, nil
+	t.later, t.what, t.completion, t.refundInsert = nil, nil, nil, nil
 	br := t.tx.SendBatch(ctx, b)
 	for _, w := range what {
 		if _, err := br.Exec(); err != nil {
@@ -205,7 +211,7 @@ func (t *tx) flush(ctx context.Context) error {
 		return nil
 	}
 	b, what := t.later, t.what
-	t.later, t.what, t.envs, t.completion = nil, nil, nil, nil
+	t.later, t.what, t.envs, t.completion, t.refundInsert = nil, nil, nil, nil, nil
 	var br pgx.BatchResults
 	if t.final != nil {
 		br = t.final.SendFinal(ctx, b)
@@ -234,8 +240,10 @@ func (t *tx) flushOptional(ctx context.Context) error {
 	if b == nil {
 		b = &pgx.Batch{}
 	}
-	opt, failed := t.optional, t.optionalFailed
-	t.later, t.what, t.envs, t.completion, t.optional, t.optionalFailed = nil, nil, nil, nil, nil, nil
+	opt := pg.Optional{Batch: t.optional, Fallback: t.fallback}
+	failed := t.optionalFailed
+	t.later, t.what, t.envs, t.completion, t.refundInsert = nil, nil, nil, nil, nil
+	t.optional, t.fallback, t.optionalFailed = nil, nil, nil
 	read := func(br pgx.BatchResults) error {
 		for _, w := range what {
 			if _, err := br.Exec(); err != nil {
@@ -275,12 +283,12 @@ func (t *tx) flushOptional(ctx context.Context) error {
 // transaction. The savepoint statements go in the simple protocol: after a
 // failed batch pgx cannot prepare that batch's statements again until the
 // transaction ends.
-func (t *tx) sendOptionalWithin(ctx context.Context, opt *pgx.Batch) (optErr, err error) {
+func (t *tx) sendOptionalWithin(ctx context.Context, opt pg.Optional) (optErr, err error) {
 	if _, err := t.tx.Exec(ctx, "SAVEPOINT ledger_optional"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	br := t.tx.SendBatch(ctx, opt)
-	for range opt.Len() {
+	br := t.tx.SendBatch(ctx, opt.Batch)
+	for range opt.Batch.Len() {
 		if _, optErr = br.Exec(); optErr != nil {
 			break
 		}
@@ -294,6 +302,11 @@ func (t *tx) sendOptionalWithin(ctx context.Context, opt *pgx.Batch) (optErr, er
 	}
 	if _, err := t.tx.Exec(ctx, end); err != nil {
 		return optErr, fmt.Errorf("%s: %w", strings.ToLower(end), err)
+	}
+	if optErr != nil && opt.Fallback != nil && opt.Fallback.Len() > 0 {
+		if err := t.tx.SendBatch(ctx, opt.Fallback).Close(); err != nil {
+			return optErr, fmt.Errorf("fallback of the optional writes: %w", err)
+		}
 	}
 	return optErr, nil
 }
@@ -919,6 +932,7 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 		p := string(raw)
 		pending = &p
 	}
+	// refundPendingArg (below) is the index of pending_notifications' value.
 	const insert = `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
 			debited, currency, reason, pending_notifications, created_at, id)
 		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,`
@@ -926,7 +940,8 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 	if len(t.refundIDs) > 0 {
 		// The id was taken ahead: the row rides with the commit.
 		r.ID, t.refundIDs = t.refundIDs[0], t.refundIDs[1:]
-		t.deferExec(fmt.Sprintf("store refund of sale %d", r.SaleID), insert+`$12)`, append(args, r.ID)...)
+		t.refundInsert = t.deferExec(fmt.Sprintf("store refund of sale %d", r.SaleID), insert+`$12)`, append(args, r.ID)...)
+		t.refundInsertID = r.ID
 	} else if err := t.tx.QueryRow(ctx, insert+`nextval('refunds_id_seq')) RETURNING id`, args...).Scan(&r.ID); err != nil {
 		return fmt.Errorf("store refund of sale %d: %w", r.SaleID, err)
 	}
@@ -1220,6 +1235,10 @@ func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) err
 	})
 }
 
+// refundPendingArg is the index of pending_notifications' value in
+// InsertRefund's arguments.
+const refundPendingArg = 9
+
 // NotifyRefundAtCommit queues the refund's pending column cleared, its
 // notifications and their events as the transaction's optional writes
 // (flushOptional). Every note must have its id (InsertRefund gives them):
@@ -1230,11 +1249,26 @@ func (t *tx) NotifyRefundAtCommit(ctx context.Context, refundID int64, notes []l
 			return fmt.Errorf("notifications of refund %d: one has no id", refundID)
 		}
 	}
+	// The refund's row not sent yet is stored without its pending
+	// notifications; they are written only if the notifications cannot
+	// be (the fallback). A row stored already has them cleared instead.
+	var err error
+	taken := t.refundInsert != nil && t.refundInsertID == refundID
+	if taken {
+		pending := t.refundInsert.Arguments[refundPendingArg]
+		t.refundInsert.Arguments[refundPendingArg] = nil
+		if t.fallback == nil {
+			t.fallback = &pgx.Batch{}
+		}
+		t.fallback.Queue(`UPDATE refunds SET pending_notifications = $2::jsonb WHERE id = $1`, refundID, pending)
+	}
 	// The statements below queue where deferExec and publish put them:
 	// swap the optional batch in for the time of the calls.
 	later, what, envs := t.later, t.what, t.envs
 	t.later, t.what, t.envs = t.optional, nil, nil
-	err := t.ClearRefundNotifications(ctx, refundID)
+	if !taken {
+		err = t.ClearRefundNotifications(ctx, refundID)
+	}
 	for i := 0; err == nil && i < len(notes); i++ {
 		n := notes[i]
 		err = t.InsertNotification(ctx, &n)
