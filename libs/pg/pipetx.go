@@ -227,12 +227,8 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b *pgx.Batch, opt Option
 		if _, err := br.Exec(); err != nil { // RELEASE
 			return nil, err
 		}
-		tag, err := br.Exec()
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("commit tx: %w", err)
-		case tag.String() != "COMMIT":
-			return nil, fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
+		if err := checkCommit(br.Exec()); err != nil {
+			return nil, err
 		}
 		t.committed = true
 		return nil, nil
@@ -252,15 +248,23 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b *pgx.Batch, opt Option
 			return optErr, fmt.Errorf("fallback of the optional statements: %w", err)
 		}
 	}
-	tag, err := t.conn.Exec(ctx, "commit")
-	switch {
-	case err != nil:
-		return optErr, fmt.Errorf("commit tx after the optional statements failed: %w", err)
-	case tag.String() != "COMMIT":
-		return optErr, fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
+	if err := checkCommit(t.conn.Exec(ctx, "commit")); err != nil {
+		return optErr, err
 	}
 	t.committed = true
 	return optErr, nil
+}
+
+// checkCommit reads a COMMIT's answer: an aborted transaction's COMMIT
+// answers ROLLBACK without an error, which is reported as one.
+func checkCommit(tag pgconn.CommandTag, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("commit tx: %w", err)
+	case tag.String() != "COMMIT":
+		return fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
+	}
+	return nil
 }
 
 // countedResults are the first left results of a batch: SendFinalOptional
@@ -418,13 +422,7 @@ func (r *pipeResults) Close() error {
 		_, r.err = r.BatchResults.Exec()
 	}
 	if r.final != nil && r.err == nil {
-		tag, err := r.BatchResults.Exec()
-		switch {
-		case err != nil:
-			r.err = fmt.Errorf("commit tx: %w", err)
-		case tag.String() != "COMMIT":
-			r.err = fmt.Errorf("commit tx: %w", pgx.ErrTxCommitRollback)
-		}
+		r.err = checkCommit(r.BatchResults.Exec())
 	}
 	if err := r.BatchResults.Close(); r.err == nil && err != nil {
 		r.err = err
