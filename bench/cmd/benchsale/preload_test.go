@@ -90,4 +90,14 @@ func TestPreload(t *testing.T) {
 	if got.balances <= 0 || got.balances != got.sumEntries || got.lastAfter != got.balances {
 		t.Fatalf("balances %d, entries add up to %d, last balance_after %d", got.balances, got.sumEntries, got.lastAfter)
 	}
+	// The program totals (written by the preload, the triggers being off
+	// in its session) are what the credited commissions add up to.
+	var wrongTotals, totals int64
+	err = db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE c.earned IS DISTINCT FROM m.earned), count(m.earned) FROM
+		(SELECT program_id, partner_id, currency, sum(amount - refunded_amount) AS earned FROM commissions.commissions
+			WHERE credited GROUP BY 1, 2, 3) c
+		FULL JOIN commissions.program_money m USING (program_id, partner_id, currency)`).Scan(&wrongTotals, &totals)
+	if err != nil || wrongTotals != 0 || totals == 0 {
+		t.Fatalf("program totals: %d of %d wrong (%v)", wrongTotals, totals, err)
+	}
 }
