@@ -183,17 +183,29 @@ func (t *tx) sendDeferred(ctx context.Context) error {
 	b, what := t.later, t.what
 	t.later, t.what, t.completion, t.refundInsert = nil, nil, nil, nil
 	br := t.tx.SendBatch(ctx, b)
-	for _, w := range what {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("%s: %w", w, err)
-		}
+	if err := readWrites(br, what); err != nil {
+		_ = br.Close()
+		return err
 	}
 	return br.Close()
 }
 
+// readWrites reads the results of the writes what names, in order; the
+// first error is named after its write.
+func readWrites(br pgx.BatchResults, what []string) error {
+	for _, w := range what {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", w, err)
+		}
+	}
+	return nil
+}
+
 // flush sends the pending writes, then the pending events in one outbox
-// INSERT, in one round trip.
+// INSERT, then the optional writes behind a savepoint, with the COMMIT in
+// one round trip (pg.PipeTx.SendFinalOptional); inside a caller's
+// transaction (Within), the optional writes follow in a round trip of
+// their own.
 func (t *tx) flush(ctx context.Context) error {
 	if len(t.envs) > 0 {
 		if t.later == nil {
@@ -204,38 +216,9 @@ func (t *tx) flush(ctx context.Context) error {
 		}
 		t.what = append(t.what, fmt.Sprintf("enqueue %d events", len(t.envs)))
 	}
-	if t.optional != nil {
-		return t.flushOptional(ctx)
-	}
-	if t.later == nil || t.later.Len() == 0 {
+	if (t.later == nil || t.later.Len() == 0) && t.optional == nil {
 		return nil
 	}
-	b, what := t.later, t.what
-	t.later, t.what, t.envs, t.completion, t.refundInsert = nil, nil, nil, nil, nil
-	var br pgx.BatchResults
-	if t.final != nil {
-		br = t.final.SendFinal(ctx, b)
-	} else {
-		br = t.tx.SendBatch(ctx, b)
-	}
-	for _, w := range what {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return fmt.Errorf("%s: %w", w, err)
-		}
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("pending writes: %w", err)
-	}
-	return nil
-}
-
-// flushOptional is flush with optional writes: the pending writes and
-// events, then the optional ones behind a savepoint, with the COMMIT in
-// one round trip (pg.PipeTx.SendFinalOptional); inside a caller's
-// transaction (Within), the optional ones follow in a round trip of their
-// own.
-func (t *tx) flushOptional(ctx context.Context) error {
 	b, what := t.later, t.what
 	if b == nil {
 		b = &pgx.Batch{}
@@ -244,32 +227,31 @@ func (t *tx) flushOptional(ctx context.Context) error {
 	failed := t.optionalFailed
 	t.later, t.what, t.envs, t.completion, t.refundInsert = nil, nil, nil, nil, nil
 	t.optional, t.fallback, t.optionalFailed = nil, nil, nil
+	// A write's own error is returned named after it; any other (the
+	// batch, the commit) as the pending writes'.
+	var writeErr error
 	read := func(br pgx.BatchResults) error {
-		for _, w := range what {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("%s: %w", w, err)
-			}
-		}
-		return nil
+		writeErr = readWrites(br, what)
+		return writeErr
 	}
-	var optErr error
+	var optErr, err error
 	if t.final != nil {
-		var err error
-		if optErr, err = t.final.SendFinalOptional(ctx, b, opt, read); err != nil {
-			return fmt.Errorf("pending writes: %w", err)
-		}
+		optErr, err = t.final.SendFinalOptional(ctx, b, opt, read)
 	} else {
 		br := t.tx.SendBatch(ctx, b)
-		err := read(br)
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("pending writes: %w", cerr)
+		err = read(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
 		}
-		if err != nil {
-			return err
+		if err == nil && opt.Batch != nil {
+			optErr, err = t.sendOptionalWithin(ctx, opt)
 		}
-		if optErr, err = t.sendOptionalWithin(ctx, opt); err != nil {
-			return err
-		}
+	}
+	switch {
+	case err != nil && err == writeErr:
+		return err
+	case err != nil:
+		return fmt.Errorf("pending writes: %w", err)
 	}
 	if optErr != nil {
 		for _, f := range failed {
@@ -1241,7 +1223,7 @@ const refundPendingArg = 9
 
 // NotifyRefundAtCommit queues the refund's pending column cleared, its
 // notifications and their events as the transaction's optional writes
-// (flushOptional). Every note must have its id (InsertRefund gives them):
+// (flush). Every note must have its id (InsertRefund gives them):
 // an insert that had to read one back could not wait for the commit.
 func (t *tx) NotifyRefundAtCommit(ctx context.Context, refundID int64, notes []ledger.Notification, failed func(error)) error {
 	for _, n := range notes {
