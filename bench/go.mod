@@ -8,6 +8,8 @@ require (
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/svc-dev/svc/deploy/devstack v0.0.0
 	github.com/svc-dev/svc/libs/auth v0.0.0
+	github.com/svc-dev/svc/libs/kafkakit v0.0.0
+	github.com/svc-dev/svc/libs/outbox v0.0.0
 	github.com/svc-dev/svc/libs/pg v0.0.0
 	github.com/svc-dev/svc/libs/platform v0.0.0
 	github.com/svc-dev/svc/proto v0.0.0
@@ -54,9 +56,7 @@ require (
 	github.com/svc-dev/svc/libs/catalogsync v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/errkind v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/httpkit v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/kafkakit v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/obs v0.0.0 // indirect
-	github.com/svc-dev/svc/libs/outbox v0.0.0 // indirect
 	github.com/svc-dev/svc/libs/ratelimit v0.0.0-00010101000000-000000000000 // indirect
 	github.com/svc-dev/svc/services/accounts v0.0.0 // indirect
 	github.com/svc-dev/svc/services/webhooks v0.0.0-00010101000000-000000000000 // indirect

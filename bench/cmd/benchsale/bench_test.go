@@ -16,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/svc-dev/svc/bench/load"
+	"github.com/svc-dev/svc/libs/kafkakit"
 	"github.com/svc-dev/svc/libs/pg/pgtest"
 )
 
@@ -176,11 +179,13 @@ func TestParseFlags(t *testing.T) {
 
 // The floor does what it claims per sale: tracking's decision recorded
 // once, the sale, its commission and its event written together, a
-// repeated transaction_id answered 409 with nothing more written.
+// repeated transaction_id answered 409 with nothing more written; its
+// relay publishes the event to the broker and deletes the row.
 func TestFloor(t *testing.T) {
 	ctx := context.Background()
 	ref := testReference(t)
-	floor, err := openFloor(ctx, ref.pool, 4)
+	logger := slog.New(slog.DiscardHandler)
+	floor, err := openFloor(ctx, ref.pool, 4, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +211,45 @@ func TestFloor(t *testing.T) {
 			(SELECT string_agg(transaction_id || '/' || click_id, ',') FROM bench_sale_reference.decisions),
 			(SELECT count(*) FROM bench_sale_reference.floor_sales),
 			(SELECT string_agg(amount::text, ',') FROM bench_sale_reference.floor_commissions),
-			(SELECT string_agg(convert_from(payload, 'UTF8'), ',') FROM bench_sale_reference.floor_outbox),
+			(SELECT string_agg(topic || '/' || key || '/' || convert_from(payload, 'UTF8'), ',') FROM `+floorOutbox+`.outbox),
 			(SELECT partner_id FROM bench_sale_reference.floor_sales))`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if rows != "bench_1/cust_1 1 250 1:250 1" {
-		t.Fatalf("rows written: %s", rows)
+	if want := "bench_1/cust_1 1 250 " + floorTopic + "/1/1:250 1"; rows != want {
+		t.Fatalf("rows written: %s, want %s", rows, want)
 	}
+
+	broker, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Close()
+	stop, err := floor.startRelay(ctx, broker.ListenAddrs(), logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	r := kafkakit.NewReader(broker.ListenAddrs(), "benchsale-floor-test", floorTopic)
+	defer r.Close()
+	readCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	m, err := r.FetchMessage(readCtx)
+	if err != nil || string(m.Key) != "1" || string(m.Value) != "1:250" {
+		t.Fatalf("published: key %q value %q, %v", m.Key, m.Value, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var left int
+		if err := ref.pool.QueryRow(ctx, `SELECT count(*) FROM `+floorOutbox+`.outbox`).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d outbox rows left after the relay published", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	stop()
 }

@@ -250,11 +250,16 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 
 	// The floor: the least any implementation of the design can
 	// do per sale (floor.go), on the reference's pool.
-	floor, err := openFloor(ctx, ref.pool, o.connections)
+	floor, err := openFloor(ctx, ref.pool, o.connections, logger)
 	if err != nil {
 		return nil, err
 	}
 	defer floor.client.CloseIdleConnections()
+	stopRelay, err := floor.startRelay(ctx, st.Brokers, logger)
+	if err != nil {
+		return nil, err
+	}
+	defer stopRelay() // idempotent: stopped after its run
 	trackAddr, stopTrack, err := rig.Serve(floor.trackingHandler())
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
@@ -271,6 +276,9 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 		return nil, err
 	}
 	rep.results[saleFloor] = floorMeasured
+	// Its last events published, the relay gives its connection back.
+	rig.Settle(ctx, db, logger, floorOutbox+".outbox")
+	stopRelay()
 	ref.pool.Reset() // its idle connections would count against max_connections during the service runs
 
 	sales, err := d.serviceSales(saleService, gw, cat, 0, o.cpuProfile)
