@@ -219,6 +219,45 @@ func TestFloor(t *testing.T) {
 		t.Fatalf("rows written: %s, want %s", rows, want)
 	}
 
+	// Refunds: an unknown sale, a partial refund, its repeat, then ten
+	// concurrent refunds of 150 that together pass the sale's 2,500.
+	refund := func(body string) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, refundPath, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := refund(string(refundBody(2))); code != 404 {
+		t.Fatalf("refund of an unknown sale: %d %s", code, body)
+	}
+	for _, want := range []string{`"status":"refunded"`, `"status":"duplicate"`} {
+		if code, body := refund(string(refundBody(1))); code != 200 || !strings.Contains(body, want) {
+			t.Fatalf("refund r_1: %d %s, want %s", code, body, want)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			if code, body := refund(fmt.Sprintf(`{"transaction_id":"bench_1","refund_amount_cents":150,"refund_id":"c_%d"}`, i)); code != 200 {
+				t.Errorf("concurrent refund %d: %d %s", i, code, body)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ref.pool.QueryRow(ctx, `SELECT format('%s %s %s %s %s',
+			(SELECT refunded_cents FROM bench_sale_reference.floor_sales),
+			(SELECT count(*) FROM bench_sale_reference.floor_refunds),
+			(SELECT sum(amount) FROM bench_sale_reference.floor_refunds),
+			(SELECT refunded || '/' || status FROM bench_sale_reference.floor_commissions),
+			(SELECT count(*) FROM `+floorOutbox+`.outbox WHERE event_type = 'floor.sale.refunded'))`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	// 1,000 + 10 x 150 = 2,500: the whole sale; every refund published.
+	if want := "2500 11 2500 250/reversed 11"; rows != want {
+		t.Fatalf("after the refunds: %s, want %s", rows, want)
+	}
+
 	broker, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +274,15 @@ func TestFloor(t *testing.T) {
 	defer cancel()
 	m, err := r.FetchMessage(readCtx)
 	if err != nil || string(m.Key) != "1" || string(m.Value) != "1:250" {
-		t.Fatalf("published: key %q value %q, %v", m.Key, m.Value, err)
+		t.Fatalf("first published: key %q value %q, %v", m.Key, m.Value, err)
+	}
+	for range 11 {
+		if m, err = r.FetchMessage(readCtx); err != nil {
+			t.Fatalf("a refund's event: %v", err)
+		}
+	}
+	if string(m.Value) != "1:250" {
+		t.Fatalf("last refund's event %q: want the whole commission refunded", m.Value)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var left int

@@ -51,14 +51,53 @@ CREATE TABLE bench_sale_reference.floor_sales (
 	amount_cents   bigint      NOT NULL,
 	currency       text        NOT NULL,
 	partner_id     bigint,
+	refunded_cents bigint      NOT NULL DEFAULT 0,
 	created_at     timestamptz NOT NULL DEFAULT now()
 );
 CREATE TABLE bench_sale_reference.floor_commissions (
-	id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-	sale_id bigint NOT NULL,
-	amount  bigint NOT NULL
+	id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	sale_id  bigint NOT NULL UNIQUE,
+	amount   bigint NOT NULL,
+	refunded bigint NOT NULL DEFAULT 0,
+	status   text   NOT NULL DEFAULT 'pending'
+);
+CREATE TABLE bench_sale_reference.floor_refunds (
+	id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	sale_id   bigint NOT NULL,
+	refund_id text   NOT NULL,
+	amount    bigint NOT NULL,
+	UNIQUE (sale_id, refund_id)
 );
 `
+
+// floorRefundSQL is the floor's refund, one statement and one commit: the
+// refund recorded once per refund id (a repeat, or a concurrent one,
+// waits on the unique key and changes nothing), then the sale's refunded
+// amount, its commission reduced in proportion and its event. The sale
+// and commission updates take their rows' locks and, waiting behind a
+// concurrent refund of the same sale, apply to its result (read
+// committed re-reads the locked row), so no refund is lost.
+const floorRefundSQL = `WITH s0 AS (
+		SELECT id FROM bench_sale_reference.floor_sales WHERE transaction_id = $1
+	), r AS (
+		INSERT INTO bench_sale_reference.floor_refunds (sale_id, refund_id, amount) SELECT id, $3, $2 FROM s0
+		ON CONFLICT (sale_id, refund_id) DO NOTHING RETURNING sale_id, amount
+	), s AS (
+		UPDATE bench_sale_reference.floor_sales f
+		   SET refunded_cents = LEAST(f.amount_cents, f.refunded_cents + CASE WHEN r.amount = 0 THEN f.amount_cents ELSE r.amount END)
+		  FROM r WHERE f.id = r.sale_id
+		RETURNING f.id, f.amount_cents, f.refunded_cents
+	), c AS (
+		UPDATE bench_sale_reference.floor_commissions fc
+		   SET refunded = fc.amount * s.refunded_cents / s.amount_cents,
+		       status = CASE WHEN s.refunded_cents >= s.amount_cents THEN 'reversed' ELSE 'refunded' END
+		  FROM s WHERE fc.sale_id = s.id
+		RETURNING fc.sale_id, fc.refunded, fc.status
+	), e AS (
+		INSERT INTO ` + floorOutbox + `.outbox (event_id, topic, key, event_type, payload)
+		SELECT gen_random_uuid(), $4, sale_id::text, 'floor.sale.refunded', convert_to(sale_id::text || ':' || refunded::text, 'UTF8') FROM c
+	)
+	SELECT EXISTS (SELECT 1 FROM s0), EXISTS (SELECT 1 FROM r), COALESCE((SELECT status FROM c), '')`
 
 // floorOutbox is the schema of the floor's outbox (libs/outbox's tables),
 // and floorTopic the topic its relay publishes to.
@@ -146,9 +185,10 @@ func (f *floorServer) trackingHandler() http.Handler {
 	return mux
 }
 
-// salesHandler is the floor's commissions: the reservation, the decision
-// from tracking, then the sale completed with its commission (10 %) and
-// its event in one statement.
+// salesHandler is the floor's commissions: a sale is the reservation, the
+// decision from tracking, then the sale completed with its commission
+// (10 %) and its event in one statement; a refund is one statement
+// (floorRefundSQL).
 func (f *floorServer) salesHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/track/sale", func(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +226,37 @@ func (f *floorServer) salesHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"success": true, "sale_id": id})
 	})
+	mux.HandleFunc("POST /api/v1/track/refund", f.refund)
 	return mux
+}
+
+// refund is the floor's refund route (floorRefundSQL): 404 for an unknown
+// sale, else 200 with the commission's new status ("duplicate": the
+// refund id was applied before; "no_commission": the sale has none).
+func (f *floorServer) refund(w http.ResponseWriter, r *http.Request) {
+	var req refundRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.TransactionID == "" || req.RefundID == "" || req.RefundAmountCents < 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"success": false, "error": "transaction_id and refund_id are required"})
+		return
+	}
+	var found, applied bool
+	var status string
+	err := f.pool.QueryRow(r.Context(), floorRefundSQL, req.TransactionID, req.RefundAmountCents, req.RefundID, floorTopic).Scan(&found, &applied, &status)
+	switch {
+	case err != nil:
+		internalError(w, err)
+	case !found:
+		writeJSON(w, http.StatusNotFound, map[string]any{"success": false, "error": "sale not found"})
+	case !applied:
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "status": "duplicate"})
+	case status == "":
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "status": "no_commission"})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "status": status})
+	}
 }
 
 func (f *floorServer) decide(ctx context.Context, sale saleRequest) (decision, error) {

@@ -151,6 +151,7 @@ const (
 	saleFloor        = "sale floor"
 	saleService      = "sale service"
 	refundReference  = "refund reference"
+	refundFloor      = "refund floor"
 	refundService    = "refund service"
 	preloadedSuffix  = " preloaded"
 	salePreloaded    = saleService + preloadedSuffix
@@ -158,7 +159,7 @@ const (
 	preloadTxnPrefix = "preload_"
 )
 
-var runOrder = []string{saleReference, saleFloor, saleService, refundReference, refundService, salePreloaded, refundPreloaded}
+var runOrder = []string{saleReference, saleFloor, saleService, refundReference, refundFloor, refundService, salePreloaded, refundPreloaded}
 
 // report is everything one invocation measured.
 type report struct {
@@ -259,7 +260,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 	if err != nil {
 		return nil, err
 	}
-	defer stopRelay() // idempotent: stopped after its run
+	defer func() { stopRelay() }() // each relay's stop is idempotent: stopped after its runs
 	trackAddr, stopTrack, err := rig.Serve(floor.trackingHandler())
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
@@ -271,7 +272,7 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	defer stopFloor()
-	_, floorMeasured, err := d.phase(saleFloor, "http://"+floorAddr+salePath, "", refSale(floorWarmBase), -1, refSale(floorMeasuredBase), -1, "")
+	floorWarm, floorMeasured, err := d.phase(saleFloor, "http://"+floorAddr+salePath, "", refSale(floorWarmBase), -1, refSale(floorMeasuredBase), -1, "")
 	if err != nil {
 		return nil, err
 	}
@@ -294,6 +295,17 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 		return nil, err
 	}
 	rep.results[refundReference] = refRefund
+	// The floor's refunds of its own sales, its relay publishing again.
+	if stopRelay, err = floor.startRelay(ctx, st.Brokers, logger); err != nil {
+		return nil, err
+	}
+	_, floorRefund, err := d.phase(refundFloor, "http://"+floorAddr+refundPath, "", refundOf(floorWarmBase, floorWarm.Done), len(floorWarm.Done), refundOf(floorMeasuredBase, floorMeasured.Done), len(floorMeasured.Done), "")
+	if err != nil {
+		return nil, err
+	}
+	rep.results[refundFloor] = floorRefund
+	rig.Settle(ctx, db, logger, floorOutbox+".outbox")
+	stopRelay()
 	ref.pool.Reset()
 	if rep.results[refundService], err = d.serviceRefunds(refundService, gw, cat, sales, o.refundProfile); err != nil {
 		return nil, err
@@ -590,10 +602,19 @@ func (r *report) print(out io.Writer) {
 				t.route, load.MS(svc.CPUPerOK()), t.against, load.MS(ref.CPUPerOK()), t.against, load.Ratio(float64(ref.CPUPerOK()), float64(svc.CPUPerOK())))
 		}
 	}
-	if floor, ok := r.results[saleFloor]; ok {
-		if ref, ok := r.results[saleReference]; ok && ref.Throughput() > 0 {
-			fmt.Fprintf(out, "sale   floor/reference throughput %.2fx, floor p99 %s: the most any sale route of this design reaches here (three commits: the reservation, tracking's decision over HTTP, the sale with its commission and event)\n",
-				floor.Throughput()/ref.Throughput(), load.MS(floor.Latency.P99))
+	for _, f := range []struct{ route, what string }{
+		{"sale", "three commits: the reservation, tracking's decision over HTTP, the sale with its commission and event"},
+		{"refund", "one statement, one commit: the refund once per refund id, the sale, its commission and its event"},
+	} {
+		floor, okF := r.results[f.route+" floor"]
+		ref, okR := r.results[f.route+" reference"]
+		if !okF || !okR || ref.Throughput() == 0 {
+			continue
+		}
+		fmt.Fprintf(out, "%-6s floor/reference throughput %.2fx, floor p99 %s: the most any %s route of this design reaches here (%s)\n",
+			f.route, floor.Throughput()/ref.Throughput(), load.MS(floor.Latency.P99), f.route, f.what)
+		if svc, ok := r.results[f.route+" service"]; ok && f.route == "refund" && floor.Throughput() > 0 {
+			fmt.Fprintf(out, "refund service/floor throughput %.2fx\n", svc.Throughput()/floor.Throughput())
 		}
 	}
 	for _, route := range []string{"sale", "refund"} {
