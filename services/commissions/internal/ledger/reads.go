@@ -32,7 +32,8 @@ func (s *Service) SaleByTransaction(ctx context.Context, programID int64, transa
 
 // CommissionDetail is a commission as the admin API shows it: with its
 // sale's transaction id ("" for a lead commission) and whether the
-// partner's paid withdrawals already cover it (money.PaidOut).
+// partner's paid withdrawals already cover what is left of it
+// (money.PaidOut; never one with nothing left).
 type CommissionDetail struct {
 	Commission
 	TransactionID string
@@ -54,7 +55,12 @@ func (s *Service) CommissionDetail(ctx context.Context, id int64) (CommissionDet
 		}
 		d.TransactionID = sale.TransactionID
 	}
-	if !c.Credited {
+	// Paid out is derived from net amounts (money.PaidOut): what a refund
+	// took back from the balance was taken back from the payouts too, so
+	// a commission with nothing left has no share of any payout. Without
+	// this, a prefix of net amounts "covered" a reversed commission after
+	// a paid one, or before any payout at all.
+	if !c.Credited || c.Net().Minor == 0 {
 		return d, nil
 	}
 	err = s.store.Atomic(ctx, func(tx Tx) error {

@@ -85,6 +85,24 @@ func TestAdminReads(t *testing.T) {
 	if d, err := e.svc.CommissionDetail(ctx, res.Commission.ID); err != nil || !d.PaidOut {
 		t.Fatalf("paid out: %+v %v", d, err)
 	}
+	// A commission credited after that payout and reversed before another:
+	// nothing of it was paid, nothing of it is owed. Not paid out (the paid
+	// withdrawal covers the first commission, and a prefix of net amounts
+	// "covers" a zero after it as well: it answered true).
+	res2 := e.sale(t, ledger.SaleInput{TransactionID: "a-2", ProgramID: 1, CustomerID: 2, AmountCents: 10000})
+	now = e.clock.Advance(14*day + time.Minute)
+	if n, err := e.svc.ApproveDue(ctx, now); err != nil || n != 1 {
+		t.Fatalf("approve the second: %d %v", n, err)
+	}
+	if r := e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "a-2"}); r.Outcome != "reversed" {
+		t.Fatalf("refund of the second: %+v", r)
+	}
+	if d, err := e.svc.CommissionDetail(ctx, res2.Commission.ID); err != nil || d.PaidOut || d.Status != "reversed" || !d.Credited {
+		t.Fatalf("reversed before any payout reached it: %+v %v, want not paid out", d, err)
+	}
+	if d, err := e.svc.CommissionDetail(ctx, res.Commission.ID); err != nil || !d.PaidOut {
+		t.Fatalf("the first, after the second's reversal: %+v %v", d, err)
+	}
 
 	// A sale of a program not in the replica: in the backlog once older
 	// than the grace.
