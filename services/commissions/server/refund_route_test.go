@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,13 @@ func TestRefundRoute(t *testing.T) {
 				{"401 unknown token", refundOf(txn, 0, nil), bearer("svc_live_nothing"), 401, "unauthorized", "Invalid API token"},
 				{"400 transaction_id missing", map[string]any{"refund_amount_cents": 100}, nil, 400, "invalid_request", "transaction_id is required"},
 				{"400 transaction_id empty", refundOf("", 100, nil), nil, 400, "invalid_request", "transaction_id is required"},
+				// Not missing: our own messages, each naming what is wrong.
+				{"400 transaction_id too long", refundOf(strings.Repeat("t", 256), 100, nil), nil, 400, "invalid_request", "transaction_id must be at most 255 characters"},
+				{"400 transaction_id with a NUL", refundOf("a\x00b", 100, nil), nil, 400, "invalid_request", "transaction_id must not contain the NUL character"},
+				{"400 refund_id with a NUL", refundOf(txn, 100, map[string]any{"refund_id": "r\x00"}), nil, 400, "invalid_request", "refund_id must not contain the NUL character"},
+				{"400 refund_reason with a NUL", refundOf(txn, 100, map[string]any{"refund_reason": "a\x00b"}), nil, 400, "invalid_request", "refund_reason must not contain the NUL character"},
+				{"400 refund_id too long", refundOf(txn, 100, map[string]any{"refund_id": strings.Repeat("r", 256)}), nil, 400, "invalid_request", "refund_id must be a string of at most 255 characters"},
+				{"400 reason with a NUL", refundOf(txn, 0, map[string]any{"reason": "refund\x00"}), nil, 400, "invalid_request", "reason must be refund or chargeback"},
 				{"400 reason other", refundOf(txn, 0, map[string]any{"reason": "other"}), nil, 400, "invalid_request", "reason must be refund or chargeback"},
 				{"400 reason capitalised", refundOf(txn, 0, map[string]any{"reason": "Refund"}), nil, 400, "invalid_request", "reason must be refund or chargeback"},
 				{"400 refund_amount_cents negative", refundOf(txn, -5, nil), nil, 400, "invalid_request", amount},

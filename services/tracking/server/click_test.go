@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,8 @@ func TestClickErrors(t *testing.T) {
 		{"affiliate_url empty", map[string]any{"affiliate_url": ""}, nil, 400, "BadRequestError", "affiliate_url is required"},
 		{"affiliate_url not a URL", map[string]any{"affiliate_url": "brand.example/?aff=X"}, nil, 400, "BadRequestError", "Invalid affiliate_url"},
 		{"affiliate_url not a string", map[string]any{"affiliate_url": 12}, nil, 400, "BadRequestError", "Invalid affiliate_url"},
+		// A URL that parses, only too long: our limit, said as such.
+		{"affiliate_url too long", map[string]any{"affiliate_url": url("aff=" + f.codeA + "&x=" + strings.Repeat("a", 2048))}, nil, 400, "BadRequestError", "affiliate_url must be at most 2048 bytes"},
 		{"no aff or via", map[string]any{"affiliate_url": url("utm_source=x")}, nil, 400, "BadRequestError", "No aff parameter found in affiliate_url"},
 		{"program_id not a program", map[string]any{"affiliate_url": url("aff=" + f.codeA), "program_id": 987654}, nil, 400, "BadRequestError", "Unknown program_id"},
 		{"program_id not numeric", map[string]any{"affiliate_url": url("aff=" + f.codeA), "program_id": "abc"}, nil, 400, "BadRequestError", "Unknown program_id"},

@@ -68,14 +68,14 @@ func saleMessages() map[string]string {
 	}
 }
 
-// refundMessages: as saleMessages, for the refund route.
+// refundMessages: as saleMessages, for the refund route. Not
+// transaction_id (the table's "transaction_id is required" is for a
+// missing one), refund_id or refund_reason (ours name a length): a NUL in
+// them gets the generic message, which says what is wrong.
 func refundMessages() map[string]string {
 	return map[string]string{
-		"transaction_id":      msgRefundTransactionID,
 		"reason":              msgRefundReason,
 		"refund_amount_cents": msgRefundAmount,
-		"refund_id":           msgRefundID,
-		"refund_reason":       msgRefundReasonText,
 	}
 }
 
@@ -231,8 +231,11 @@ func decodeRefund(ctx context.Context, r *http.Request) (any, error) {
 	}
 	in := track.RefundInput{Key: key}
 	txn, ok, err := obj.String("transaction_id")
-	if err != nil || !ok || strings.TrimSpace(txn) == "" || utf8.RuneCountInString(txn) > maxTextLength {
+	switch {
+	case err != nil || !ok || strings.TrimSpace(txn) == "":
 		return nil, invalid(msgRefundTransactionID)
+	case utf8.RuneCountInString(txn) > maxTextLength:
+		return nil, invalid(msgTransactionIDLong)
 	}
 	in.TransactionID = txn
 	reason, err := optionalText(obj, "reason", maxTextLength, msgRefundReason)

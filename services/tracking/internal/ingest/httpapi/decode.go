@@ -191,8 +191,12 @@ func decodeClick(now func() time.Time) func(context.Context, *http.Request) (any
 			// Present but not a string cannot be parsed as a URL.
 			in.AffiliateURLSent = true
 			v, _, err := obj.String("affiliate_url")
-			if err != nil || len(v) > maxURLLength {
+			if err != nil {
 				return nil, invalid(ingest.MsgInvalidAffiliateURL)
+			}
+			if len(v) > maxURLLength {
+				// It may parse: the table's message would be wrong.
+				return nil, invalid(fmt.Sprintf("affiliate_url must be at most %d bytes", maxURLLength))
 			}
 			in.AffiliateURL = v
 		}
