@@ -83,6 +83,24 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 		c.do("POST", "/api/v1/track/click", `{"affiliate_url":`).wantPlatformError(t, 400, "BadRequestError", "Request body is not valid JSON")
 	})
 
+	t.Run("another method on a route's path: 405 naming the methods it takes", func(t *testing.T) {
+		c := next().withKey(s.LiveKey).outsideTheDocument()
+		for _, tc := range []struct{ method, path, allow string }{
+			{"GET", "/api/v1/track/click", "POST, OPTIONS"},
+			{"GET", "/api/v1/track/sale", "POST"},
+			{"DELETE", "/api/v1/track/refund", "POST"},
+		} {
+			r := c.do(tc.method, tc.path, nil)
+			r.wantPlatformError(t, 405, "MethodNotAllowedError", "Method "+tc.method+" is not allowed for "+tc.path)
+			if got := r.header.Get("Allow"); got != tc.allow {
+				t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+			}
+		}
+		if r := c.do("GET", "/api/v1/track/nothing", nil).want(t, 404); r.header.Get("Allow") != "" {
+			t.Errorf("an unknown path names methods: %q", r.header.Get("Allow"))
+		}
+	})
+
 	t.Run("a wrong Content-Type is a 400 on every JSON route", func(t *testing.T) {
 		c := next().withKey(s.LiveKey)
 		for _, path := range []string{"/api/v1/track/click", "/api/v1/track/lead", "/api/v1/track/visit", "/api/v1/track/sale", "/api/v1/track/refund", "/api/v1/cli/init", "/api/v1/cli/test-event"} {

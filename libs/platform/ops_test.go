@@ -72,6 +72,12 @@ func TestOpsListenerServesAdminInternalAndMetricsApart(t *testing.T) {
 		{"internal route on the ops port only", "POST", "/internal/v1/thing", 404, 200, "No route for POST /internal/v1/thing", "internal"},
 		{"metrics on the ops port only", "GET", "/metrics", 404, 200, "No route for GET /metrics", "http_requests_total"},
 		{"an unknown admin path is a 404 on both", "GET", "/admin/v1/nothing", 404, 404, "No route", "No route"},
+		// A route's path with another method: 405 where the route is
+		// served, and the plain 404 where it is not (the public port says
+		// nothing of the ops port's routes).
+		{"public route, other method", "DELETE", "/api/v1/thing", 405, 404, "Method DELETE is not allowed for /api/v1/thing", "No route for DELETE /api/v1/thing"},
+		{"internal route, other method", "GET", "/internal/v1/thing", 404, 405, "No route for GET /internal/v1/thing", "Method GET is not allowed"},
+		{"liveness, other method", "POST", "/healthz", 405, 405, "MethodNotAllowedError", "MethodNotAllowedError"},
 		{"liveness on both", "GET", "/healthz", 200, 200, "", ""},
 		{"readiness on both", "GET", "/readyz", 200, 200, "", ""},
 	}
@@ -129,5 +135,28 @@ func TestOpsListenerOnTheHTTPAddressIsRefused(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "OPS_HTTP_ADDR") {
 		t.Fatalf("error %q does not name OPS_HTTP_ADDR", err)
+	}
+}
+
+// A route's path called with another method names the methods it takes.
+func TestOtherMethodOfARouteIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	inst := platformtest.Start(t, opsSpec(), platformtest.Env(t))
+	for _, c := range []struct{ method, path, allow string }{
+		{"DELETE", "/api/v1/thing", "GET, HEAD"},
+		{"POST", "/api/v1/thing", "GET, HEAD"},
+		{"GET", "/internal/v1/thing", "POST"},
+		{"PUT", "/healthz", "GET, HEAD"},
+	} {
+		rec := httptest.NewRecorder()
+		inst.Handler().ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+		if rec.Code != 405 || rec.Header().Get("Allow") != c.allow || !strings.Contains(rec.Body.String(), `"name":"MethodNotAllowedError"`) {
+			t.Errorf("%s %s: %d Allow %q %s, want 405 Allow %q", c.method, c.path, rec.Code, rec.Header().Get("Allow"), rec.Body.String(), c.allow)
+		}
+	}
+	rec := httptest.NewRecorder()
+	inst.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/nothing", nil))
+	if rec.Code != 404 || rec.Header().Get("Allow") != "" {
+		t.Errorf("unknown path: %d Allow %q", rec.Code, rec.Header().Get("Allow"))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -659,9 +660,7 @@ func (p *Platform) handlers(routes []Route) (public, ops http.Handler) {
 		mux.Handle("GET /readyz", p.health.Readyz())
 		// An operations path on the public port gets this same answer as
 		// any unknown path: it says nothing about what the other port has.
-		mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.Method+" "+r.URL.Path)
-		}))
+		mux.Handle("/", unmatched(mux))
 	}
 	wrap := func(mux *http.ServeMux) http.Handler {
 		var h http.Handler = mux
@@ -674,6 +673,34 @@ func (p *Platform) handlers(routes []Route) (public, ops http.Handler) {
 		return public, public
 	}
 	return public, wrap(op)
+}
+
+// probedMethods are the methods unmatched looks for on a path.
+var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// unmatched answers a request no route of mux took: 405 with Allow when
+// mux serves the path with other methods (RFC 9110: a client calling a
+// POST route with GET learns the route exists and how to call it), else
+// 404. Only mux's own routes are looked at, so the public port still says
+// nothing of the operations port's.
+func unmatched(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range probedMethods {
+			// The path is clean here (the mux redirects others before
+			// any handler runs), so the probe matches a route or "/".
+			probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 && !slices.Contains(allow, r.Method) {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			_ = httpkit.WritePlatformError(w, http.StatusMethodNotAllowed, "Method "+r.Method+" is not allowed for "+r.URL.Path)
+			return
+		}
+		_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.Method+" "+r.URL.Path)
+	})
 }
 
 // serve runs the HTTP server and every background runner until ctx ends or
