@@ -274,7 +274,7 @@ func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, page
 	}
 	live, hasLive := res.Key(false)
 	fmt.Fprintf(out, "\nTry it:\n  curl -s -H 'Authorization: Bearer %s' %s/admin/v1/programs/%d\n", token, baseURL, res.ProgramID)
-	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo.example/?via=%s\"}'\n", baseURL, res.LinkCode)
+	fmt.Fprintf(out, "  curl -s -X POST %s/api/v1/track/click -H 'Content-Type: application/json' -d '{\"affiliate_url\":\"https://demo-brand.example/?via=%s\"}'\n", baseURL, res.LinkCode)
 	if hasLive {
 		fmt.Fprintf(out, "  make cli && SVC_BASE_URL=%s SVC_API_KEY=%s bin/svc status\n", baseURL, live.Key)
 		fmt.Fprintf(out, "\nA sale and a refund (the sale needs the click_id the click above answered):\n")
