@@ -675,18 +675,16 @@ func (p *Platform) handlers(routes []Route) (public, ops http.Handler) {
 	return public, wrap(op)
 }
 
-// probedMethods are the methods unmatched looks for on a path.
-var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
-
 // unmatched answers a request no route of mux took: 405 with Allow when
 // mux serves the path with other methods (RFC 9110: a client calling a
 // POST route with GET learns the route exists and how to call it), else
 // 404. Only mux's own routes are looked at, so the public port still says
 // nothing of the operations port's.
 func unmatched(mux *http.ServeMux) http.Handler {
+	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var allow []string
-		for _, m := range probedMethods {
+		for _, m := range methods {
 			// The path is clean here (the mux redirects others before
 			// any handler runs), so the probe matches a route or "/".
 			probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
