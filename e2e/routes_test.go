@@ -121,6 +121,10 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 		c.lead(map[string]any{"program_id": s.ProgramID}, "Origin", origin).wantPlatformError(t, 400, "BadRequestError", "click_id or customer_key is required")
 		c.lead(map[string]any{"customer_key": "k1", "program_id": s.ProgramID}, "Origin", origin).wantPlatformError(t, 400, "BadRequestError", "click_id is required when no API key is sent")
 		c.lead(map[string]any{"click_id": "cust_1_1", "customer_key": "k1"}, "Authorization", "Bearer svc_live_"+strings.Repeat("0", 43)).want(t, 401)
+		// Authentication rule 3: only a missing header or an empty token
+		// is browser mode; a header of another scheme is a 401.
+		c.lead(map[string]any{"click_id": "cust_1_1", "program_id": s.ProgramID}, "Authorization", "Basic "+s.LiveKey, "Origin", origin).
+			wantPlatformError(t, 401, "UnauthorizedError", "Missing or malformed Authorization header. Expected: Bearer <token>")
 	})
 
 	t.Run("track sale: authentication and validation rows", func(t *testing.T) {

@@ -17,7 +17,7 @@ const DefaultDocsURL = "https://docs.svc.dev/api-keys/rotation"
 type Outcome int
 
 const (
-	// OutcomeMissing: no Authorization header, or not "Bearer ...".
+	// OutcomeMissing: no Authorization header (or an empty one).
 	OutcomeMissing Outcome = iota
 	// OutcomeEmpty: "Bearer" with no token.
 	OutcomeEmpty
@@ -32,6 +32,10 @@ const (
 	OutcomeOK
 	// OutcomeError: the store failed; answer 500, not 401.
 	OutcomeError
+	// OutcomeMalformed: an Authorization header that does not start with
+	// "Bearer " (the contract's Authentication rule 3: a 401 on every
+	// family, lead's browser mode included).
+	OutcomeMalformed
 )
 
 func (o Outcome) String() string {
@@ -50,6 +54,8 @@ func (o Outcome) String() string {
 		return "ok"
 	case OutcomeError:
 		return "error"
+	case OutcomeMalformed:
+		return "malformed"
 	}
 	return "unknown"
 }
@@ -99,10 +105,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Key,
 // AuthenticateHeader is Authenticate for an Authorization header value.
 func (a *Authenticator) AuthenticateHeader(ctx context.Context, header string) (Key, Outcome, error) {
 	token, res := ParseBearer(header)
-	switch res {
-	case ParseMissing:
+	switch {
+	case res == ParseMissing && header != "":
+		return Key{}, OutcomeMalformed, nil
+	case res == ParseMissing:
 		return Key{}, OutcomeMissing, nil
-	case ParseEmpty:
+	case res == ParseEmpty:
 		return Key{}, OutcomeEmpty, nil
 	}
 	if len(token) > maxTokenLen {

@@ -70,7 +70,8 @@ func TestAuthenticate_Outcomes(t *testing.T) {
 		wantKey int64
 	}{
 		{"no header is missing", "", t0, apikey.OutcomeMissing, 0},
-		{"basic scheme is missing", "Basic eDp5", t0, apikey.OutcomeMissing, 0},
+		{"basic scheme is malformed", "Basic eDp5", t0, apikey.OutcomeMalformed, 0},
+		{"a lower-case scheme is malformed", "bearer " + validKey, t0, apikey.OutcomeMalformed, 0},
 		{"empty token", "Bearer ", t0, apikey.OutcomeEmpty, 0},
 		{"unknown token is invalid", "Bearer svc_live_nope", t0, apikey.OutcomeInvalid, 0},
 		{"overlong token is invalid", "Bearer " + strings.Repeat("a", 10000), t0, apikey.OutcomeInvalid, 0},
@@ -197,13 +198,15 @@ func TestMiddleware_FamilyAnswers(t *testing.T) {
 			"valid":     {"Bearer " + validKey, 200, okBody},
 		}},
 		{"lead", apikey.LeadMessages(), map[string]row{
-			"missing is browser mode":   {"", 200, browserBody},
-			"malformed is browser mode": {"Token x", 200, browserBody},
-			"empty is browser mode":     {"Bearer ", 200, browserBody},
-			"invalid":                   {"Bearer svc_live_nope", 401, cliInvalid},
-			"revoked":                   {"Bearer " + revokedKey, 401, cliInvalid},
-			"retired":                   {"Bearer " + rotatingKey, 401, retired},
-			"valid is server mode":      {"Bearer " + validKey, 200, okBody},
+			"missing is browser mode": {"", 200, browserBody},
+			// Authentication rule 3: only a missing header or an empty
+			// token is browser mode.
+			"malformed":             {"Token x", 401, cliMissing},
+			"empty is browser mode": {"Bearer ", 200, browserBody},
+			"invalid":               {"Bearer svc_live_nope", 401, cliInvalid},
+			"revoked":               {"Bearer " + revokedKey, 401, cliInvalid},
+			"retired":               {"Bearer " + rotatingKey, 401, retired},
+			"valid is server mode":  {"Bearer " + validKey, 200, okBody},
 		}},
 	}
 	for _, fam := range families {
@@ -288,6 +291,7 @@ func TestMessages_Rejects(t *testing.T) {
 		sale, lead bool
 	}{
 		{apikey.OutcomeMissing, true, false},
+		{apikey.OutcomeMalformed, true, true},
 		{apikey.OutcomeEmpty, true, false},
 		{apikey.OutcomeInvalid, true, true},
 		{apikey.OutcomeRetired, true, true},

@@ -30,7 +30,8 @@ type Messages struct {
 	// Code is error.code; omitted from a platform envelope when empty.
 	Code string
 	// Optional marks a family where no token means anonymous access (lead's
-	// browser mode): missing and empty tokens are not rejected.
+	// browser mode): missing and empty tokens are not rejected (a
+	// malformed header still is).
 	Optional bool
 }
 
@@ -40,7 +41,7 @@ func (m Messages) Rejects(o Outcome) bool {
 	switch o {
 	case OutcomeMissing, OutcomeEmpty:
 		return !m.Optional
-	case OutcomeInvalid, OutcomeRetired:
+	case OutcomeMalformed, OutcomeInvalid, OutcomeRetired:
 		return true
 	}
 	return false
@@ -135,7 +136,7 @@ func WriteUnauthorized(w http.ResponseWriter, m Messages, o Outcome, docsURL str
 	}
 	msg := m.Invalid
 	switch o {
-	case OutcomeMissing:
+	case OutcomeMissing, OutcomeMalformed:
 		msg = m.Missing
 	case OutcomeEmpty:
 		msg = m.Empty

@@ -139,6 +139,11 @@ func TestLeadErrors(t *testing.T) {
 		{"browser mode customer not in sent program_id", map[string]any{"click_id": cidServer, "program_id": f.progBrowser}, nil, 400, "BadRequestError", "Customer not found. Provide a valid click_id or customer_key."},
 		{"server mode customer of another program", map[string]any{"click_id": cidBrowser}, bearer(f.keyServer), 400, "BadRequestError", "Customer does not belong to this program"},
 		{"token matching no program", map[string]any{"click_id": cidServer}, bearer("svc_live_nope"), 401, "UnauthorizedError", "Invalid API token"},
+		// Authentication rule 3: a header that does not start with
+		// "Bearer " is a 401; only a missing header or an empty token is
+		// browser mode.
+		{"a header not starting with Bearer", map[string]any{"click_id": cidBrowser}, []string{"Authorization", "Basic " + f.keyServer}, 401, "UnauthorizedError", "Missing or malformed Authorization header. Expected: Bearer <token>"},
+		{"a lower-case bearer", map[string]any{"click_id": cidBrowser}, []string{"Authorization", "bearer " + f.keyServer}, 401, "UnauthorizedError", "Missing or malformed Authorization header. Expected: Bearer <token>"},
 		{"test mode key and program_id differ", map[string]any{"additional_data": map[string]any{"test_mode": true, "program_id": f.progBrowser}}, bearer(f.keyServer), 403, "ForbiddenError", "program_id does not match the API key"},
 		{"browser lead from a disallowed origin", map[string]any{"click_id": cidBrowser}, []string{"Origin", "https://evil.example"}, 403, "ForbiddenError", "Origin is not allowed for this program"},
 		{"click_id wrong type", map[string]any{"click_id": 7}, nil, 400, "BadRequestError", "click_id must be a string"},
