@@ -136,7 +136,7 @@ type Store interface {
 	// and currency, with their whole available balance in the currency.
 	// Money lists a page of the partners' money in the program, by
 	// partner and currency, after the cursor.
-	Money(ctx context.Context, programID int64, after MoneyCursor, limit int, each func(m PartnerMoney, partnerAvailable int64) error) error
+	Money(ctx context.Context, programID int64, after MoneyCursor, limit int, each func(m PartnerMoney) error) error
 	// Payouts lists the program's payouts, newest first, after the id
 	// afterID (0: from the newest).
 	Payouts(ctx context.Context, programID, afterID int64, limit int, each func(ledger.Withdrawal) error) error
@@ -227,9 +227,9 @@ func (s *Service) Money(ctx context.Context, userID, programID int64, after Mone
 		return nil, err
 	}
 	out := []PartnerMoney{}
-	err := s.store.Money(ctx, programID, after, limit, func(m PartnerMoney, partnerAvailable int64) error {
+	err := s.store.Money(ctx, programID, after, limit, func(m PartnerMoney) error {
 		m.Balance = m.Earned - m.Paid
-		m.Available = ledger.ProgramAvailable(ledger.ProgramFunds{Earned: m.Earned, Paid: m.Paid, Open: m.Open}, partnerAvailable)
+		m.Available = ledger.ProgramAvailable(ledger.ProgramFunds{Earned: m.Earned, Paid: m.Paid, Open: m.Open})
 		out = append(out, m)
 		return nil
 	})

@@ -80,35 +80,78 @@ func (s *Service) commissionsPaid(ctx context.Context, tx Tx, w Withdrawal, paid
 	return nil
 }
 
-// fitWithdrawals reduces the partner's open withdrawals, newest first, to
-// fit the balance (money.FitWithdrawals).
-func (s *Service) fitWithdrawals(ctx context.Context, tx Tx, partnerID int64, bal money.Amount, now time.Time) error {
-	open, err := tx.OpenWithdrawals(ctx, partnerID, bal.Currency)
+// fitWithdrawals shrinks open withdrawals, newest first, after a refund of
+// c took money back from the partner's balance, now bal
+// (money.FitWithdrawals). A program pays its own payouts: only c's
+// program's payouts shrink, to what that program still owes the partner
+// (its earned less paid, program_money, this refund's deduction
+// included). Another program's payouts are never touched, however short
+// the partner's whole balance: one brand's clawback is not another
+// brand's to bear. The operator's program-less withdrawals shrink to what
+// the balance leaves after the programs' open payouts.
+func (s *Service) fitWithdrawals(ctx context.Context, tx Tx, c Commission, bal money.Amount, now time.Time) error {
+	open, err := tx.OpenWithdrawals(ctx, c.PartnerID, bal.Currency)
 	if err != nil {
 		return err
 	}
+	var own, operator []Withdrawal
+	var programsOpen int64
+	for _, w := range open {
+		switch w.ProgramID {
+		case 0:
+			operator = append(operator, w)
+		case c.ProgramID:
+			own = append(own, w)
+			programsOpen += w.Amount.Minor
+		default:
+			programsOpen += w.Amount.Minor
+		}
+	}
+	if len(own) > 0 {
+		f, err := tx.ProgramFunds(ctx, c.ProgramID, c.PartnerID, bal.Currency)
+		if err != nil {
+			return err
+		}
+		cut, err := s.shrinkWithdrawals(ctx, tx, own, money.Amount{Minor: f.Balance(), Currency: bal.Currency}, now)
+		if err != nil {
+			return err
+		}
+		programsOpen -= cut
+	}
+	if len(operator) == 0 {
+		return nil
+	}
+	_, err = s.shrinkWithdrawals(ctx, tx, operator, money.Amount{Minor: bal.Minor - programsOpen, Currency: bal.Currency}, now)
+	return err
+}
+
+// shrinkWithdrawals reduces open withdrawals (oldest first), newest first,
+// until their total is at most max(limit, 0), cancelling those reduced to
+// nothing; cut is how much they lost.
+func (s *Service) shrinkWithdrawals(ctx context.Context, tx Tx, open []Withdrawal, limit money.Amount, now time.Time) (cut int64, err error) {
 	ws := make([]money.Withdrawal, len(open))
 	byID := make(map[int64]Withdrawal, len(open))
 	for i, w := range open {
 		ws[i] = money.Withdrawal{ID: w.ID, Amount: w.Amount}
 		byID[w.ID] = w
 	}
-	changes, err := money.FitWithdrawals(bal, ws)
+	changes, err := money.FitWithdrawals(limit, ws)
 	if err != nil {
-		return internal(fmt.Sprintf("fit withdrawals of partner %d", partnerID), err)
+		return 0, internal(fmt.Sprintf("fit withdrawals of partner %d", open[0].PartnerID), err)
 	}
 	for _, ch := range changes {
 		w := byID[ch.ID]
+		cut += ch.From.Minor - ch.To.Minor
 		w.Amount, w.UpdatedAt = ch.To, now
 		change := WithdrawalReduced
 		if ch.Cancelled {
 			w.Status, change = WithdrawalCancelled, WithdrawalDropped
 		}
 		if err := tx.UpdateWithdrawal(ctx, w, change); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return cut, nil
 }
 
 // Balances lists the partner's balances, one per currency.
@@ -125,9 +168,8 @@ func (s *Service) OpenWithdrawal(ctx context.Context, partnerID int64, currency 
 
 // OpenProgramWithdrawal opens a payout of a partner's money earned in one
 // program (the console's payouts): what is available is the program's
-// balance (ProgramFunds) minus its open payouts, and never more than the
-// partner's whole available balance, so the partner-wide rules
-// (FitWithdrawals, PaidOut) still hold. Same amounts and messages as
+// balance (ProgramFunds) minus its open payouts (ProgramAvailable), whatever
+// the partner's balance in other programs. Same amounts and messages as
 // OpenWithdrawal.
 func (s *Service) OpenProgramWithdrawal(ctx context.Context, programID, partnerID int64, currency string, amount int64) (Withdrawal, error) {
 	if programID <= 0 {
@@ -165,7 +207,7 @@ func (s *Service) openWithdrawal(ctx context.Context, programID, partnerID int64
 			if err != nil {
 				return err
 			}
-			avail = ProgramAvailable(f, avail)
+			avail = ProgramAvailable(f)
 		}
 		want := amount
 		if want == 0 {
@@ -188,10 +230,12 @@ func (s *Service) openWithdrawal(ctx context.Context, programID, partnerID int64
 }
 
 // ProgramAvailable is what a program's payout may take: the program's
-// balance minus its open payouts, capped by the partner's whole available
-// balance (partnerAvailable), never negative.
-func ProgramAvailable(f ProgramFunds, partnerAvailable int64) int64 {
-	return max(min(f.Balance()-f.Open, partnerAvailable), 0)
+// balance minus its open payouts, never negative. Not capped by the
+// partner's whole balance: a partner in debt to another brand (that brand
+// paid out, then took a refund back) is still owed what this program's
+// commissions earned.
+func ProgramAvailable(f ProgramFunds) int64 {
+	return max(f.Balance()-f.Open, 0)
 }
 
 // PayWithdrawal marks an open withdrawal paid and takes its amount from the

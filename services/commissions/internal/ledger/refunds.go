@@ -268,7 +268,7 @@ func (s *Service) refundCommission(ctx context.Context, tx Tx, sale Sale, c Comm
 		if err != nil {
 			return err
 		}
-		if err := s.fitWithdrawals(ctx, tx, c.PartnerID, bal, now); err != nil {
+		if err := s.fitWithdrawals(ctx, tx, c, bal, now); err != nil {
 			return err
 		}
 	}

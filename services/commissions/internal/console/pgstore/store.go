@@ -161,13 +161,11 @@ func (s *Store) commissionsPage(ctx context.Context, programID int64, f console.
 // MoneyQuery is a page of the payouts list's money per partner and
 // currency, after (partner_id, currency): the program's running totals
 // (program_money, migration 00010: one row per partner and currency, kept
-// by the ledger's statements) with the partner's whole balance (balances'
-// key) less all its open withdrawals (withdrawals_partner), so a page
-// costs the same at any number of commissions. Exported for the plan test.
-const MoneyQuery = `SELECT m.partner_id, m.currency, m.earned, m.paid, m.open,
-		COALESCE((SELECT b.balance FROM balances b WHERE b.partner_id = m.partner_id AND b.currency = m.currency), 0)
-		- COALESCE((SELECT sum(w.amount) FROM withdrawals w
-			WHERE w.partner_id = m.partner_id AND w.currency = m.currency AND w.status = 'open'), 0)::bigint
+// by the ledger's statements), so a page costs the same at any number of
+// commissions. A program's available money is its own
+// (ledger.ProgramAvailable), not capped by the partner's balance in other
+// programs. Exported for the plan test.
+const MoneyQuery = `SELECT m.partner_id, m.currency, m.earned, m.paid, m.open
 	FROM program_money m
 	WHERE m.program_id = $1 AND (m.partner_id, m.currency) > ($2, $3)
 	ORDER BY m.partner_id, m.currency
@@ -175,7 +173,7 @@ const MoneyQuery = `SELECT m.partner_id, m.currency, m.earned, m.paid, m.open,
 
 // Money lists a page of the partners' money in the program after the
 // cursor (the zero MoneyCursor: from the first).
-func (s *Store) Money(ctx context.Context, programID int64, after console.MoneyCursor, limit int, each func(console.PartnerMoney, int64) error) error {
+func (s *Store) Money(ctx context.Context, programID int64, after console.MoneyCursor, limit int, each func(console.PartnerMoney) error) error {
 	rows, err := s.pool.Query(ctx, MoneyQuery, programID, after.PartnerID, after.Currency, limit)
 	if err != nil {
 		return fmt.Errorf("money of program %d: %w", programID, err)
@@ -183,11 +181,10 @@ func (s *Store) Money(ctx context.Context, programID int64, after console.MoneyC
 	defer rows.Close()
 	for rows.Next() {
 		var m console.PartnerMoney
-		var avail int64
-		if err := rows.Scan(&m.PartnerID, &m.Currency, &m.Earned, &m.Paid, &m.Open, &avail); err != nil {
+		if err := rows.Scan(&m.PartnerID, &m.Currency, &m.Earned, &m.Paid, &m.Open); err != nil {
 			return fmt.Errorf("money of program %d: %w", programID, err)
 		}
-		if err := each(m, max(avail, 0)); err != nil {
+		if err := each(m); err != nil {
 			return err
 		}
 	}

@@ -1087,6 +1087,52 @@ func checkProgramMoney(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
+// One brand's clawback is not another's to bear. A partner in two
+// programs: program 1 pays its commission out, then a refund takes it
+// back, leaving the partner's whole balance negative. Program 2's open
+// payout stays whole, can be paid, and program 2 can open the next one;
+// only program 1's own payouts would have shrunk.
+func TestARefundNeverTouchesAnotherProgramsPayouts(t *testing.T) {
+	e := open(t)
+	ctx := context.Background()
+	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
+	e.program(t, 2, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
+	e.sale(t, ledger.SaleInput{TransactionID: "b-1", ProgramID: 1, CustomerID: 1, AmountCents: 20000}) // 2000 in program 1
+	e.sale(t, ledger.SaleInput{TransactionID: "a-1", ProgramID: 2, CustomerID: 2, AmountCents: 10000}) // 1000 in program 2
+	a, err := e.svc.OpenProgramWithdrawal(ctx, 2, 7, "USD", 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.svc.OpenProgramWithdrawal(ctx, 1, 7, "USD", 0)
+	if err != nil || b.Amount.Minor != 2000 {
+		t.Fatalf("program 1's payout: %+v %v", b, err)
+	}
+	if _, err := e.svc.PayProgramWithdrawal(ctx, 1, b.ID, "tr_b"); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "b-1"}); r.Outcome != "reversed" || r.Debit.Minor != 2000 {
+		t.Fatalf("program 1's refund: %+v", r)
+	}
+	var status string
+	var amount int64
+	if err := e.pool.QueryRow(ctx, `SELECT status, amount FROM withdrawals WHERE id = $1`, a.ID).Scan(&status, &amount); err != nil {
+		t.Fatal(err)
+	}
+	if status != "open" || amount != 300 {
+		t.Fatalf("program 2's payout after program 1's refund: %s %d, want open 300", status, amount)
+	}
+	if bs, err := e.svc.Balances(ctx, 7); err != nil || len(bs) != 1 || bs[0].Amount.Minor != -1000 {
+		t.Fatalf("the partner's whole balance: %+v %v, want -1000", bs, err)
+	}
+	if w, err := e.svc.OpenProgramWithdrawal(ctx, 2, 7, "USD", 0); err != nil || w.Amount.Minor != 700 {
+		t.Fatalf("program 2's next payout: %+v %v, want the 700 it still owes", w, err)
+	}
+	if _, err := e.svc.PayProgramWithdrawal(ctx, 2, a.ID, "tr_a"); err != nil {
+		t.Fatalf("paying program 2's payout: %v", err)
+	}
+	checkProgramMoney(t, e.pool)
+}
+
 // A program's payouts move its running totals (program_money) through
 // every state: opened, shrunk while open by a refund that leaves the
 // partner's balance short (FitWithdrawals), paid and cancelled; a payout's
@@ -1132,12 +1178,13 @@ func TestProgramPayoutsMoveTheRunningTotals(t *testing.T) {
 	if _, err := e.svc.OpenWithdrawal(ctx, 7, "USD", 1); !errors.Is(err, ledger.ErrInvalidAmount) {
 		t.Fatalf("an admin withdrawal beyond the balance: %v", err)
 	}
-	// A refund of 40% leaves the partner 400 short of its open payouts:
-	// one of them shrinks, and the totals follow whichever it is.
+	// A refund of 40% in program 1 leaves program 1 owing 600 against its
+	// open payout of 1000: that payout shrinks to 600. Program 2's payout
+	// is another brand's and stays whole.
 	e.refund(t, ledger.RefundInput{ProgramID: 1, TransactionID: "pm-1", AmountCents: 4000})
 	f1, f2 := funds(1), funds(2)
-	if f1[0] != 600 || f2[0] != 500 || f1[2]+f2[2] != 1100 {
-		t.Fatalf("after the refund: %v %v", f1, f2)
+	if f1 != [3]int64{600, 0, 600} || f2 != [3]int64{500, 0, 500} {
+		t.Fatalf("after the refund: %v %v, want [600 0 600] [500 0 500]", f1, f2)
 	}
 	if _, err := e.svc.PayProgramWithdrawal(ctx, 1, w.ID, "tr_1"); err != nil {
 		t.Fatal(err)
