@@ -155,6 +155,18 @@ func TestConsolePartners(t *testing.T) {
 		before := f.written()
 		wantRefusal(t, f.call(f.owner, "POST", a, fmt.Sprintf("/partners/%d/links", ana), map[string]any{"code": "ana-winter"}), 409,
 			"a link with this code already exists in this program")
+		// Brand B cannot take A's code for its own link (a click without
+		// program_id is resolved by the code alone: B's link would take
+		// A's clicks once A's is switched off, or if B's were older), by
+		// a link or by an invitation.
+		wantRefusal(t, f.call(f.ownerB, "POST", b, fmt.Sprintf("/partners/%d/links", ana), map[string]any{"code": "ana-winter"}), 409,
+			"a link with this code already exists in another program")
+		wantRefusal(t, f.call(f.ownerB, "POST", b, "/partners", map[string]any{"email": "squat@partners.example", "name": "Squat", "code": "ana-winter"}), 409,
+			"a link with this code already exists in another program")
+		// Nor the code of another program's test link, before its chain
+		// makes it.
+		wantRefusal(t, f.call(f.ownerB, "POST", b, fmt.Sprintf("/partners/%d/links", ana), map[string]any{"code": fmt.Sprintf("svc-test-%d", a)}), 400,
+			"code must not start with svc-test- (reserved for the test link)")
 		for _, p := range []int64{bob, 999999999} {
 			wantRefusal(t, f.call(f.owner, "POST", a, fmt.Sprintf("/partners/%d/links", p), map[string]any{}), 404, "Partner not found in this program")
 			wantRefusal(t, f.call(f.owner, "POST", a, fmt.Sprintf("/partners/%d/approve", p), nil), 404, "Partner not found in this program")

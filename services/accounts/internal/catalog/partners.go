@@ -1,6 +1,9 @@
 package catalog
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // MsgLinkCodeTaken is the conflict a duplicate link code answers, on the
 // admin routes and the console's alike.
@@ -10,18 +13,38 @@ const MsgLinkCodeTaken = "a link with this code already exists in this program"
 // is written.
 var ErrLinkCodeTaken = &ConflictError{Message: MsgLinkCodeTaken}
 
+// MsgLinkCodeInUse is the conflict of a code another program's link has.
+const MsgLinkCodeInUse = "a link with this code already exists in another program"
+
+// ErrLinkCodeInUse is a link whose code another program's link has: a
+// code is one program's, since a click sent without program_id is
+// resolved by its code alone. Nothing is written.
+var ErrLinkCodeInUse = &ConflictError{Message: MsgLinkCodeInUse}
+
 // NewPartner is in validated as the admin route validates a partner
 // (messages included), without the write.
 func NewPartner(in PartnerInput) (Partner, error) { return in.validate() }
 
-// ValidateLinkCode checks a link code with the admin route's rule and
-// messages (LinkInput's), for a link whose partner is not made yet.
+// FixtureLinkCodePrefix starts the code of each program's test link
+// (the command-line synthetic chain's, "svc-test-<program id>"). A code is
+// one program's, so a brand's console may not use the prefix: it could
+// otherwise take another program's test link code before its chain runs.
+const FixtureLinkCodePrefix = "svc-test-"
+
+const msgLinkCodeReserved = "code must not start with " + FixtureLinkCodePrefix + " (reserved for the test link)"
+
+// ValidateLinkCode checks a link code from the console with the admin
+// route's rule and messages (LinkInput's), for a link whose partner is
+// not made yet, and refuses the test link's prefix.
 func ValidateLinkCode(code *string) error {
 	if code == nil || *code == "" {
 		return invalid("code", "code is required")
 	}
 	if !linkCodeRe.MatchString(*code) {
 		return invalid("code", msgLinkCode)
+	}
+	if strings.HasPrefix(*code, FixtureLinkCodePrefix) {
+		return invalid("code", msgLinkCodeReserved)
 	}
 	return nil
 }

@@ -33,7 +33,6 @@ const (
 // (RFC 2606), so no mail can ever reach a real person.
 const (
 	FixturePartnerName = "svc test partner"
-	fixtureCodePrefix  = "svc-test-"
 	// Event names of test leads, so they can be told apart in tracking.
 	LeadEventName      = "svc_cli_test_event"
 	ChainLeadEventName = "svc_cli_synthetic_chain"
@@ -46,7 +45,7 @@ func FixturePartnerEmail(programID int64) string {
 
 // FixtureCode is the code of the program's test link.
 func FixtureCode(programID int64) string {
-	return fixtureCodePrefix + strconv.FormatInt(programID, 10)
+	return catalog.FixtureLinkCodePrefix + strconv.FormatInt(programID, 10)
 }
 
 // Config wires a service.

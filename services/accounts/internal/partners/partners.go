@@ -185,7 +185,8 @@ func (s *service) withCode(programID, partnerID int64, code *string, write func(
 			return err
 		}
 		err := write(catalog.Link{ProgramID: programID, PartnerID: partnerID, Code: *c, Active: true})
-		if code != nil || !errors.Is(err, catalog.ErrLinkCodeTaken) || attempt == codeAttempts {
+		taken := errors.Is(err, catalog.ErrLinkCodeTaken) || errors.Is(err, catalog.ErrLinkCodeInUse)
+		if code != nil || !taken || attempt == codeAttempts {
 			return err
 		}
 	}

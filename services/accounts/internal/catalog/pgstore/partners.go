@@ -18,8 +18,12 @@ func partnerProgramEvent(pp catalog.PartnerProgram) *eventsv1.PartnerProgram {
 }
 
 // insertLink inserts l with its event; a code the program already uses is
-// catalog.ErrLinkCodeTaken (the caller's transaction then rolls back).
+// catalog.ErrLinkCodeTaken, one another program uses catalog.ErrLinkCodeInUse
+// (the caller's transaction then rolls back).
 func (s *Store) insertLink(ctx context.Context, tx pgx.Tx, l catalog.Link) (catalog.Link, catalog.Seq, error) {
+	if err := claimCode(ctx, tx, l.ProgramID, l.Code); err != nil {
+		return catalog.Link{}, 0, err
+	}
 	err := tx.QueryRow(ctx, `INSERT INTO links (program_id, partner_id, code, active) VALUES ($1,$2,$3,$4)
 		ON CONFLICT ON CONSTRAINT links_program_code_key DO NOTHING RETURNING id, created_at`,
 		l.ProgramID, l.PartnerID, l.Code, l.Active).Scan(&l.ID, &l.CreatedAt)
@@ -31,6 +35,26 @@ func (s *Store) insertLink(ctx context.Context, tx pgx.Tx, l catalog.Link) (cata
 	}
 	seq, err := s.publish(ctx, tx, eventsv1.TypeLinkUpserted, l.ProgramID, linkEvent(l))
 	return l, seq, err
+}
+
+// claimCode refuses a code another program's link has
+// (catalog.ErrLinkCodeInUse): a code is one program's, since tracking
+// resolves a click sent without program_id by the code alone, and a
+// second program's link with the code would take the first's clicks. The
+// advisory lock orders concurrent claims of one code; the check runs after
+// it, in a statement whose snapshot sees any claim committed before.
+func claimCode(ctx context.Context, tx pgx.Tx, programID int64, code string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('link code ' || $1, 0))`, code); err != nil {
+		return fmt.Errorf("lock link code: %w", err)
+	}
+	var elsewhere bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM links WHERE code = $1 AND program_id <> $2)`, code, programID).Scan(&elsewhere); err != nil {
+		return fmt.Errorf("look up link code: %w", err)
+	}
+	if elsewhere {
+		return catalog.ErrLinkCodeInUse
+	}
+	return nil
 }
 
 // approval locks and reads the partner's record in the program: a
