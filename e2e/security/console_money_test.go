@@ -415,7 +415,7 @@ func TestConsoleMoney(t *testing.T) {
 			wantRefusal(t, f.call(f.owner, "POST", a, "/payouts", c.body), 400, c.message)
 		}
 		wantRefusal(t, f.call(f.owner, "POST", a, "/payouts", map[string]any{"partner_id": f.r, "currency": "GBP"}), 422,
-			`unsupported currency: unsupported currency: "GBP" (supported: USD, EUR, VND)`)
+			`unsupported currency: "GBP" (supported: USD, EUR, VND)`)
 		open := num(f.call(f.owner, "POST", a, "/payouts", map[string]any{"partner_id": f.r, "currency": "USD", "amount": 1}).want(t, 201), "data", "id")
 		before = f.written()
 		wantRefusal(t, f.call(f.owner, "POST", a, fmt.Sprintf("/payouts/%d/pay", open), map[string]any{"reference": strings.Repeat("x", 201)}), 400,

@@ -181,7 +181,9 @@ func (s *Service) OpenProgramWithdrawal(ctx context.Context, programID, partnerI
 func (s *Service) openWithdrawal(ctx context.Context, programID, partnerID int64, currency string, amount int64) (Withdrawal, error) {
 	cur, err := money.ParseCurrency(currency)
 	if err != nil {
-		return Withdrawal{}, fmt.Errorf("%w: %w", ErrUnsupportedCurrency, err)
+		// Not err's text: it repeats the sentinel's words, and the
+		// console answers this error's text (422).
+		return Withdrawal{}, fmt.Errorf("%w: %q (supported: USD, EUR, VND)", ErrUnsupportedCurrency, currency)
 	}
 	if amount < 0 {
 		return Withdrawal{}, fmt.Errorf("%w: %d is negative", ErrInvalidAmount, amount)
