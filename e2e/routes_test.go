@@ -239,6 +239,19 @@ func TestRoutesThroughTheGateway(t *testing.T) {
 			t.Fatalf("settings PATCH: %s", patched.raw)
 		}
 		member.do("PATCH", path, map[string]any{"allowed_origins": "nope"}).want(t, 400)
+		// Only what can equal a browser's Origin header is an origin,
+		// stored as the browser sends it; nothing is written otherwise.
+		for _, bad := range []string{"https://(!$).example", "https://x.example:99999", "https://x.example:"} {
+			member.do("PATCH", path, map[string]any{"allowed_origins": []string{origin, bad}}).
+				wantPlatformError(t, 400, "BadRequestError", "allowed_origins must be a list of origins like https://shop.example.com")
+		}
+		if got := member.do("GET", path, nil).want(t, 200); strings.Contains(got.raw, "x.example") {
+			t.Fatalf("a refused PATCH wrote: %s", got.raw)
+		}
+		norm := member.do("PATCH", path, map[string]any{"allowed_origins": []string{origin, "https://Shop.EXAMPLE:443", "http://localhost:3000"}}).want(t, 200)
+		if !strings.Contains(norm.raw, `"https://shop.example"`) || strings.Contains(norm.raw, ":443") {
+			t.Fatalf("settings PATCH kept an origin no browser sends: %s", norm.raw)
+		}
 		next().do("GET", path, nil).wantPlatformError(t, 401, "UnauthorizedError", "Missing or malformed Authorization header. Expected: Bearer <session_token>")
 		next().withKey(s.LiveKey).do("GET", path, nil).want(t, 401) // program keys are refused
 	})

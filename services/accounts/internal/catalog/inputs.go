@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/big"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -600,16 +602,79 @@ func normalizeDomain(d string) (string, error) {
 
 const msgOrigins = "allowed_origins must be a list of origins like https://shop.example.com"
 
+// origin is s as a browser serialises it in an Origin header (RFC 6454):
+// scheme and host in lower case, the port only when it is not the
+// scheme's default, nothing else. Only a value that can equal a real
+// Origin header is one: an ASCII host name (an international one in its
+// xn-- form, as browsers send it) or an IP address, a port of 1 to 65535.
+func origin(s string) (string, bool) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		return "", false
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if strings.HasSuffix(u.Host, ":") {
+		return "", false // a colon with no port
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return "", false
+		}
+		if ip.Is6() {
+			host = "[" + ip.String() + "]"
+		} else {
+			host = ip.String()
+		}
+	} else if !hostName(host) {
+		return "", false
+	}
+	if port != "" {
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return "", false
+		}
+		if (scheme == "https" && p == 443) || (scheme == "http" && p == 80) {
+			port = ""
+		} else {
+			port = strconv.Itoa(p)
+		}
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host, true
+}
+
+// hostName reports whether h is a DNS host name: dot-separated labels of 1
+// to 63 ASCII letters, digits and hyphens, none starting or ending with a
+// hyphen, at most 253 characters.
+func hostName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func normalizeOrigins(in []string) ([]string, error) {
 	out := make([]string, 0, len(in))
 	seen := map[string]bool{}
 	for _, o := range in {
-		u, err := url.Parse(strings.TrimSpace(o))
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		n, ok := origin(strings.TrimSpace(o))
+		if !ok {
 			return nil, invalid("allowed_origins", msgOrigins)
 		}
-		n := strings.ToLower(u.Scheme + "://" + u.Host)
 		if !seen[n] {
 			seen[n] = true
 			out = append(out, n)

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/svc-dev/svc/libs/errkind"
@@ -236,5 +237,35 @@ func TestPatchChecksMoneyAgainstStoredProgram(t *testing.T) {
 				t.Fatalf("got %v, want %s: %q", err, tc.field, tc.message)
 			}
 		})
+	}
+}
+
+// An allowed origin is stored as a browser sends it in Origin (lower case,
+// default port left out), and only a real origin is accepted: a value that
+// can never equal an Origin header would leave the brand's tracker refused
+// with no warning.
+func TestNormalizeOrigins(t *testing.T) {
+	got, err := normalizeOrigins([]string{
+		"https://Shop.Example.com", "https://shop.example.com:443", "http://localhost:8000", "http://LOCALHOST:80/",
+		"http://127.0.0.1:5173", "https://[::1]:8443", "https://xn--bcher-kva.example",
+	})
+	want := []string{"https://shop.example.com", "http://localhost:8000", "http://localhost", "http://127.0.0.1:5173", "https://[::1]:8443", "https://xn--bcher-kva.example"}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("normalizeOrigins = %q, %v; want %q", got, err, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("normalizeOrigins = %q; want %q", got, want)
+		}
+	}
+	for _, bad := range []string{
+		"https://(!$).example", "https://x.example:99999", "https://x.example:0", "https://x.example:", "https://..",
+		"https://\xff(.example", "https://bücher.example", "https://-x.example", "https://x-.example", "https://a..b.example",
+		"https://" + strings.Repeat("a", 64) + ".example", "ftp://x.example", "https://x.example/path", "https://u:p@x.example",
+		"https://x.example?q", "https://", "x.example", "https://x.example:8a",
+	} {
+		if _, err := normalizeOrigins([]string{bad}); err == nil || err.Error() != msgOrigins {
+			t.Errorf("normalizeOrigins(%q) = %v, want %q", bad, err, msgOrigins)
+		}
 	}
 }
