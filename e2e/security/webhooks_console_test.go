@@ -243,6 +243,8 @@ func TestWebhooksConsole(t *testing.T) {
 			{"url relative", "POST", "", map[string]any{"url": "/hooks", "events": []string{"sale.created"}}, "url"},
 			{"url of another scheme", "POST", "", map[string]any{"url": "ftp://x.example/h", "events": []string{"sale.created"}}, "url"},
 			{"url too long", "POST", "", map[string]any{"url": "https://x.example/" + strings.Repeat("a", 2100), "events": []string{"sale.created"}}, "url"},
+			{"url with credentials", "POST", "", map[string]any{"url": "https://user:pw@x.example/h", "events": []string{"sale.created"}}, "url"},
+			{"url with a user name", "PATCH", one, map[string]any{"url": "https://user@x.example/h"}, "url"},
 			{"no events", "POST", "", map[string]any{"url": "https://x.example/h", "events": []string{}}, "events"},
 			{"an unknown event", "POST", "", map[string]any{"url": "https://x.example/h", "events": []string{"sale.exploded"}}, "events"},
 			{"ping is not subscribable", "POST", "", map[string]any{"url": "https://x.example/h", "events": []string{"ping"}}, "events"},

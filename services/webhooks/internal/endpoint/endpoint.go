@@ -91,10 +91,14 @@ var (
 	ErrURLRequired      = &Error{Kind: errkind.Invalid, Field: "url", Message: "url is required"}
 	ErrURLTooLong       = &Error{Kind: errkind.Invalid, Field: "url", Message: fmt.Sprintf("url must be at most %d characters", MaxURL)}
 	ErrURLInvalid       = &Error{Kind: errkind.Invalid, Field: "url", Message: "url must be an absolute http:// or https:// URL with a host"}
-	ErrURLRefused       = &Error{Kind: errkind.Invalid, Field: "url", Message: "url is not an allowed webhook destination: https:// to a public address (http:// and private addresses only in the local stack)"}
-	ErrEventsRequired   = &Error{Kind: errkind.Invalid, Field: "events", Message: "events must list at least one event type"}
-	ErrDescription      = &Error{Kind: errkind.Invalid, Field: "description", Message: fmt.Sprintf("description must be at most %d characters", MaxDescription)}
-	ErrEmptyPatch       = &Error{Kind: errkind.Invalid, Field: "body", Message: "Send at least one of url, events, enabled, description, include_test"}
+	// ErrURLCredentials: a user name or password in the URL would be shown
+	// whole to every reader of the endpoint (the URL is not a secret; the
+	// signing secret is how a receiver checks the sender).
+	ErrURLCredentials = &Error{Kind: errkind.Invalid, Field: "url", Message: "url must not contain a user name or password; verify deliveries with the signing secret"}
+	ErrURLRefused     = &Error{Kind: errkind.Invalid, Field: "url", Message: "url is not an allowed webhook destination: https:// to a public address (http:// and private addresses only in the local stack)"}
+	ErrEventsRequired = &Error{Kind: errkind.Invalid, Field: "events", Message: "events must list at least one event type"}
+	ErrDescription    = &Error{Kind: errkind.Invalid, Field: "description", Message: fmt.Sprintf("description must be at most %d characters", MaxDescription)}
+	ErrEmptyPatch     = &Error{Kind: errkind.Invalid, Field: "body", Message: "Send at least one of url, events, enabled, description, include_test"}
 )
 
 func errUnknownEvent(v string) *Error {
@@ -539,6 +543,9 @@ func (s *Service) checkURL(raw string) error {
 	}
 	if strings.ContainsAny(raw, " \t\r\n") {
 		return ErrURLInvalid
+	}
+	if u.User != nil {
+		return ErrURLCredentials
 	}
 	if err := s.cfg.CheckURL(raw); err != nil {
 		return ErrURLRefused
