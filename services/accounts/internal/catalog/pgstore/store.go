@@ -437,10 +437,11 @@ func linkEvent(l catalog.Link) *eventsv1.Link {
 
 func (s *Store) CreateLink(ctx context.Context, l catalog.Link) (catalog.Link, catalog.Seq, error) {
 	var seq catalog.Seq
+	// The operator's admin API may give two programs one code (not on the
+	// public ingress; tracking resolves a shared code by program_id, else
+	// the active link, then the oldest). A brand's console may not
+	// (insertLink's claimCode).
 	err := s.write(ctx, func(tx pgx.Tx) error {
-		if err := claimCode(ctx, tx, l.ProgramID, l.Code); err != nil {
-			return err
-		}
 		if err := tx.QueryRow(ctx, `INSERT INTO links (program_id, partner_id, code, active) VALUES ($1,$2,$3,$4) RETURNING id, created_at`,
 			l.ProgramID, l.PartnerID, l.Code, l.Active).Scan(&l.ID, &l.CreatedAt); err != nil {
 			return fmt.Errorf("insert link: %w", err)
