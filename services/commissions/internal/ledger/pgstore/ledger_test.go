@@ -852,20 +852,36 @@ func TestRefundIsOneTransaction(t *testing.T) {
 	}
 }
 
+// refundNotifyFixture is program 1 paying 10 % with hold days, and its
+// sale "a" of 100.00 USD by partner 3.
+func refundNotifyFixture(t *testing.T, hold int) *env {
+	t.Helper()
+	e := open(t)
+	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: hold})
+	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
+	return e
+}
+
+// notifying is a ledger over store that keeps the last notification
+// error it reports in *notifyErr.
+func (e *env) notifying(t *testing.T, store ledger.Store, notifyErr *error) *ledger.Service {
+	t.Helper()
+	svc, err := ledger.New(ledger.Config{Store: store, Now: e.clock.Now, OnNotifyError: func(err error) { *notifyErr = err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
 // Notifications ride with the refund's commit behind a savepoint: one that
 // cannot be written (here every notification breaks a constraint) changes
 // neither the refund nor its answer, stays pending, and NotifyPending sends
 // it once.
 func TestRefundNotificationsAfterTheRefund(t *testing.T) {
-	e := open(t)
+	e := refundNotifyFixture(t, 0)
 	ctx := context.Background()
-	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
-	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
 	var notifyErr error
-	svc, err := ledger.New(ledger.Config{Store: e.store, Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := e.notifying(t, e.store, &notifyErr)
 	e.exec(t, `ALTER TABLE notifications ADD CONSTRAINT refuse_all CHECK (false) NOT VALID`)
 	before := e.events(t)
 	r, err := svc.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 2500, RefundID: "r1"})
@@ -930,15 +946,10 @@ func TestRefundNotificationsAfterTheRefund(t *testing.T) {
 // they are written with it, with them (the savepoint's fallback) when they
 // cannot be, for the backstop to send once.
 func TestRefundNotificationsOfAHeldCommission(t *testing.T) {
-	e := open(t)
+	e := refundNotifyFixture(t, 30)
 	ctx := context.Background()
-	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 30})
-	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
 	var notifyErr error
-	svc, err := ledger.New(ledger.Config{Store: e.store, Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := e.notifying(t, e.store, &notifyErr)
 	state := func() [3]int64 {
 		return [3]int64{e.count(t, `SELECT count(*) FROM refunds`), e.count(t, `SELECT count(*) FROM refunds WHERE pending_notifications IS NOT NULL`),
 			e.count(t, `SELECT count(*) FROM notifications`)}
@@ -969,21 +980,15 @@ func TestRefundNotificationsOfAHeldCommission(t *testing.T) {
 // the refund's writes behind a savepoint of their own: failing, they alone
 // are undone and the caller's transaction still commits the refund.
 func TestRefundNotificationsWithinACallersTransaction(t *testing.T) {
-	e := open(t)
+	e := refundNotifyFixture(t, 0)
 	ctx := context.Background()
-	e.program(t, 1, terms{typ: "percent", rate: "10", currency: "USD", hold: 0})
-	e.sale(t, ledger.SaleInput{TransactionID: "a", ProgramID: 1, CustomerID: 1, PartnerID: 3, AmountCents: 10000})
 	for _, refuse := range []bool{true, false} {
 		if refuse {
 			e.exec(t, `ALTER TABLE notifications ADD CONSTRAINT refuse_all CHECK (false) NOT VALID`)
 		}
 		var notifyErr error
 		err := pg.InTx(ctx, e.pool, func(tx pgx.Tx) error {
-			svc, err := ledger.New(ledger.Config{Store: e.store.Within(tx), Now: e.clock.Now, OnNotifyError: func(err error) { notifyErr = err }})
-			if err != nil {
-				return err
-			}
-			r, err := svc.Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 1000, RefundID: fmt.Sprint("r-", refuse)})
+			r, err := e.notifying(t, e.store.Within(tx), &notifyErr).Refund(ctx, ledger.RefundInput{ProgramID: 1, TransactionID: "a", AmountCents: 1000, RefundID: fmt.Sprint("r-", refuse)})
 			if err == nil && r.Outcome != "refunded" {
 				err = fmt.Errorf("outcome %q", r.Outcome)
 			}
