@@ -190,6 +190,12 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b *pgx.Batch, opt Option
 		}
 		return nil, err
 	}
+	if optErr, err := t.prepareOptional(ctx, opt.Batch); err != nil || optErr != nil {
+		if err != nil {
+			return nil, err
+		}
+		return optErr, t.sendFinalFallback(ctx, b, opt.Fallback, read)
+	}
 	nb := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery(nil), b.QueuedQueries...)}
 	nb.Queue("SAVEPOINT " + optionalSavepoint)
 	nb.QueuedQueries = append(nb.QueuedQueries, opt.Batch.QueuedQueries...)
@@ -253,6 +259,79 @@ func (t *PipeTx) SendFinalOptional(ctx context.Context, b *pgx.Batch, opt Option
 	}
 	t.committed = true
 	return optErr, nil
+}
+
+// preparedKey names, in a connection's CustomData, the set of optional
+// statements prepareOptional prepared on it.
+const preparedKey = "pg.optionalPrepared"
+
+// prepareOptional prepares b's statements on the connection before they are
+// sent behind SendFinalOptional's savepoint. pgx prepares the statements of a
+// batch that are new to the connection in a round trip of their own ahead of
+// the batch, and a statement failing there (its table gone, a column
+// renamed) would abort the transaction before the savepoint exists, failing
+// the change the savepoint protects. Prepared here, by their text (which is
+// how a batch finds them), they can only fail when they run, behind it.
+// Inside an open transaction the preparation gets a savepoint of its own.
+// Only a connection's first final batch with these statements pays the round
+// trips. A preparation that fails is optErr.
+func (t *PipeTx) prepareOptional(ctx context.Context, b *pgx.Batch) (optErr, err error) {
+	data := t.conn.PgConn().CustomData()
+	prepared, _ := data[preparedKey].(map[string]struct{})
+	var todo []string
+	for _, q := range b.QueuedQueries {
+		if _, ok := prepared[q.SQL]; !ok {
+			todo = append(todo, q.SQL)
+		}
+	}
+	if len(todo) == 0 {
+		return nil, nil
+	}
+	if t.begun {
+		// The simple protocol throughout: nothing is prepared for these.
+		if _, err := t.conn.Exec(ctx, "SAVEPOINT "+prepareSavepoint); err != nil {
+			return nil, fmt.Errorf("savepoint before preparing: %w", err)
+		}
+	}
+	for _, sql := range todo {
+		if _, optErr = t.conn.Prepare(ctx, sql, sql); optErr != nil {
+			break
+		}
+		if prepared == nil {
+			prepared = map[string]struct{}{}
+			data[preparedKey] = prepared
+		}
+		prepared[sql] = struct{}{}
+	}
+	if !t.begun {
+		return optErr, nil
+	}
+	undo := "RELEASE SAVEPOINT " + prepareSavepoint
+	if optErr != nil {
+		undo = "ROLLBACK TO SAVEPOINT " + prepareSavepoint
+	}
+	if _, err := t.conn.Exec(ctx, undo); err != nil {
+		return optErr, fmt.Errorf("end the preparing savepoint: %w", err)
+	}
+	return optErr, nil
+}
+
+// prepareSavepoint guards prepareOptional's preparations.
+const prepareSavepoint = "pipe_prepare"
+
+// sendFinalFallback ends the transaction with b, fallback and COMMIT, when
+// the optional statements could not be prepared.
+func (t *PipeTx) sendFinalFallback(ctx context.Context, b, fallback *pgx.Batch, read func(pgx.BatchResults) error) error {
+	nb := &pgx.Batch{QueuedQueries: append([]*pgx.QueuedQuery(nil), b.QueuedQueries...)}
+	if fallback != nil {
+		nb.QueuedQueries = append(nb.QueuedQueries, fallback.QueuedQueries...)
+	}
+	br := t.SendFinal(ctx, nb)
+	err := read(&countedResults{BatchResults: br, left: b.Len()})
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // checkCommit reads a COMMIT's answer: an aborted transaction's COMMIT

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/libs/pg/pgtest"
@@ -341,6 +342,46 @@ func TestInPipeTx(t *testing.T) {
 			t.Fatalf("after the fallback: err = %v, optional err = %v", err, optErr)
 		}
 		clean(t)
+	})
+	t.Run("an optional statement that cannot even be prepared undoes only the optional part", func(t *testing.T) {
+		// pgx prepares a batch's statements new to the connection in a
+		// round trip ahead of the batch: a statement failing there (its
+		// table gone) must not abort the transaction before the
+		// savepoint guarding it exists. Once with the transaction open
+		// before the final batch, once with the final batch its first.
+		for i, begin := range []bool{true, false} {
+			var optErr error
+			id := 27 + i
+			if _, err := p.Exec(ctx, `DELETE FROM items WHERE id IN (30, 99)`); err != nil {
+				t.Fatal(err)
+			}
+			err := pg.InPipeTx(ctx, p, func(tx *pg.PipeTx) error {
+				if begin {
+					if _, err := tx.Exec(ctx, `INSERT INTO items (id) VALUES (30)`); err != nil {
+						return err
+					}
+				}
+				var err error
+				optErr, err = optional(tx, []string{fmt.Sprintf(`INSERT INTO items (id) VALUES (%d)`, id)},
+					[]string{`INSERT INTO items (id) VALUES (31)`, fmt.Sprintf(`INSERT INTO no_such_table_%d (id) VALUES (1)`, i)})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("begun %v: err = %v: the main part must commit", begin, err)
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(optErr, &pgErr) || pgErr.Code != "42P01" {
+				t.Fatalf("begun %v: optional err = %v, want undefined_table", begin, optErr)
+			}
+			if !present(t, id) || present(t, 31) || present(t, 30) != begin {
+				t.Fatalf("begun %v: rows %d, 30, 31 present: %v %v %v", begin, id, present(t, id), present(t, 30), present(t, 31))
+			}
+			var fallbacks int
+			if err := p.QueryRow(ctx, `SELECT n FROM items WHERE id = 99`).Scan(&fallbacks); err != nil || fallbacks != 1 {
+				t.Fatalf("begun %v: the fallback ran %d times (%v), want once", begin, fallbacks, err)
+			}
+			clean(t)
+		}
 	})
 	t.Run("a failing main statement commits nothing, optional part included", func(t *testing.T) {
 		var optErr error
