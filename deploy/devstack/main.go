@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -24,12 +25,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/processorstub"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
 	"github.com/svc-dev/svc/deploy/devstack/stack"
 	"github.com/svc-dev/svc/libs/auth/oidctest"
 	"github.com/svc-dev/svc/libs/kafkakit/embedded"
+	"github.com/svc-dev/svc/libs/outbox"
 )
 
 func main() {
@@ -111,7 +115,13 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	brokers := os.Getenv("KAFKA_BROKERS")
 	if brokers == "" {
 		brokers = envOr("DEVSTACK_KAFKA_ADDR", "127.0.0.1:9092")
-		stopKafka, err := embedded.Start(brokers, embedded.Options{DataDir: filepath.Join(dataDir, "kafka")})
+		kafkaDir := filepath.Join(dataDir, "kafka")
+		if _, err := os.Stat(kafkaDir); errors.Is(err, fs.ErrNotExist) {
+			if err := republishKept(ctx, out, dsn); err != nil {
+				return err
+			}
+		}
+		stopKafka, err := embedded.Start(brokers, embedded.Options{DataDir: kafkaDir})
 		if err != nil {
 			return fmt.Errorf("start the embedded Kafka broker on %s (set DEVSTACK_KAFKA_ADDR to use another address, or KAFKA_BROKERS to use a running cluster): %w", brokers, err)
 		}
@@ -245,6 +255,41 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 // is missing, so every start runs it) and prints the demo program, its keys
 // and what to try. With pageDir it also writes a page that loads the
 // tracker there.
+// republishKept runs before a broker on a new data directory (the first
+// start, or after rm -rf .data) starts over the database, which usually
+// outlives .data (the machine's Postgres keeps database svc): the events
+// published to the old broker and not yet consumed are in no log any more,
+// and the replicas would never catch up (the catalog's sync barrier, and so
+// the seed, would wait for ever). Every event the services' outboxes still
+// keep is published again; consumers skip those they applied. Tracking's
+// and commissions' outboxes delete what they published: a conversion or a
+// commission event not consumed before .data went stays lost, as it would
+// with a broker that lost its disk.
+func republishKept(ctx context.Context, out io.Writer, dsn string) error {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("republish kept events: %w", err)
+	}
+	defer pool.Close()
+	var total int64
+	var each []string
+	for _, svc := range stack.Services() {
+		// The stack gives each service the schema of its name.
+		n, err := outbox.Republish(ctx, pool, svc.Spec.Name)
+		if err != nil {
+			return fmt.Errorf("republish kept events: %w", err)
+		}
+		if n > 0 {
+			total += n
+			each = append(each, fmt.Sprintf("%s %d", svc.Spec.Name, n))
+		}
+	}
+	if total > 0 {
+		fmt.Fprintf(out, "kafka     new broker over a database with history: %d published events queued to publish again (%s)\n", total, strings.Join(each, ", "))
+	}
+	return nil
+}
+
 func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, pageDir string) (seed.Result, error) {
 	c := &seed.Client{BaseURL: baseURL, AdminToken: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
 	demo, err := seed.Load(seedFile)

@@ -23,6 +23,8 @@ import (
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/seed"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
+	"github.com/svc-dev/svc/libs/kafkakit/kafkatest"
+	"github.com/svc-dev/svc/libs/pg/pgtest"
 	"github.com/svc-dev/svc/libs/platform"
 	accounts "github.com/svc-dev/svc/services/accounts/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
@@ -262,5 +264,63 @@ func TestSeedIsIdempotent(t *testing.T) {
 	}
 	if n := count(t, s.tracking.Platform().Pool, `SELECT count(*) FROM programs WHERE id = $1 AND 'http://localhost:4321' = ANY(allowed_origins)`, first.ProgramID); n != 1 {
 		t.Fatal("the new origin did not reach tracking before the seed returned")
+	}
+}
+
+// make run after rm -rf .data: a new broker over the database that kept
+// its state. Events published to the old broker but consumed by no one
+// (here: the catalog, published while no replica ran) are sent again, so
+// the replicas catch up and the sync barrier answers.
+func TestFreshBrokerOverAKeptDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := map[string]string{"DATABASE_URL": pgtest.NewDatabase(t), "KAFKA_BROKERS": strings.Join(kafkatest.StartBroker(t), ",")}
+	old := stacktest.Start(t, env, accounts.Name)
+	gw := httptest.NewServer(gateway.New(old.Handlers()))
+	demo, err := seed.Load("../seed/demo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &seed.Client{BaseURL: gw.URL, AdminToken: stacktest.AdminToken, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	res, err := seed.Run(ctx, c, demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := old.Instance(accounts.Name).Platform().Pool
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, ap, `SELECT count(*) FROM outbox WHERE sent_at IS NULL`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("accounts did not publish its catalog to the first broker")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	published := count(t, ap, `SELECT count(*) FROM outbox`)
+	gw.Close()
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var out bytes.Buffer
+	if err := republishKept(ctx, &out, env["DATABASE_URL"]); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d published events", published); !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "accounts "+strconv.Itoa(published)) {
+		t.Fatalf("republishKept said %q, want %q and accounts' count", out.String(), want)
+	}
+	env["KAFKA_BROKERS"] = strings.Join(kafkatest.StartBroker(t), ",")
+	st := stacktest.Start(t, env, tracking.Name, accounts.Name)
+	gw2 := httptest.NewServer(gateway.New(st.Handlers()))
+	t.Cleanup(gw2.Close)
+	c.BaseURL = gw2.URL
+	if err := c.Sync(ctx, 20*time.Second); err != nil {
+		t.Fatalf("the barrier on the new broker: %v", err)
+	}
+	if n := count(t, st.Instance(tracking.Name).Platform().Pool, `SELECT count(*) FROM links WHERE id = $1 AND code = $2`, res.LinkID, res.LinkCode); n != 1 {
+		t.Fatal("the demo link did not reach tracking's replica")
+	}
+	// Nothing to send again on a database with no outbox at all.
+	out.Reset()
+	if err := republishKept(ctx, &out, pgtest.NewDatabase(t)); err != nil || out.Len() != 0 {
+		t.Fatalf("on an empty database: %v, said %q", err, out.String())
 	}
 }
