@@ -31,6 +31,41 @@ func TestInvalidUTF8(t *testing.T) {
 			t.Fatalf("user_agent stored %q", ua)
 		}
 	})
+	// JSON text is UTF-8: a body with a byte that is not is refused on every
+	// route that reads one (encoding/json alone would store U+FFFD in place
+	// of the byte), and writes nothing.
+	t.Run("a body that is not UTF-8: 400, nothing written", func(t *testing.T) {
+		admin := e.client("").withAuth("Bearer " + stacktest.AdminToken)
+		for _, tc := range []struct {
+			c            *client
+			method, path string
+			body         string
+			headers      []string
+		}{
+			{c, "POST", "/api/v1/track/click", "{\"affiliate_url\":\"https://brand.example/?via=FUZZ&x=\xff\"}", []string{"User-Agent", "utf8-body-click"}},
+			{c.withKey(fx.key), "POST", "/api/v1/track/lead", "{\"email\":\"utf8\xe9@brand.example\",\"customer_key\":\"utf8-body\"}", nil},
+			{c.withKey(fx.key), "POST", "/api/v1/track/sale", "{\"transaction_id\":\"utf8-body\xc3\",\"amount_cents\":100,\"currency\":\"USD\"}", nil},
+			{c.withKey(fx.key), "POST", "/api/v1/track/refund", "{\"transaction_id\":\"utf8-body\",\"refund_amount_cents\":1,\"refund_id\":\"r\x80\"}", nil},
+			{c.withKey(fx.session), "PATCH", "/api/v1/programs/" + fx.params["spare_program"] + "/settings", "{\"allowed_origins\":[\"https://sh\xffop.example\"]}", nil},
+			{admin, "POST", "/admin/v1/advertisers", "{\"name\":\"utf8-body \xff\",\"email\":\"utf8-body@brand.example\"}", nil},
+		} {
+			r := tc.c.do(tc.method, tc.path, tc.body, tc.headers...)
+			if r.Status != 400 || r.str("error", "message") != "Request body is not valid UTF-8" {
+				t.Errorf("%s %s: %d %s", tc.method, tc.path, r.Status, r.Raw)
+			}
+		}
+		for _, q := range []string{
+			`SELECT count(*) FROM accounts.advertisers WHERE email = 'utf8-body@brand.example'`,
+			`SELECT count(*) FROM commissions.sales WHERE transaction_id LIKE 'utf8-body%'`,
+			`SELECT count(*) FROM tracking.affiliate_click_events WHERE user_agent = 'utf8-body-click'`,
+			`SELECT count(*) FROM accounts.programs WHERE EXISTS (SELECT 1 FROM unnest(allowed_origins) o WHERE strpos(o, chr(65533)) > 0)`,
+		} {
+			var n int
+			if err := e.Stack.Instance("accounts").Platform().Pool.QueryRow(context.Background(), q).Scan(&n); err != nil || n != 0 {
+				t.Errorf("%s: %d, %v; want nothing written", q, n, err)
+			}
+		}
+	})
 	t.Run("a query value that is not UTF-8: 400", func(t *testing.T) {
 		r := c.do("GET", "/api/v1/dashboard/auth/start?return_to=%2Fdashboard%2F%FF", nil).want(t, 400)
 		if r.str("error", "message") != "Request URL must be valid UTF-8" {

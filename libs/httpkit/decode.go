@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultBodyLimit caps request bodies when a decoder is given limit <= 0.
@@ -28,6 +29,9 @@ const (
 	MsgTrailingData         = "Request body must contain a single JSON object"
 	MsgUnreadableBody       = "Request body could not be read"
 	MsgInvalidValue         = "Request body has an invalid value"
+	// MsgNotUTF8: JSON text is UTF-8 (RFC 8259); encoding/json would
+	// silently store U+FFFD in place of each bad byte.
+	MsgNotUTF8 = "Request body is not valid UTF-8"
 )
 
 // DecodeError is a request body the decoder refused as a whole (wrong media
@@ -173,6 +177,9 @@ func parseObject(body []byte) (Object, error) {
 	if err := checkSingleObject(body); err != nil {
 		return nil, err
 	}
+	if !utf8.Valid(body) {
+		return nil, &DecodeError{Status: http.StatusBadRequest, Message: MsgNotUTF8}
+	}
 	if err := CheckNUL(body); err != nil {
 		return nil, err
 	}
@@ -295,6 +302,9 @@ func Decode(r *http.Request, dst any, limit int64, opts ...DecodeOption) error {
 	}
 	if err := checkSingleObject(body); err != nil {
 		return err
+	}
+	if !utf8.Valid(body) {
+		return &DecodeError{Status: http.StatusBadRequest, Message: MsgNotUTF8}
 	}
 	if err := CheckNUL(body); err != nil {
 		return err

@@ -150,6 +150,10 @@ func TestDecodeObjectShape(t *testing.T) {
 		{"trailing object", `{"a":1}{"b":2}`, httpkit.MsgTrailingData, nil},
 		{"trailing garbage", `{"a":1} x`, httpkit.MsgTrailingData, nil},
 		{"trailing brace", `{"a":1}}`, httpkit.MsgTrailingData, nil},
+		{"a byte that is not UTF-8 in a value", "{\"a\":\"x\x80y\"}", httpkit.MsgNotUTF8, nil},
+		{"a byte that is not UTF-8 in a key", "{\"\xff\":1}", httpkit.MsgNotUTF8, nil},
+		{"a truncated character", "{\"a\":\"\xe2\x82\"}", httpkit.MsgNotUTF8, nil},
+		{"UTF-8 and an escaped character", "{\"a\":\"\u20ac \\u00e9\"}", "", []string{"a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -398,6 +402,7 @@ func TestDecodeIntoStruct(t *testing.T) {
 		{"array body", `[]`, nil, "", httpkit.MsgNotObject},
 		{"malformed", `{"a":}`, nil, "", httpkit.MsgMalformedJSON},
 		{"trailing data", `{} {}`, nil, "", httpkit.MsgTrailingData},
+		{"not UTF-8", "{\"transaction_id\":\"t\xc3\"}", nil, "", httpkit.MsgNotUTF8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -79,8 +79,9 @@ func decodeAdd(ctx context.Context, r *http.Request) (any, error) {
 		req.BodyErr = err
 		return req, nil
 	}
-	// A body that is not UTF-8 reaches here with U+FFFD in place of the
-	// bad bytes: no one's address, and no user to create.
+	// U+FFFD (sent escaped, or in place of a lone surrogate escape; raw
+	// bytes that are not UTF-8 the decoder refuses) is in no one's
+	// address: no user to create.
 	if strings.ContainsRune(email, utf8.RuneError) {
 		req.BodyErr = &catalog.FieldError{Field: "email", Message: msgBadEmail}
 		return req, nil
