@@ -165,10 +165,13 @@ func QueueMany(ctx context.Context, b *pgx.Batch, topic string, envs []*eventsv1
 	}
 	headers := propagation.MapCarrier{}
 	otel.GetTextMapPropagator().Inject(ctx, headers)
+	// The ids go as text[] and are cast in SQL: pgx has no binary encoding
+	// of a []string as uuid[], and falls back to text only after searching
+	// for one (not remembered) and formatting the error, on every call.
 	b.Queue(`
 		INSERT INTO outbox (event_id, topic, key, event_type, payload, headers)
-		SELECT e.id, $2, e.key, e.type, e.payload, $6
-		FROM unnest($1::uuid[], $3::text[], $4::text[], $5::bytea[]) WITH ORDINALITY AS e(id, key, type, payload, n)
+		SELECT e.id::uuid, $2, e.key, e.type, e.payload, $6
+		FROM unnest($1::text[], $3::text[], $4::text[], $5::bytea[]) WITH ORDINALITY AS e(id, key, type, payload, n)
 		ORDER BY e.n`,
 		ids, topic, keys, types, payloads, map[string]string(headers))
 	return nil

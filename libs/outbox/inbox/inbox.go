@@ -455,7 +455,8 @@ func (c *Consumer) applyBatch(ctx context.Context, batch []kafka.Message, lag *l
 	err := pg.InTx(ctx, c.pool, func(tx pgx.Tx) error {
 		// Every inbox row in one statement; the ids it returns are the
 		// events not applied before (a repeated id within the batch once).
-		rows, err := tx.Query(ctx, `INSERT INTO `+c.inbox+` (consumer, event_id) SELECT $1, unnest($2::uuid[]) ON CONFLICT DO NOTHING RETURNING event_id::text`,
+		// The ids go as text[], cast in SQL (see outbox.QueueMany).
+		rows, err := tx.Query(ctx, `INSERT INTO `+c.inbox+` (consumer, event_id) SELECT $1, unnest($2::text[])::uuid ON CONFLICT DO NOTHING RETURNING event_id::text`,
 			c.cfg.Name, ids)
 		if err != nil {
 			return fmt.Errorf("insert inbox rows: %w", err)
