@@ -265,6 +265,26 @@ func TestSeedIsIdempotent(t *testing.T) {
 	if n := count(t, s.tracking.Platform().Pool, `SELECT count(*) FROM programs WHERE id = $1 AND 'http://localhost:4321' = ANY(allowed_origins)`, first.ProgramID); n != 1 {
 		t.Fatal("the new origin did not reach tracking before the seed returned")
 	}
+
+	// The brand renames the demo program (in the console, say): the next
+	// start finds it by its demo keys, keeps the new name and creates no
+	// second program.
+	if err := client(s.gateway).Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", first.ProgramID), map[string]any{"name": "Renamed by the brand"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fourth, err := seed.Run(ctx, client(s.gateway), demo)
+	if err != nil {
+		t.Fatalf("after a rename: %v", err)
+	}
+	if fourth.ProgramID != first.ProgramID || fourth.Created != 0 || fmt.Sprint(fourth.Keys) != fmt.Sprint(first.Keys) {
+		t.Fatalf("after a rename: %+v", fourth)
+	}
+	if n := count(t, ap, `SELECT count(*) FROM programs`); n != 1 {
+		t.Fatalf("%d programs after a rename, want the one", n)
+	}
+	if n := count(t, ap, `SELECT count(*) FROM programs WHERE id = $1 AND name = 'Renamed by the brand'`, first.ProgramID); n != 1 {
+		t.Fatal("the seed gave the renamed program its old name back")
+	}
 }
 
 // make run after rm -rf .data: a new broker over the database that kept

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/svc-dev/svc/libs/auth/apikey"
 )
 
 // Demo is the seed file's shape: one of each catalog entity, and the demo
@@ -279,22 +281,27 @@ func ensureUser(ctx context.Context, c *Client, d Demo, r *Result) error {
 	return nil
 }
 
-// ensureProgram finds the advertiser's program by name, or creates it, and
-// brings its settings to the seed file's.
+// ensureProgram finds the advertiser's demo program (demoProgram), or
+// creates it, and brings its settings to the seed file's.
 func ensureProgram(ctx context.Context, c *Client, d Demo, r *Result) error {
-	name := d.Program["name"].(string)
 	var programs []map[string]any
 	if err := c.Call(ctx, "GET", fmt.Sprintf("/admin/v1/programs?advertiser_id=%d", r.AdvertiserID), nil, &programs); err != nil {
 		return err
 	}
-	for _, p := range programs {
-		if p["name"] != name {
-			continue
-		}
+	demo, renamed, err := demoProgram(ctx, c, d, programs)
+	if err != nil {
+		return err
+	}
+	if demo != nil {
+		p := demo
 		id, _ := p["id"].(float64)
 		r.ProgramID = int64(id)
 		r.AllowedOrigins = strs(p["allowed_origins"])
 		changed := differing(d.Program, p)
+		if renamed {
+			// The brand's own name for it stays.
+			delete(changed, "name")
+		}
 		if pc, _ := p["processor_connection"].(map[string]any); d.ProcessorAccount != "" && (pc["status"] != "connected" || pc["account_id"] != d.ProcessorAccount) {
 			changed["processor_connection"] = connection(d.ProcessorAccount)
 		}
@@ -321,6 +328,42 @@ func ensureProgram(ctx context.Context, c *Client, d Demo, r *Result) error {
 		return c.Call(ctx, "PATCH", fmt.Sprintf("/admin/v1/programs/%d", r.ProgramID), map[string]any{"processor_connection": connection(d.ProcessorAccount)}, nil)
 	}
 	return nil
+}
+
+// demoProgram is the advertiser's program holding the demo keys (renamed
+// is true when it no longer has the seed file's name: the brand renamed it
+// in the console, say) or, before the keys exist, the one named as in the
+// seed file, or nil. A key is recognised by its display prefix, the part
+// the admin API shows.
+func demoProgram(ctx context.Context, c *Client, d Demo, programs []map[string]any) (demo map[string]any, renamed bool, err error) {
+	prefixes := map[string]bool{}
+	for _, k := range d.Keys {
+		if len(k.Key) >= apikey.PrefixLen {
+			prefixes[k.Key[:apikey.PrefixLen]] = true
+		}
+	}
+	for _, p := range programs {
+		id, _ := p["id"].(float64)
+		var keys []struct {
+			Prefix string `json:"prefix"`
+		}
+		if len(prefixes) > 0 {
+			if err := c.Call(ctx, "GET", fmt.Sprintf("/admin/v1/programs/%d/keys", int64(id)), nil, &keys); err != nil {
+				return nil, false, err
+			}
+		}
+		for _, k := range keys {
+			if prefixes[k.Prefix] {
+				return p, p["name"] != d.Program["name"], nil
+			}
+		}
+	}
+	for _, p := range programs {
+		if p["name"] == d.Program["name"] {
+			return p, false, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // connection is the demo's processor connection: connected, able to take
