@@ -167,7 +167,8 @@ func TestConsoleTeam(t *testing.T) {
 			{map[string]any{"email": "x@teama.example", "permissions": "tracking:read"}, "permissions must be a non-empty list of: tracking:read, tracking:write"},
 			{map[string]any{"email": "x@teama.example", "permissions": []string{"tracking:read", "admin"}}, "permissions must be a non-empty list of: tracking:read, tracking:write"},
 			{`{"email":"x\u0000@teama.example","permissions":["tracking:read"]}`, "email must not contain the NUL character"},
-			{"{\"email\":\"x\xff@teama.example\",\"permissions\":[\"tracking:read\"]}", "email must be a valid email address"},
+			{"{\"email\":\"x\xff@teama.example\",\"permissions\":[\"tracking:read\"]}", "Request body is not valid UTF-8"},
+			{`{"email":"x\ufffd@teama.example","permissions":["tracking:read"]}`, "email must be a valid email address"},
 			{`{"email":`, "Request body is not valid JSON"},
 		} {
 			wantRefusal(t, f.team(tok, "POST", f.a.id, "", c.body), 400, c.message)
