@@ -230,7 +230,11 @@ INSERT INTO partner_buckets (program_id, bucket, partner_id, clicks, leads, conv
 SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i / 1000), 2000000 + i % 5000, 3, 1, 1 FROM generate_series(1, {N}) i;
 INSERT INTO partner_money (program_id, bucket, partner_id, currency, revenue_minor, commission_minor)
 SELECT 1000000 + i % 1000, date_trunc('day', now()) - interval '15 minutes' * (i / 1000), 2000000 + i % 5000, 'USD', 10000, 1000
-FROM generate_series(1, {N}) i`
+FROM generate_series(1, {N}) i;
+-- Sales of customers no click names (leads without one): their money
+-- stays on the empty source, remembered for a click that never comes.
+INSERT INTO unsourced_sales (customer_id, program_id, bucket, currency, source_id, revenue_minor)
+SELECT 3000000 + i, 1000000 + i % 1000, date_trunc('day', now()), 'USD', 1 + i % 1000, 10000 FROM generate_series(1, {N}) i`
 
 // loadAccounts: the catalog the console's routes read (a person's
 // memberships, workspaces and programs, their session's standing, a

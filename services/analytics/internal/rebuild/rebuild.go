@@ -35,7 +35,7 @@ import (
 func Tables() []string {
 	return []string{
 		"activity_buckets", "money_buckets", "activity_days", "money_days", "customers", "counted", "test_events",
-		"sources", "customer_sources", "source_buckets", "source_money", "partner_buckets", "partner_money",
+		"sources", "customer_sources", "source_buckets", "source_money", "partner_buckets", "partner_money", "unsourced_sales",
 	}
 }
 

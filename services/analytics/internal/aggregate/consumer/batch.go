@@ -177,19 +177,36 @@ func foldClicks(ctx context.Context, tx pgx.Tx, clicks []*eventsv1.ClickRecorded
 			reused[0], reused[1] = append(reused[0], cust), append(reused[1], c.source)
 		}
 	}
-	if len(created[0]) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO customer_sources (customer_id, source_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
-			ON CONFLICT (customer_id) DO UPDATE SET source_id = EXCLUDED.source_id`, created[0], created[1]); err != nil {
+	// The customers whose source is set now: money of their sales applied
+	// before (another topic) moves under it.
+	var set [2][]int64
+	for _, q := range []struct {
+		rows     [2][]int64
+		conflict string
+	}{
+		{created, `DO UPDATE SET source_id = EXCLUDED.source_id`},
+		{reused, `DO NOTHING`},
+	} {
+		if len(q.rows[0]) == 0 {
+			continue
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO customer_sources (customer_id, source_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
+			ON CONFLICT (customer_id) `+q.conflict+` RETURNING customer_id, source_id`, q.rows[0], q.rows[1])
+		if err != nil {
+			return fmt.Errorf("customers' sources: %w", err)
+		}
+		var cust, src int64
+		if _, err := pgx.ForEachRow(rows, []any{&cust, &src}, func() error {
+			set[0], set[1] = append(set[0], cust), append(set[1], src)
+			return nil
+		}); err != nil {
 			return fmt.Errorf("customers' sources: %w", err)
 		}
 	}
-	if len(reused[0]) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO customer_sources (customer_id, source_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
-			ON CONFLICT (customer_id) DO NOTHING`, reused[0], reused[1]); err != nil {
-			return fmt.Errorf("customers' sources: %w", err)
-		}
+	if len(set[0]) == 0 {
+		return nil
 	}
-	return nil
+	return moveUnsourced(ctx, tx, set[0], set[1])
 }
 
 // upsertCounts runs an unnest upsert of counts by key, in key order (so two

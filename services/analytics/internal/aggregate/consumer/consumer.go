@@ -307,7 +307,7 @@ func countCustomer(ctx context.Context, tx pgx.Tx, program, customer, partner in
 	if err := addActivity(ctx, tx, program, at, counter); err != nil {
 		return err
 	}
-	source, err := customerSource(ctx, tx, program, customer)
+	source, _, err := customerSource(ctx, tx, program, customer)
 	if err != nil {
 		return err
 	}

@@ -162,18 +162,31 @@ func TestTrackingBatchEqualsOneByOne(t *testing.T) {
 			(SELECT string_agg(r, ',' ORDER BY r) FROM (SELECT (b.program_id, b.bucket, b.clicks, b.leads, b.conversions, s.referrer, s.utm_source)::text AS r
 				FROM source_buckets b JOIN sources s ON s.id = b.source_id) x),
 			(SELECT string_agg(r, ',' ORDER BY r) FROM (SELECT (c.customer_id, s.referrer, s.utm_source)::text AS r
-				FROM customer_sources c JOIN sources s ON s.id = c.source_id) x))`).Scan(&s); err != nil {
+				FROM customer_sources c JOIN sources s ON s.id = c.source_id) x),
+			(SELECT string_agg(r, ',' ORDER BY r) FROM (SELECT (m.program_id, m.bucket, m.currency, m.revenue_minor, s.referrer, s.utm_source, s.landing_page)::text AS r
+				FROM source_money m JOIN sources s ON s.id = m.source_id) x),
+			(SELECT count(*) FROM unsourced_sales))`).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
+	// Sales of three customers applied before any click (the ledger's
+	// topic ahead of tracking's): two in one bucket and currency.
+	sales := func(pool *pgxpool.Pool) {
+		for i, c := range []int64{1, 2, 4} {
+			apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{
+				SaleId: 50 + int64(i), ProgramId: 7, CustomerId: c, AmountCents: 1000 * (int64(i) + 1), Currency: []string{"EUR", "EUR", "USD"}[i], OccurredAt: ts(0)})
+		}
+	}
 	oneByOne := setup(t)
+	sales(oneByOne)
 	for _, env := range envs {
 		if err := pg.InTx(context.Background(), oneByOne, func(tx pgx.Tx) error { return consumer.Tracking(context.Background(), tx, env) }); err != nil {
 			t.Fatal(err)
 		}
 	}
 	batched := setup(t)
+	sales(batched)
 	for range 2 {
 		if err := pg.InTx(context.Background(), batched, func(tx pgx.Tx) error { return consumer.TrackingBatch(context.Background(), tx, envs) }); err != nil {
 			t.Fatal(err)
@@ -186,5 +199,72 @@ func TestTrackingBatchEqualsOneByOne(t *testing.T) {
 	var clicks int64
 	if err := batched.QueryRow(context.Background(), `SELECT sum(clicks) FROM activity_buckets`).Scan(&clicks); err != nil || clicks != 40 {
 		t.Fatalf("%d clicks counted (%v), want 40", clicks, err)
+	}
+	// Every sale moved under its customer's click: none left unsourced,
+	// none on the empty source, the revenue whole.
+	var unsourced, revenue int64
+	if err := batched.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM unsourced_sales),
+		(SELECT count(*) FROM source_money m JOIN sources s ON s.id = m.source_id WHERE s.landing_page = '(unknown)'),
+		(SELECT sum(revenue_minor) FROM source_money)`).Scan(&unsourced, &clicks, &revenue); err != nil || unsourced != 0 || clicks != 0 || revenue != 6000 {
+		t.Fatalf("%d unsourced rows, %d rows on the empty source, revenue %d (%v); want 0, 0, 6000", unsourced, clicks, revenue, err)
+	}
+}
+
+// The ledger's sales and tracking's clicks come on two topics, in either
+// order: a sale applied before the click that made its customer is booked
+// under the empty source until that click arrives, then moved under the
+// click's source. A customer no click ever names keeps it there.
+func TestSaleBeforeItsClickMovesToTheClicksSource(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	ts := timestamppb.New(t0)
+	money := func() map[string]int64 {
+		t.Helper()
+		rows, err := pool.Query(ctx, `SELECT s.referrer || '/' || s.utm_source || '/' || m.currency, m.revenue_minor
+			FROM source_money m JOIN sources s ON s.id = m.source_id WHERE m.program_id = 7`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		var k string
+		var v int64
+		if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// Customer 1's sale first (twice: a redelivery counts once), then its click.
+	for range 2 {
+		apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 21, ProgramId: 7, CustomerId: 1, AmountCents: 2500, Currency: "EUR", OccurredAt: ts})
+	}
+	// Customer 2 never has a click (a lead without one).
+	apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 22, ProgramId: 7, CustomerId: 2, AmountCents: 700, Currency: "EUR", OccurredAt: ts})
+	if got := fmt.Sprint(money()); got != "map[(direct)/(none)/EUR:3200]" {
+		t.Fatalf("before the click: %s", got)
+	}
+	for range 2 {
+		apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 31, ProgramId: 7, CustomerId: 1, NewCustomer: true,
+			ReferrerUrl: "https://www.google.com/", AffiliateUrl: "https://brand.example/?via=X&utm_source=news", ClickedAt: ts})
+	}
+	if got := fmt.Sprint(money()); got != "map[(direct)/(none)/EUR:700 google.com/news/EUR:2500]" {
+		t.Fatalf("after the click: %s", got)
+	}
+	// A later sale of customer 1 goes straight to its source; a second
+	// click of the customer moves nothing.
+	apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 23, ProgramId: 7, CustomerId: 1, AmountCents: 100, Currency: "EUR", OccurredAt: ts})
+	apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 32, ProgramId: 7, CustomerId: 1, ReferrerUrl: "https://bing.com/", ClickedAt: ts})
+	if got := fmt.Sprint(money()); got != "map[(direct)/(none)/EUR:700 google.com/news/EUR:2600]" {
+		t.Fatalf("after a later sale and click: %s", got)
+	}
+	// Customer 3's sale alone under the empty source, then its click: the
+	// emptied row goes, it does not stay at zero.
+	apply(t, pool, consumer.Commissions, eventsv1.TypeLedgerSaleRecorded, &eventsv1.LedgerSaleRecorded{SaleId: 24, ProgramId: 7, CustomerId: 3, AmountCents: 900, Currency: "USD", OccurredAt: ts})
+	apply(t, pool, consumer.Tracking, eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 33, ProgramId: 7, CustomerId: 3, NewCustomer: true, ReferrerUrl: "https://bing.com/", ClickedAt: ts})
+	if got := fmt.Sprint(money()); got != "map[(direct)/(none)/EUR:700 bing.com/(none)/USD:900 google.com/news/EUR:2600]" {
+		t.Fatalf("customer 3: %s", got)
+	}
+	var left int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM unsourced_sales`).Scan(&left); err != nil || left != 1 {
+		t.Fatalf("%d unsourced rows (%v), want customer 2's", left, err)
 	}
 }

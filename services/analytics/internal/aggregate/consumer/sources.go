@@ -27,7 +27,8 @@ func click(ctx context.Context, tx pgx.Tx, ev *eventsv1.ClickRecorded) error {
 		landing = ev.GetAffiliateUrl()
 	}
 	d := sources.FromClick(landing, ev.GetReferrerUrl(), ev.GetCountry(), ev.GetDeviceType())
-	if _, err := tx.Exec(ctx, `
+	var source int64
+	if err := tx.QueryRow(ctx, `
 		WITH found AS (
 			SELECT id FROM sources WHERE program_id = $2 AND referrer = $8 AND utm_source = $9 AND utm_medium = $10
 				AND utm_campaign = $11 AND landing_page = $12 AND country = $13 AND device = $14
@@ -55,11 +56,48 @@ func click(ctx context.Context, tx pgx.Tx, ev *eventsv1.ClickRecorded) error {
 		), customer AS (
 			INSERT INTO customer_sources (customer_id, source_id) SELECT $6::bigint, src.id FROM first, src WHERE $6::bigint <> 0
 			ON CONFLICT (customer_id) DO UPDATE SET source_id = EXCLUDED.source_id WHERE $7::boolean
+			RETURNING source_id
 		)
-		SELECT 1`, ev.GetEventId(), program, bucket(at), utcDay(at), ev.GetPartnerId(), ev.GetCustomerId(), ev.GetNewCustomer(),
+		SELECT COALESCE((SELECT source_id FROM customer), 0)`, ev.GetEventId(), program, bucket(at), utcDay(at), ev.GetPartnerId(), ev.GetCustomerId(), ev.GetNewCustomer(),
 		d[sources.DimReferrer], d[sources.DimUTMSource], d[sources.DimUTMMedium], d[sources.DimUTMCampaign],
-		d[sources.DimLandingPage], d[sources.DimCountry], d[sources.DimDevice]); err != nil {
+		d[sources.DimLandingPage], d[sources.DimCountry], d[sources.DimDevice]).Scan(&source); err != nil {
 		return fmt.Errorf("count click %d of program %d: %w", ev.GetEventId(), program, err)
+	}
+	if source == 0 {
+		return nil
+	}
+	return moveUnsourced(ctx, tx, []int64{ev.GetCustomerId()}, []int64{source})
+}
+
+// moveUnsourced moves the money of the customers' sales applied before
+// their source was known (unsourced_sales) under the source each now has
+// (sources[i] for customers[i]), and forgets those rows. A source row
+// emptied by the move goes rather than stay at zero. The sums are per
+// source_money row, since an upsert may not touch a row twice.
+func moveUnsourced(ctx context.Context, tx pgx.Tx, customers, sources []int64) error {
+	if _, err := tx.Exec(ctx, `
+		WITH moved AS (
+			DELETE FROM unsourced_sales u USING unnest($1::bigint[], $2::bigint[]) AS c (customer_id, source_id)
+			WHERE u.customer_id = c.customer_id
+			RETURNING u.program_id, u.bucket, u.currency, u.source_id AS from_source, c.source_id AS to_source, u.revenue_minor
+		), elsewhere AS (
+			SELECT * FROM moved WHERE from_source <> to_source
+		), out AS (
+			SELECT program_id, bucket, currency, from_source, sum(revenue_minor) AS revenue FROM elsewhere GROUP BY 1, 2, 3, 4
+		), emptied AS (
+			DELETE FROM source_money m USING out o
+			WHERE m.program_id = o.program_id AND m.bucket = o.bucket AND m.source_id = o.from_source AND m.currency = o.currency
+				AND m.revenue_minor = o.revenue
+		), taken AS (
+			UPDATE source_money m SET revenue_minor = m.revenue_minor - o.revenue FROM out o
+			WHERE m.program_id = o.program_id AND m.bucket = o.bucket AND m.source_id = o.from_source AND m.currency = o.currency
+				AND m.revenue_minor <> o.revenue
+		)
+		INSERT INTO source_money (program_id, bucket, source_id, currency, revenue_minor)
+		SELECT program_id, bucket, to_source, currency, sum(revenue_minor) FROM elsewhere GROUP BY 1, 2, 3, 4
+		ON CONFLICT (program_id, bucket, source_id, currency) DO UPDATE SET revenue_minor = source_money.revenue_minor + EXCLUDED.revenue_minor`,
+		customers, sources); err != nil {
+		return fmt.Errorf("move the money of sales applied before their customers' sources: %w", err)
 	}
 	return nil
 }
@@ -68,9 +106,19 @@ func click(ctx context.Context, tx pgx.Tx, ev *eventsv1.ClickRecorded) error {
 // the partner the sale was attributed to.
 func saleSource(ctx context.Context, tx pgx.Tx, ev *eventsv1.LedgerSaleRecorded) error {
 	program, at := ev.GetProgramId(), ev.GetOccurredAt().AsTime()
-	source, err := customerSource(ctx, tx, program, ev.GetCustomerId())
+	source, known, err := customerSource(ctx, tx, program, ev.GetCustomerId())
 	if err != nil {
 		return err
+	}
+	if !known && ev.GetCustomerId() != 0 {
+		// Its click may still be on its way (another topic): remembered, so
+		// the click moves the money under its source.
+		if _, err := tx.Exec(ctx, `INSERT INTO unsourced_sales (customer_id, program_id, bucket, currency, source_id, revenue_minor)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (customer_id, bucket, currency) DO UPDATE SET revenue_minor = unsourced_sales.revenue_minor + EXCLUDED.revenue_minor`,
+			ev.GetCustomerId(), program, bucket(at), ev.GetCurrency(), source, ev.GetAmountCents()); err != nil {
+			return fmt.Errorf("remember the unsourced sale of customer %d: %w", ev.GetCustomerId(), err)
+		}
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO source_money (program_id, bucket, source_id, currency, revenue_minor) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (program_id, bucket, source_id, currency) DO UPDATE SET revenue_minor = source_money.revenue_minor + EXCLUDED.revenue_minor`,
@@ -96,19 +144,20 @@ func addPartnerMoney(ctx context.Context, tx pgx.Tx, program, partner int64, at 
 }
 
 // customerSource is the source of the click that created the customer; a
-// customer whose click is unknown (created before analytics kept sources,
-// or by a lead without a click) is credited to the empty source: direct,
-// no UTM, unknown page, country and device.
-func customerSource(ctx context.Context, tx pgx.Tx, program, customer int64) (int64, error) {
-	var id int64
-	err := tx.QueryRow(ctx, `SELECT source_id FROM customer_sources WHERE customer_id = $1`, customer).Scan(&id)
+// customer whose click is unknown (not applied yet, created before
+// analytics kept sources, or by a lead without a click) is credited to the
+// empty source: direct, no UTM, unknown page, country and device (known
+// false).
+func customerSource(ctx context.Context, tx pgx.Tx, program, customer int64) (id int64, known bool, err error) {
+	err = tx.QueryRow(ctx, `SELECT source_id FROM customer_sources WHERE customer_id = $1`, customer).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return internSource(ctx, tx, program, sources.FromClick("", "", "", ""))
+		id, err = internSource(ctx, tx, program, sources.FromClick("", "", "", ""))
+		return id, false, err
 	}
 	if err != nil {
-		return 0, fmt.Errorf("source of customer %d: %w", customer, err)
+		return 0, false, fmt.Errorf("source of customer %d: %w", customer, err)
 	}
-	return id, nil
+	return id, true, nil
 }
 
 // internSource is the id of the program's source with these dimensions,
