@@ -15,5 +15,14 @@ CREATE TABLE unsourced_sales (
     PRIMARY KEY (customer_id, bucket, currency)
 );
 
+-- A sale that finds no source for its customer claims the customer's row
+-- with the empty source, provisional. The click's insert then conflicts
+-- with it on the key: whichever commits second sees the other's row (a
+-- concurrent sale and click can no longer each miss the other's
+-- uncommitted write), and the click replaces a provisional source as it
+-- would replace a reused customer's.
+ALTER TABLE customer_sources ADD COLUMN provisional boolean NOT NULL DEFAULT false;
+
 -- +goose Down
+ALTER TABLE customer_sources DROP COLUMN provisional;
 DROP TABLE unsourced_sales;

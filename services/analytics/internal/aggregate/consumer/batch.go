@@ -184,8 +184,10 @@ func foldClicks(ctx context.Context, tx pgx.Tx, clicks []*eventsv1.ClickRecorded
 		rows     [2][]int64
 		conflict string
 	}{
-		{created, `DO UPDATE SET source_id = EXCLUDED.source_id`},
-		{reused, `DO NOTHING`},
+		{created, `DO UPDATE SET source_id = EXCLUDED.source_id, provisional = false`},
+		// A reused customer's click sets the source only of a customer
+		// without one, or with a sale's provisional one (claimSource).
+		{reused, `DO UPDATE SET source_id = EXCLUDED.source_id, provisional = false WHERE customer_sources.provisional`},
 	} {
 		if len(q.rows[0]) == 0 {
 			continue

@@ -268,3 +268,84 @@ func TestSaleBeforeItsClickMovesToTheClicksSource(t *testing.T) {
 		t.Fatalf("%d unsourced rows (%v), want customer 2's", left, err)
 	}
 }
+
+// A sale and its customer's click applied at the same time, by the two
+// topics' consumers: whichever transaction commits second sees the other's
+// row (the customer's source row is their meeting point), so the money
+// ends under the click's source in both orders. The sale is two days after
+// the click (a consumer catching up), so no day's figures row is shared.
+func TestSaleAndClickAppliedConcurrently(t *testing.T) {
+	ctx := context.Background()
+	ts, later := timestamppb.New(t0), timestamppb.New(t0.Add(48*time.Hour))
+	envelope := func(typ string, msg proto.Message) *eventsv1.Envelope {
+		payload, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &eventsv1.Envelope{Id: typ, Type: typ, Payload: payload, OccurredAt: ts}
+	}
+	sale := func(tx pgx.Tx) error {
+		return consumer.Commissions(ctx, tx, envelope(eventsv1.TypeLedgerSaleRecorded,
+			&eventsv1.LedgerSaleRecorded{SaleId: 41, ProgramId: 7, CustomerId: 1, AmountCents: 1500, Currency: "EUR", OccurredAt: later}))
+	}
+	click := func(tx pgx.Tx) error {
+		return consumer.Tracking(ctx, tx, envelope(eventsv1.TypeClickRecorded, &eventsv1.ClickRecorded{EventId: 42, ProgramId: 7, CustomerId: 1, NewCustomer: true,
+			ReferrerUrl: "https://www.google.com/", ClickedAt: ts}))
+	}
+	for _, saleFirst := range []bool{true, false} {
+		pool := setup(t)
+		first, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// On a failure, before the pool closes (a no-op once committed).
+		defer func() { _ = first.Rollback(ctx) }()
+		if saleFirst {
+			err = sale(first)
+		} else {
+			err = click(first)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		second := make(chan error, 1)
+		go func() {
+			second <- pg.InTx(ctx, pool, func(tx pgx.Tx) error {
+				if saleFirst {
+					return click(tx)
+				}
+				return sale(tx)
+			})
+		}()
+		// The second waits on the first's row before the first commits.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var waiting int
+			if err := first.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
+				t.Fatal(err)
+			}
+			if waiting > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sale first %v: the second transaction never waited on the first", saleFirst)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := first.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-second; err != nil {
+			t.Fatal(err)
+		}
+		var where string
+		var unsourced int
+		if err := pool.QueryRow(ctx, `SELECT (SELECT string_agg(s.referrer || ':' || m.revenue_minor, ',') FROM source_money m JOIN sources s ON s.id = m.source_id),
+			(SELECT count(*) FROM unsourced_sales)`).Scan(&where, &unsourced); err != nil {
+			t.Fatal(err)
+		}
+		if where != "google.com:1500" || unsourced != 0 {
+			t.Fatalf("sale first %v: money %q, %d unsourced rows; want all under google.com", saleFirst, where, unsourced)
+		}
+	}
+}

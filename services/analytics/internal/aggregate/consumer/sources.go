@@ -55,7 +55,8 @@ func click(ctx context.Context, tx pgx.Tx, ev *eventsv1.ClickRecorded) error {
 			ON CONFLICT (program_id, bucket, partner_id) DO UPDATE SET clicks = partner_buckets.clicks + 1
 		), customer AS (
 			INSERT INTO customer_sources (customer_id, source_id) SELECT $6::bigint, src.id FROM first, src WHERE $6::bigint <> 0
-			ON CONFLICT (customer_id) DO UPDATE SET source_id = EXCLUDED.source_id WHERE $7::boolean
+			ON CONFLICT (customer_id) DO UPDATE SET source_id = EXCLUDED.source_id, provisional = false
+				WHERE $7::boolean OR customer_sources.provisional
 			RETURNING source_id
 		)
 		SELECT COALESCE((SELECT source_id FROM customer), 0)`, ev.GetEventId(), program, bucket(at), utcDay(at), ev.GetPartnerId(), ev.GetCustomerId(), ev.GetNewCustomer(),
@@ -106,7 +107,7 @@ func moveUnsourced(ctx context.Context, tx pgx.Tx, customers, sources []int64) e
 // the partner the sale was attributed to.
 func saleSource(ctx context.Context, tx pgx.Tx, ev *eventsv1.LedgerSaleRecorded) error {
 	program, at := ev.GetProgramId(), ev.GetOccurredAt().AsTime()
-	source, known, err := customerSource(ctx, tx, program, ev.GetCustomerId())
+	source, known, err := claimSource(ctx, tx, program, ev.GetCustomerId())
 	if err != nil {
 		return err
 	}
@@ -149,7 +150,8 @@ func addPartnerMoney(ctx context.Context, tx pgx.Tx, program, partner int64, at 
 // empty source: direct, no UTM, unknown page, country and device (known
 // false).
 func customerSource(ctx context.Context, tx pgx.Tx, program, customer int64) (id int64, known bool, err error) {
-	err = tx.QueryRow(ctx, `SELECT source_id FROM customer_sources WHERE customer_id = $1`, customer).Scan(&id)
+	var provisional bool
+	err = tx.QueryRow(ctx, `SELECT source_id, provisional FROM customer_sources WHERE customer_id = $1`, customer).Scan(&id, &provisional)
 	if errors.Is(err, pgx.ErrNoRows) {
 		id, err = internSource(ctx, tx, program, sources.FromClick("", "", "", ""))
 		return id, false, err
@@ -157,7 +159,31 @@ func customerSource(ctx context.Context, tx pgx.Tx, program, customer int64) (id
 	if err != nil {
 		return 0, false, fmt.Errorf("source of customer %d: %w", customer, err)
 	}
-	return id, true, nil
+	return id, !provisional, nil
+}
+
+// claimSource is customerSource for a sale, which must not miss a click
+// applied concurrently (its insert not committed yet): a customer without
+// a source row gets one, the empty source, provisional. A concurrent
+// click's insert of the row then waits for this transaction and replaces
+// the provisional source (moving what this sale remembered), or this
+// insert waits for the click's and reads its source.
+func claimSource(ctx context.Context, tx pgx.Tx, program, customer int64) (id int64, known bool, err error) {
+	id, known, err = customerSource(ctx, tx, program, customer)
+	if err != nil || known || customer == 0 {
+		return id, known, err
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO customer_sources (customer_id, source_id, provisional) VALUES ($1, $2, true)
+		ON CONFLICT (customer_id) DO NOTHING`, customer, id)
+	if err != nil {
+		return 0, false, fmt.Errorf("claim the source of customer %d: %w", customer, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return id, false, nil
+	}
+	// The row was there (provisional, from an earlier sale) or a click's
+	// insert committed meanwhile: read it again.
+	return customerSource(ctx, tx, program, customer)
 }
 
 // internSource is the id of the program's source with these dimensions,
