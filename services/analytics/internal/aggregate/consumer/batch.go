@@ -177,8 +177,8 @@ func foldClicks(ctx context.Context, tx pgx.Tx, clicks []*eventsv1.ClickRecorded
 			reused[0], reused[1] = append(reused[0], cust), append(reused[1], c.source)
 		}
 	}
-	// The customers whose source is set now: money of their sales applied
-	// before (another topic) moves under it.
+	// The customers whose provisional source is replaced now: money of
+	// their sales applied before (another topic) moves under the new one.
 	var set [2][]int64
 	for _, q := range []struct {
 		rows     [2][]int64
@@ -193,13 +193,18 @@ func foldClicks(ctx context.Context, tx pgx.Tx, clicks []*eventsv1.ClickRecorded
 			continue
 		}
 		rows, err := tx.Query(ctx, `INSERT INTO customer_sources (customer_id, source_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])
-			ON CONFLICT (customer_id) `+q.conflict+` RETURNING customer_id, source_id`, q.rows[0], q.rows[1])
+			ON CONFLICT (customer_id) `+q.conflict+` RETURNING customer_id, source_id, xmax = 0`, q.rows[0], q.rows[1])
 		if err != nil {
 			return fmt.Errorf("customers' sources: %w", err)
 		}
 		var cust, src int64
-		if _, err := pgx.ForEachRow(rows, []any{&cust, &src}, func() error {
-			set[0], set[1] = append(set[0], cust), append(set[1], src)
+		var inserted bool
+		if _, err := pgx.ForEachRow(rows, []any{&cust, &src, &inserted}, func() error {
+			// A row just inserted (xmax 0) had no sale's provisional claim,
+			// which every unsourced sale makes: nothing to move.
+			if !inserted {
+				set[0], set[1] = append(set[0], cust), append(set[1], src)
+			}
 			return nil
 		}); err != nil {
 			return fmt.Errorf("customers' sources: %w", err)
