@@ -251,10 +251,6 @@ func runStack(ctx context.Context, out io.Writer, addr, dataDir, seedFile string
 	return nil
 }
 
-// seedOnce makes sure the demo catalog exists (the seed creates only what
-// is missing, so every start runs it) and prints the demo program, its keys
-// and what to try. With pageDir it also writes a page that loads the
-// tracker there.
 // republishKept runs before a broker on a new data directory (the first
 // start, or after rm -rf .data) starts over the database, which usually
 // outlives .data (the machine's Postgres keeps database svc): the events
@@ -290,6 +286,10 @@ func republishKept(ctx context.Context, out io.Writer, dsn string) error {
 	return nil
 }
 
+// seedOnce makes sure the demo catalog exists (the seed creates only what
+// is missing, so every start runs it) and prints the demo program, its keys
+// and what to try. With pageDir it also writes a page that loads the
+// tracker there.
 func seedOnce(ctx context.Context, out io.Writer, baseURL, token, seedFile, pageDir string) (seed.Result, error) {
 	c := &seed.Client{BaseURL: baseURL, AdminToken: token, HTTP: &http.Client{Timeout: 60 * time.Second}}
 	demo, err := seed.Load(seedFile)

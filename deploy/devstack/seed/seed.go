@@ -343,14 +343,15 @@ func demoProgram(ctx context.Context, c *Client, d Demo, programs []map[string]a
 		}
 	}
 	for _, p := range programs {
+		if len(prefixes) == 0 {
+			break
+		}
 		id, _ := p["id"].(float64)
 		var keys []struct {
 			Prefix string `json:"prefix"`
 		}
-		if len(prefixes) > 0 {
-			if err := c.Call(ctx, "GET", fmt.Sprintf("/admin/v1/programs/%d/keys", int64(id)), nil, &keys); err != nil {
-				return nil, false, err
-			}
+		if err := c.Call(ctx, "GET", fmt.Sprintf("/admin/v1/programs/%d/keys", int64(id)), nil, &keys); err != nil {
+			return nil, false, err
 		}
 		for _, k := range keys {
 			if prefixes[k.Prefix] {
