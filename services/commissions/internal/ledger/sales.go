@@ -1,12 +1,16 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/commissions/internal/money"
 )
 
@@ -147,45 +151,97 @@ type Attributed struct {
 // its commission, with their events, in one transaction: RecordSale's
 // result and errors. A sale completed before (by the backstop, or a
 // concurrent call) is answered as it stands; one released before is
-// ErrSaleNotFound.
+// ErrSaleNotFound. Concurrent completions share their transaction
+// (completeSales).
 func (s *Service) CompleteSale(ctx context.Context, saleID int64, who Attributed) (SaleResult, error) {
-	var res SaleResult
-	var cause error
-	err := s.store.Atomic(ctx, func(tx Tx) error {
-		res, cause = SaleResult{}, nil
-		sale := Sale{ID: saleID, ProgramID: who.ProgramID, CustomerID: who.CustomerID, CustomerClickID: who.CustomerClickID, PartnerID: who.PartnerID}
-		err := tx.CompleteSale(ctx, &sale)
-		if err == nil {
-			res, cause, err = s.decideSale(ctx, tx, sale, s.now().UTC())
-			return err
-		}
-		if !errors.Is(err, ErrSaleNotFound) {
-			return err
-		}
-		// Completed (or released) before: answer the sale as it stands.
-		sale, err = tx.LockSale(ctx, saleID)
-		if err != nil {
-			return err
-		}
-		if !sale.Reserved {
-			res.Sale = sale
-			res.NoCommission = sale.CommissionState
-			if c, ok, err := tx.SaleCommission(ctx, sale.ID); err != nil {
-				return err
-			} else if ok {
-				res.Commission, res.NoCommission = &c, ""
-			}
-			return nil
-		}
-		return fmt.Errorf("sale %d stayed reserved: %w", saleID, errkind.Internal)
-	})
+	out, err := s.completions.Do(ctx, completion{saleID: saleID, who: who})
 	if err != nil {
 		return SaleResult{}, err
 	}
-	if cause != nil {
-		return res, &CommissionNotCreatedError{SaleID: res.Sale.ID, Cause: cause}
+	if out.cause != nil {
+		return out.res, &CommissionNotCreatedError{SaleID: out.res.Sale.ID, Cause: out.cause}
 	}
-	return res, nil
+	return out.res, nil
+}
+
+// completion is a CompleteSale call, and completed its answer.
+type (
+	completion struct {
+		saleID int64
+		who    Attributed
+	}
+	completed struct {
+		res   SaleResult
+		cause error
+	}
+)
+
+// completionKey keeps two completions of one customer out of one
+// transaction: the second decides on a history the first writes.
+func completionKey(c completion) string {
+	if c.who.ProgramID == 0 || c.who.CustomerID == 0 {
+		return "sale:" + strconv.FormatInt(c.saleID, 10)
+	}
+	return strconv.FormatInt(c.who.ProgramID, 10) + ":" + strconv.FormatInt(c.who.CustomerID, 10)
+}
+
+// completeSales completes a group of reserved sales in one transaction,
+// each as it would be alone (their customers differ). They run in the
+// order of their customers, so two groups take the customers' locks in
+// one order and never wait on each other in a cycle.
+func (s *Service) completeSales(ctx context.Context, calls []completion) ([]pg.GroupResult[completed], error) {
+	order := make([]int, len(calls))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		x, y := calls[a].who, calls[b].who
+		return cmp.Or(cmp.Compare(x.ProgramID, y.ProgramID), cmp.Compare(x.CustomerID, y.CustomerID), cmp.Compare(calls[a].saleID, calls[b].saleID))
+	})
+	var out []pg.GroupResult[completed]
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		out = make([]pg.GroupResult[completed], len(calls))
+		for _, i := range order {
+			res, cause, err := s.completeSale(ctx, tx, calls[i].saleID, calls[i].who)
+			if err != nil {
+				return err
+			}
+			out[i].Out = completed{res: res, cause: cause}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// completeSale is one completion in tx: the sale recorded with its
+// decision, or a sale completed before answered as it stands.
+func (s *Service) completeSale(ctx context.Context, tx Tx, saleID int64, who Attributed) (SaleResult, error, error) {
+	sale := Sale{ID: saleID, ProgramID: who.ProgramID, CustomerID: who.CustomerID, CustomerClickID: who.CustomerClickID, PartnerID: who.PartnerID}
+	err := tx.CompleteSale(ctx, &sale)
+	if err == nil {
+		return s.decideSale(ctx, tx, sale, s.now().UTC())
+	}
+	if !errors.Is(err, ErrSaleNotFound) {
+		return SaleResult{}, nil, err
+	}
+	// Completed (or released) before: answer the sale as it stands.
+	sale, err = tx.LockSale(ctx, saleID)
+	if err != nil {
+		return SaleResult{}, nil, err
+	}
+	if sale.Reserved {
+		return SaleResult{}, nil, fmt.Errorf("sale %d stayed reserved: %w", saleID, errkind.Internal)
+	}
+	res := SaleResult{Sale: sale, NoCommission: sale.CommissionState}
+	if c, ok, err := tx.SaleCommission(ctx, sale.ID); err != nil {
+		return SaleResult{}, nil, err
+	} else if ok {
+		res.Commission, res.NoCommission = &c, ""
+	}
+	return res, nil, nil
 }
 
 // ReleaseSale deletes a sale that is still reserved, giving its

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/libs/pg"
 )
 
 // ErrUnsupportedCurrency: a sale or withdrawal currency other than USD, EUR
@@ -41,6 +42,8 @@ type Service struct {
 	batch         int
 	onRefund      func(string)
 	onNotifyError func(error)
+	// completions commits concurrent CompleteSale calls together.
+	completions *pg.Group[completion, completed]
 }
 
 // New checks the wiring and returns the service.
@@ -59,5 +62,7 @@ func New(cfg Config) (*Service, error) {
 	if onNotifyError == nil {
 		onNotifyError = func(error) {}
 	}
-	return &Service{store: cfg.Store, now: cfg.Now, batch: cfg.ApproveBatch, onRefund: onRefund, onNotifyError: onNotifyError}, nil
+	s := &Service{store: cfg.Store, now: cfg.Now, batch: cfg.ApproveBatch, onRefund: onRefund, onNotifyError: onNotifyError}
+	s.completions = pg.NewGroup(s.completeSales, pg.GroupOptions[completion]{Key: completionKey})
+	return s, nil
 }

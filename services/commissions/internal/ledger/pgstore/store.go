@@ -66,17 +66,23 @@ type Store struct {
 	pool *pgxpool.Pool
 	// within, when set, is the transaction Atomic runs in (Within).
 	within pgx.Tx
+	// reserve commits concurrent reservations together (ReserveSale).
+	reserve *pg.Group[*ledger.Sale, int64]
 }
 
 var _ ledger.Store = (*Store)(nil)
 
 // New returns a store over a pool whose search_path is the commissions
 // schema (pg.Options.Schema).
-func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func New(pool *pgxpool.Pool) *Store {
+	s := &Store{pool: pool}
+	s.reserve = pg.NewGroup(s.reserveSales, pg.GroupOptions[*ledger.Sale]{})
+	return s
+}
 
 // Within is the store whose Atomic runs inside t instead of a transaction
 // of its own: a consumer's use case commits with its inbox row, once.
-func (s *Store) Within(t pgx.Tx) *Store { return &Store{pool: s.pool, within: t} }
+func (s *Store) Within(t pgx.Tx) *Store { return &Store{pool: s.pool, within: t, reserve: s.reserve} }
 
 // Atomic runs fn in one transaction, then sends the writes and events fn
 // left pending (see the package comment) with the commit. BEGIN rides with
@@ -448,12 +454,114 @@ func (t *tx) InsertSale(ctx context.Context, s *ledger.Sale) error {
 }
 
 // ReserveSale inserts a reserved sale in one statement of its own (no
-// event to write with it, so no transaction: one round trip).
+// event to write with it, so no transaction: one round trip), with the
+// reservations of the concurrent sales (pg.Group): one statement and one
+// commit for all of them.
 func (s *Store) ReserveSale(ctx context.Context, sale *ledger.Sale) error {
 	if !sale.Reserved {
 		return fmt.Errorf("reserve sale %q: not marked reserved: %w", sale.TransactionID, ledger.ErrInvalidInput)
 	}
-	return insertSale(ctx, s.pool, sale)
+	id, err := s.reserve.Do(ctx, sale)
+	if err != nil {
+		return err
+	}
+	sale.ID = id
+	return nil
+}
+
+// reserveSales inserts reserved sales in one statement (a call alone
+// too: one statement for the plan test to see): each gets its id, or a *ledger.DuplicateSaleError
+// naming the sale that holds its transaction id, recorded before or first
+// of the group.
+func (s *Store) reserveSales(ctx context.Context, sales []*ledger.Sale) ([]pg.GroupResult[int64], error) {
+	res := make([]pg.GroupResult[int64], len(sales))
+	n := len(sales)
+	txns, programs, amounts := make([]string, n), make([]int64, n), make([]int64, n)
+	customers, partners, clicks := make([]int64, n), make([]int64, n), make([]string, n)
+	currencies, sources, refs := make([]string, n), make([]string, n), make([]*string, n)
+	occurred, created := make([]time.Time, n), make([]time.Time, n)
+	for i, sl := range sales {
+		if sl.Test {
+			return nil, fmt.Errorf("reserve sale %q: a test sale is never reserved: %w", sl.TransactionID, ledger.ErrInvalidInput)
+		}
+		txns[i], programs[i], amounts[i] = sl.TransactionID, sl.ProgramID, sl.Amount.Minor
+		customers[i], partners[i], clicks[i] = sl.CustomerID, sl.PartnerID, sl.CustomerClickID
+		currencies[i], sources[i], occurred[i], created[i] = string(sl.Amount.Currency), sl.Source, sl.OccurredAt, sl.CreatedAt
+		if sl.AttributionRef != nil {
+			r := string(sl.AttributionRef)
+			refs[i] = &r
+		}
+	}
+	// WITH ORDINALITY keeps the group's order, so that of two calls with
+	// one transaction id the first is the one recorded, as one after the
+	// other would have it.
+	rows, err := s.pool.Query(ctx, `INSERT INTO sales (transaction_id, program_id, customer_id, partner_id, amount_cents, currency,
+			is_test, source, reserved, attribution_ref, occurred_at, created_at, customer_click_id)
+		SELECT t, p, cu, pa, a, c, false, src, true, r::jsonb, o, cr, cl
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+				$9::timestamptz[], $10::timestamptz[], $11::text[])
+			WITH ORDINALITY AS u(t, p, cu, pa, a, c, src, r, o, cr, cl, n)
+		ORDER BY n
+		ON CONFLICT (is_test, transaction_id) DO NOTHING RETURNING id, transaction_id`,
+		txns, programs, customers, partners, amounts, currencies, sources, refs, occurred, created, clicks)
+	if err != nil {
+		return nil, fmt.Errorf("store %d reserved sales: %w", n, err)
+	}
+	ids := make(map[string]int64, n)
+	for rows.Next() {
+		var id int64
+		var txn string
+		if err := rows.Scan(&id, &txn); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store %d reserved sales: %w", n, err)
+		}
+		ids[txn] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store %d reserved sales: %w", n, err)
+	}
+	var dups []string
+	for i, sl := range sales {
+		if id, ok := ids[sl.TransactionID]; ok {
+			res[i].Out = id
+			delete(ids, sl.TransactionID) // a second call with the id is a duplicate of this one
+			continue
+		}
+		dups = append(dups, sl.TransactionID)
+	}
+	if len(dups) == 0 {
+		return res, nil
+	}
+	// The ids the duplicates stand behind, in one statement.
+	prev := make(map[string]int64, len(dups))
+	rows, err = s.pool.Query(ctx, `SELECT id, transaction_id FROM sales WHERE transaction_id = ANY($1::text[]) AND NOT is_test`, dups)
+	if err != nil {
+		return nil, fmt.Errorf("load duplicate sales: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var txn string
+		if err := rows.Scan(&id, &txn); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("load duplicate sales: %w", err)
+		}
+		prev[txn] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load duplicate sales: %w", err)
+	}
+	for i, sl := range sales {
+		if res[i].Out != 0 {
+			continue
+		}
+		id, ok := prev[sl.TransactionID]
+		if !ok {
+			res[i].Err = fmt.Errorf("load duplicate sale %q: %w", sl.TransactionID, pgx.ErrNoRows)
+			continue
+		}
+		res[i].Err = &ledger.DuplicateSaleError{SaleID: id}
+	}
+	return res, nil
 }
 
 // ReleaseSale deletes a sale still reserved, in one statement.
