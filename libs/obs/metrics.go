@@ -136,3 +136,29 @@ func normalizeMethod(m string) string {
 	}
 	return "OTHER"
 }
+
+// GroupCommits records how many calls each group-committed transaction
+// carried (pg.Group), per write: the proof that concurrent writes share
+// their commits, and the size to tune a group's limit by.
+type GroupCommits struct {
+	calls *prometheus.HistogramVec
+}
+
+// NewGroupCommits registers db_group_commit_calls.
+func NewGroupCommits(reg prometheus.Registerer) (*GroupCommits, error) {
+	g := &GroupCommits{calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "db_group_commit_calls",
+		Help:    "Calls committed by one transaction of a group-committed write (1: the call ran alone).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+	}, []string{"write"})}
+	if err := reg.Register(g.calls); err != nil {
+		return nil, fmt.Errorf("register db_group_commit_calls: %w", err)
+	}
+	return g, nil
+}
+
+// Observer is the pg.GroupOptions.Observe of write.
+func (g *GroupCommits) Observer(write string) func(calls int) {
+	h := g.calls.WithLabelValues(write)
+	return func(calls int) { h.Observe(float64(calls)) }
+}

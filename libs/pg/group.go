@@ -23,10 +23,11 @@ import (
 // is its own error and never another's: Exec must give each call the
 // result it would have had alone.
 type Group[I, O any] struct {
-	exec  func(ctx context.Context, in []I) ([]GroupResult[O], error)
-	max   int
-	key   func(I) string
-	slots chan struct{}
+	exec    func(ctx context.Context, in []I) ([]GroupResult[O], error)
+	max     int
+	key     func(I) string
+	observe func(calls int)
+	slots   chan struct{}
 
 	mu    sync.Mutex
 	queue []*groupCall[I, O]
@@ -50,6 +51,9 @@ type GroupOptions[I any] struct {
 	// transaction: a later one waits for the next. For writes that read
 	// what an earlier call of the same key writes (a customer's history).
 	Key func(I) string
+	// Observe, when set, is told the number of calls of each transaction
+	// (a metric).
+	Observe func(calls int)
 }
 
 type groupCall[I, O any] struct {
@@ -69,7 +73,10 @@ func NewGroup[I, O any](exec func(ctx context.Context, in []I) ([]GroupResult[O]
 	if opt.Concurrent <= 0 {
 		opt.Concurrent = 2
 	}
-	return &Group[I, O]{exec: exec, max: opt.Max, key: opt.Key, slots: make(chan struct{}, opt.Concurrent)}
+	if opt.Observe == nil {
+		opt.Observe = func(int) {}
+	}
+	return &Group[I, O]{exec: exec, max: opt.Max, key: opt.Key, observe: opt.Observe, slots: make(chan struct{}, opt.Concurrent)}
 }
 
 // Do runs in, in a transaction with the calls around it, and answers its
@@ -145,6 +152,7 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 	for i, c := range batch {
 		ins[i] = c.in
 	}
+	g.observe(len(batch))
 	res, err := g.exec(ctx, ins)
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("group commit: %d results for %d calls", len(res), len(batch))
@@ -162,6 +170,7 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 		return
 	}
 	for _, c := range batch {
+		g.observe(1)
 		res, err := g.exec(ctx, []I{c.in})
 		switch {
 		case err != nil:

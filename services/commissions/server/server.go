@@ -86,7 +86,11 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	if err := p.Consume(eventsv1.TopicCatalog, consumer.Group(p.Name), consumer.Applier{Service: p.Name, Now: p.Now}.Apply, platform.BatchEvents(catalogsync.BatchSize)); err != nil {
 		return nil, err
 	}
-	store := pgstore.New(p.Pool)
+	groups, err := obs.NewGroupCommits(p.Registry)
+	if err != nil {
+		return nil, err
+	}
+	store := pgstore.New(p.Pool, pgstore.ObserveReservations(groups.Observer("sale_reservation")))
 	// Settled leads earn the per-lead reward, in the inbox transaction.
 	leads := ledgerconsumer.Leads{Store: store, Now: p.Now, Logger: p.Logger}
 	// Only leads reach the ledger; the clicks (most of tracking's events)
@@ -100,9 +104,10 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		return nil, err
 	}
 	svc, err := ledger.New(ledger.Config{
-		Store:    store,
-		Now:      p.Now,
-		OnRefund: func(outcome string) { metrics.refunds.WithLabelValues(outcome).Inc() },
+		Store:             store,
+		Now:               p.Now,
+		OnRefund:          func(outcome string) { metrics.refunds.WithLabelValues(outcome).Inc() },
+		OnCompletionGroup: groups.Observer("sale_completion"),
 		OnNotifyError: func(err error) {
 			p.Logger.Warn("refund notifications not sent; the backstop sends them", "err", err)
 		},

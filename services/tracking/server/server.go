@@ -71,9 +71,14 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 	} else {
 		p.Logger.Info("no geo database: click geo fields stay empty (set GEOIP_DB)")
 	}
+	groups, err := obs.NewGroupCommits(p.Registry)
+	if err != nil {
+		return nil, err
+	}
 	store, err := pgstore.New(p.Pool, pgstore.Config{
 		Schema: p.Config.Schema, Now: p.Now, Logger: p.Logger,
 		ClickWriters: cfg.ClickWriters, ClickGroup: cfg.ClickGroupMax,
+		OnAttributionGroup: groups.Observer("attribution"),
 	})
 	if err != nil {
 		return nil, err

@@ -198,6 +198,13 @@ func (s *Service) completeSales(ctx context.Context, calls []completion) ([]pg.G
 		x, y := calls[a].who, calls[b].who
 		return cmp.Or(cmp.Compare(x.ProgramID, y.ProgramID), cmp.Compare(x.CustomerID, y.CustomerID), cmp.Compare(calls[a].saleID, calls[b].saleID))
 	})
+	for k := 1; k < len(order); k++ {
+		if a, b := calls[order[k-1]], calls[order[k]]; a.who.CustomerID != 0 && completionKey(a) == completionKey(b) {
+			// The second would decide on a history without the first's
+			// commission (its writes go with the commit): run each alone.
+			return nil, errSameCustomer
+		}
+	}
 	var out []pg.GroupResult[completed]
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		out = make([]pg.GroupResult[completed], len(calls))
@@ -215,6 +222,10 @@ func (s *Service) completeSales(ctx context.Context, calls []completion) ([]pg.G
 	}
 	return out, nil
 }
+
+// errSameCustomer fails a group of completions naming one customer twice
+// (the group's Key keeps them apart): each then runs alone.
+var errSameCustomer = errors.New("two completions of one customer in one transaction")
 
 // completeSale is one completion in tx: the sale recorded with its
 // decision, or a sale completed before answered as it stands.

@@ -33,6 +33,9 @@ type Config struct {
 	// could not be sent after it committed (they stay pending for
 	// NotifyPending): the wiring logs it.
 	OnNotifyError func(error)
+	// OnCompletionGroup, when set, is told how many CompleteSale calls
+	// each transaction completed (a metric).
+	OnCompletionGroup func(calls int)
 }
 
 // Service is the ledger's use cases.
@@ -63,6 +66,6 @@ func New(cfg Config) (*Service, error) {
 		onNotifyError = func(error) {}
 	}
 	s := &Service{store: cfg.Store, now: cfg.Now, batch: cfg.ApproveBatch, onRefund: onRefund, onNotifyError: onNotifyError}
-	s.completions = pg.NewGroup(s.completeSales, pg.GroupOptions[completion]{Key: completionKey})
+	s.completions = pg.NewGroup(s.completeSales, pg.GroupOptions[completion]{Key: completionKey, Observe: cfg.OnCompletionGroup})
 	return s, nil
 }

@@ -72,11 +72,24 @@ type Store struct {
 
 var _ ledger.Store = (*Store)(nil)
 
+// Option configures a Store.
+type Option func(*pg.GroupOptions[*ledger.Sale])
+
+// ObserveReservations tells observe how many reservations each
+// transaction stored (a metric).
+func ObserveReservations(observe func(calls int)) Option {
+	return func(o *pg.GroupOptions[*ledger.Sale]) { o.Observe = observe }
+}
+
 // New returns a store over a pool whose search_path is the commissions
 // schema (pg.Options.Schema).
-func New(pool *pgxpool.Pool) *Store {
+func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{pool: pool}
-	s.reserve = pg.NewGroup(s.reserveSales, pg.GroupOptions[*ledger.Sale]{})
+	var group pg.GroupOptions[*ledger.Sale]
+	for _, o := range opts {
+		o(&group)
+	}
+	s.reserve = pg.NewGroup(s.reserveSales, group)
 	return s
 }
 

@@ -51,76 +51,12 @@ func scanAttribution(row pgx.Row, txn string) (ingest.Attribution, bool, error) 
 // commit and fails on the key, which rolls their changes back, and they
 // answer the stored decision.
 //
-// Round trips (a sale by click id): BEGIN, the stored decision and the
-// first identifier's customer, pipelined; the customer's writes, the
-// conversion's event, the decision and COMMIT, pipelined (pg.InPipeTx).
+// Concurrent calls share one transaction (pg.Group, attributeGroup).
+// Round trips of a group: BEGIN, then for each call the stored decision
+// and the first identifier's customer, pipelined; then every call's
+// customer writes, conversion event and decision, and COMMIT, pipelined.
 func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
-	var res ingest.AttributionResult
-	lookups := saleCustomerLookups(req.Ref)
-	// Generic plans (checked by deploy/devstack/plans): "auto" kept
-	// planning the sale customer's lookup on every run, 250 µs a sale.
-	err := pg.InPipeTxWithOptions(ctx, s.pool, pg.PipeOptions{GenericPlans: true}, func(tx *pg.PipeTx) error {
-		res = ingest.AttributionResult{}
-		prev, replay, c, found, err := replayOrCustomer(ctx, tx, req, lookups)
-		if err != nil {
-			return err
-		}
-		if replay {
-			res = ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}
-			return nil
-		}
-		if !found && len(lookups) > 1 {
-			if c, found, err = findSaleCustomer(ctx, tx, lookups[1:]); err != nil {
-				return err
-			}
-		}
-		if !found {
-			return nil
-		}
-		d, err := decide(c)
-		if err != nil {
-			return err
-		}
-		a := ingest.Attribution{
-			TransactionID: req.TransactionID, ProgramID: req.Ref.ProgramID, CustomerID: c.ID, ClickID: c.ClickID,
-			PartnerID: c.FirstPartnerID, LinkID: c.FirstLinkID, CustomerStatus: c.Status, FirstPurchaseDate: c.FirstPurchaseDate,
-			Source: req.Source, DecidedAt: req.At,
-		}
-		if d.Refused != nil {
-			a.Outcome = ingest.AttributionRefused
-			a.RefusalCode, a.RefusalMessage = ingest.Refusal(d.Refused)
-			res = ingest.AttributionResult{Found: true, Decision: a}
-			return nil
-		}
-		b := &pgx.Batch{}
-		pr := ingest.PaymentResult{CustomerStatus: c.Status}
-		if err := s.applyPayment(ctx, tx, b, c, d, req.Ref, req.At, &pr); err != nil {
-			return err
-		}
-		a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
-		if d.Convert && d.Sale != nil {
-			a.FirstPurchaseDate = d.Sale.OccurredAt
-		}
-		var first any
-		if !a.FirstPurchaseDate.IsZero() {
-			first = a.FirstPurchaseDate
-		}
-		b.Queue(`INSERT INTO attributions (`+attributionColumns+`)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
-			a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
-			first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
-		if err := sendDecision(ctx, tx, b); err != nil {
-			return err
-		}
-		// Answer what a replay will read (timestamps at the column's
-		// microsecond precision).
-		a.DecidedAt = a.DecidedAt.Truncate(time.Microsecond)
-		if !a.FirstPurchaseDate.IsZero() {
-			a.FirstPurchaseDate = a.FirstPurchaseDate.UTC().Truncate(time.Microsecond)
-		}
-		res = ingest.AttributionResult{Found: true, Decision: a}
-		return nil
-	})
+	res, err := s.attributions.Do(ctx, attributeCall{req: req, decide: decide})
 	if errors.Is(err, errAttributionRaceLost) {
 		prev, ok, err := scanAttribution(s.pool.QueryRow(ctx, attributionSQL, req.Ref.ProgramID, req.TransactionID), req.TransactionID)
 		if err != nil {
@@ -132,6 +68,119 @@ func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, de
 		return ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}, nil
 	}
 	return res, err
+}
+
+// attributeCall is one Attribute call of a group.
+type attributeCall struct {
+	req    ingest.AttributionRequest
+	decide func(ingest.Customer) (ingest.PaymentDecision, error)
+}
+
+// attributeKey keeps two calls naming one customer by the same identifier
+// (or deciding one transaction id) out of one transaction: the second
+// would decide on the customer as it was before the first's writes.
+func attributeKey(c attributeCall) string {
+	r := c.req.Ref
+	return fmt.Sprint(r.ProgramID, "\x00", r.ClickID, "\x00", r.CustomerKey, "\x00", r.EmailHash, "\x00", r.ProcessorCustomerID, "\x00", r.ClientReferenceID)
+}
+
+// errSameCustomer fails a group in which two calls found one customer
+// by different identifiers: each call then runs alone.
+var errSameCustomer = errors.New("two attribution calls of one group found the same customer")
+
+// attributeGroup decides a group of calls in one transaction, each as it
+// would be alone: a call's refusal or unknown customer is its own answer,
+// and a failure of the transaction (a concurrent decision of one of the
+// transaction ids, two calls of one customer) runs each call again alone.
+func (s *Store) attributeGroup(ctx context.Context, calls []attributeCall) ([]pg.GroupResult[ingest.AttributionResult], error) {
+	var out []pg.GroupResult[ingest.AttributionResult]
+	// Generic plans (checked by deploy/devstack/plans): "auto" kept
+	// planning the sale customer's lookup on every run, 250 µs a sale.
+	err := pg.InPipeTxWithOptions(ctx, s.pool, pg.PipeOptions{GenericPlans: true}, func(tx *pg.PipeTx) error {
+		out = make([]pg.GroupResult[ingest.AttributionResult], len(calls))
+		b := &pgx.Batch{}
+		seen := make(map[int64]bool, len(calls))
+		for i, c := range calls {
+			res, err := s.attributeOne(ctx, tx, b, c, seen)
+			if err != nil {
+				return err
+			}
+			out[i] = res
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		return sendDecision(ctx, tx, b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// attributeOne decides one call of a group in tx, queueing its writes on
+// b; its returned error fails the group, the result's its own call.
+func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, call attributeCall, seen map[int64]bool) (pg.GroupResult[ingest.AttributionResult], error) {
+	var none pg.GroupResult[ingest.AttributionResult]
+	req := call.req
+	lookups := saleCustomerLookups(req.Ref)
+	prev, replay, c, found, err := replayOrCustomer(ctx, tx, req, lookups)
+	if err != nil {
+		return none, err
+	}
+	if replay {
+		return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}}, nil
+	}
+	if !found && len(lookups) > 1 {
+		if c, found, err = findSaleCustomer(ctx, tx, lookups[1:]); err != nil {
+			return none, err
+		}
+	}
+	if !found {
+		return none, nil
+	}
+	if seen[c.ID] {
+		return none, errSameCustomer
+	}
+	seen[c.ID] = true
+	d, err := call.decide(c)
+	if err != nil {
+		// Nothing of this call is written yet: its error is its own.
+		return pg.GroupResult[ingest.AttributionResult]{Err: err}, nil
+	}
+	a := ingest.Attribution{
+		TransactionID: req.TransactionID, ProgramID: req.Ref.ProgramID, CustomerID: c.ID, ClickID: c.ClickID,
+		PartnerID: c.FirstPartnerID, LinkID: c.FirstLinkID, CustomerStatus: c.Status, FirstPurchaseDate: c.FirstPurchaseDate,
+		Source: req.Source, DecidedAt: req.At,
+	}
+	if d.Refused != nil {
+		a.Outcome = ingest.AttributionRefused
+		a.RefusalCode, a.RefusalMessage = ingest.Refusal(d.Refused)
+		return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Decision: a}}, nil
+	}
+	pr := ingest.PaymentResult{CustomerStatus: c.Status}
+	if err := s.applyPayment(ctx, tx, b, c, d, req.Ref, req.At, &pr); err != nil {
+		return none, err
+	}
+	a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
+	if d.Convert && d.Sale != nil {
+		a.FirstPurchaseDate = d.Sale.OccurredAt
+	}
+	var first any
+	if !a.FirstPurchaseDate.IsZero() {
+		first = a.FirstPurchaseDate
+	}
+	b.Queue(`INSERT INTO attributions (`+attributionColumns+`)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
+		a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
+		first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
+	// Answer what a replay will read (timestamps at the column's
+	// microsecond precision).
+	a.DecidedAt = a.DecidedAt.Truncate(time.Microsecond)
+	if !a.FirstPurchaseDate.IsZero() {
+		a.FirstPurchaseDate = a.FirstPurchaseDate.UTC().Truncate(time.Microsecond)
+	}
+	return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Decision: a}}, nil
 }
 
 // replayOrCustomer reads the decision stored for the program's transaction

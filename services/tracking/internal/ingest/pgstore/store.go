@@ -31,6 +31,8 @@ type Store struct {
 	clicks    *clickWriter
 	foldEvery time.Duration
 	logger    *slog.Logger
+	// attributions commits concurrent attribution decisions together.
+	attributions *pg.Group[attributeCall, ingest.AttributionResult]
 }
 
 // Config tunes the store's hot path.
@@ -44,6 +46,9 @@ type Config struct {
 	// CounterFold is how often pending click counts reach link_stats and
 	// partner_program_metrics (default 200ms).
 	CounterFold time.Duration
+	// OnAttributionGroup, when set, is told how many attribution calls
+	// each transaction decided (a metric).
+	OnAttributionGroup func(calls int)
 }
 
 // New returns a store; Run must be running for clicks to be written.
@@ -67,13 +72,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{
+	s := &Store{
 		pool:      pool,
 		foldEvery: cfg.CounterFold,
 		logger:    cfg.Logger,
 		cache:     cache,
 		clicks:    newClickWriter(pool, cfg.ClickWriters, cfg.ClickGroup, cfg.Logger),
-	}, nil
+	}
+	s.attributions = pg.NewGroup(s.attributeGroup, pg.GroupOptions[attributeCall]{Key: attributeKey, Observe: cfg.OnAttributionGroup})
+	return s, nil
 }
 
 // Run keeps the catalog cache's listener and the click writers going until
