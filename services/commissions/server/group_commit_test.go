@@ -28,7 +28,7 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 	grouped := func() map[string]bool {
 		out := map[string]bool{}
 		for name, writes := range map[string][]string{
-			server.Name: {"sale_reservation", "sale_completion"}, tracking.Name: {"attribution"},
+			server.Name: {"sale_reservation", "sale_completion", "refund"}, tracking.Name: {"attribution"},
 		} {
 			sum, count := groupCommits(t, "http://"+s.st.Instance(name).Addr()+"/metrics")
 			for _, w := range writes {
@@ -39,7 +39,7 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for round := 0; ; round++ {
-		if g := grouped(); g["sale_reservation"] && g["sale_completion"] && g["attribution"] {
+		if g := grouped(); g["sale_reservation"] && g["sale_completion"] && g["attribution"] && g["refund"] {
 			t.Logf("every write committed a group after %d rounds", round)
 			return
 		} else if time.Now().After(deadline) {
@@ -55,13 +55,13 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 		clicks := make([]string, fresh)
 		for i := range clicks {
 			clicks[i] = s.click(t, p.code)
-			calls = append(calls, call{s.txn(), clicks[i], int64(1000 + 100*i), 200})
+			calls = append(calls, call{s.txn(), clicks[i], int64(4000 + 400*i), 200})
 		}
 		dup := s.txn()
 		calls = append(calls,
-			call{s.txn(), clicks[0], 5000, 200}, // the first customer's second sale
-			call{dup, clicks[1], 700, 0},        // one of these two is recorded, the other answers 409
-			call{dup, clicks[1], 700, 0},
+			call{s.txn(), clicks[0], 8000, 200}, // the first customer's second sale
+			call{dup, clicks[1], 2000, 0},        // one of these two is recorded, the other answers 409
+			call{dup, clicks[1], 2000, 0},
 			call{s.txn(), "no_such_click_" + s.uniq(), 900, 400},
 		)
 		replies := make([]reply, len(calls))
@@ -134,6 +134,57 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 		}
 		if dupOK != 1 || dupConflict != 1 {
 			t.Fatalf("duplicate pair: %d recorded, %d × 409; want one each", dupOK, dupConflict)
+		}
+		// Then every recorded sale refunded at once, a quarter of it (a
+		// commissioned sale's commission is reduced by a quarter; one
+		// without answers no_commission), with an unknown id among them.
+		type refundCall struct {
+			txn          string
+			cents        int64
+			commissioned bool
+			status       int
+			outcome      string
+		}
+		var refunds []refundCall
+		for i, c := range calls {
+			r := replies[i]
+			if r.status != 200 {
+				continue
+			}
+			_, commissioned := r.body["commission"]
+			outcome := "no_commission"
+			if commissioned {
+				outcome = "refunded"
+			}
+			refunds = append(refunds, refundCall{c.txn, c.cents / 4, commissioned, 200, outcome})
+		}
+		refunds = append(refunds, refundCall{"txn_nowhere_" + s.uniq(), 100, false, 404, ""})
+		refundReplies := make([]reply, len(refunds))
+		start = make(chan struct{})
+		for i, c := range refunds {
+			wg.Go(func() {
+				<-start
+				refundReplies[i] = s.refund(t, p.key, refundOf(c.txn, c.cents, nil))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, c := range refunds {
+			r := refundReplies[i]
+			switch {
+			case c.status == 404:
+				wantError(t, r, 404, "not_found", "Sale not found for transaction_id")
+			case c.commissioned:
+				// A quarter of the sale: a quarter of its 10 % commission.
+				wantRefund(t, r, "refunded", float64(c.cents*4)/1000/4, 0)
+			default:
+				wantRefund(t, r, c.outcome, 0, 0)
+			}
+			if c.status == 200 {
+				if v, ok := s.saleRecord(t, c.txn, false); !ok || v.RefundedCents != c.cents {
+					t.Fatalf("sale %s after its refund: %+v, want %d cents refunded", c.txn, v, c.cents)
+				}
+			}
 		}
 	}
 }

@@ -108,6 +108,7 @@ func wire(_ context.Context, p *platform.Platform) ([]platform.Route, error) {
 		Now:               p.Now,
 		OnRefund:          func(outcome string) { metrics.refunds.WithLabelValues(outcome).Inc() },
 		OnCompletionGroup: groups.Observer("sale_completion"),
+		OnRefundGroup:     groups.Observer("refund"),
 		OnNotifyError: func(err error) {
 			p.Logger.Warn("refund notifications not sent; the backstop sends them", "err", err)
 		},

@@ -19,3 +19,16 @@ func (s *Service) CompleteTogether(ctx context.Context, saleIDs []int64, who []A
 	}
 	return out, causes, nil
 }
+
+// RefundTogether runs Refund's calls as one group would.
+func (s *Service) RefundTogether(ctx context.Context, ins []RefundInput) ([]RefundResult, []error, error) {
+	res, err := s.refundGroup(ctx, ins)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, errs := make([]RefundResult, len(res)), make([]error, len(res))
+	for i, r := range res {
+		out[i], errs[i] = r.Out, r.Err
+	}
+	return out, errs, nil
+}

@@ -1,10 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/svc-dev/svc/libs/pg"
 	"github.com/svc-dev/svc/services/commissions/internal/money"
 )
 
@@ -72,25 +76,66 @@ func (s *Service) Refund(ctx context.Context, in RefundInput) (RefundResult, err
 	if in.TransactionID == "" || in.AmountCents < 0 {
 		return RefundResult{}, fmt.Errorf("%w: refund of %q for %d", ErrInvalidInput, in.TransactionID, in.AmountCents)
 	}
-	refundID := in.RefundID
-	if in.AmountCents == 0 {
-		refundID = ""
-	}
-	now := s.now().UTC()
-	var res RefundResult
-	err := s.store.Atomic(ctx, func(tx Tx) error {
-		res = RefundResult{}
-		sale, err := tx.LockSaleForRefund(ctx, in.ProgramID, in.TransactionID, refundID, in.AmountCents)
-		if err != nil {
-			return err
-		}
-		return s.refundLocked(ctx, tx, sale, in, refundID, now, &res)
-	})
+	res, err := s.refunds.Do(ctx, in)
 	if err != nil {
 		return RefundResult{}, err
 	}
 	s.refunded(res)
 	return res, nil
+}
+
+// refundKey keeps two refunds of one sale out of one transaction: the
+// second would read the sale before the first's writes.
+func refundKey(in RefundInput) string { return in.TransactionID }
+
+// errSameSale fails a group of refunds naming one transaction id twice
+// (the group's Key keeps them apart): each then runs alone.
+var errSameSale = errors.New("two refunds of one sale in one transaction")
+
+// refundGroup applies a group of refunds (of different sales) in one
+// transaction, each as it would be alone; a sale not found is its call's
+// own answer, any other error fails the group (each then runs alone).
+// Sales are locked in the calls' transaction id order, so two groups never
+// wait on each other in a cycle.
+func (s *Service) refundGroup(ctx context.Context, ins []RefundInput) ([]pg.GroupResult[RefundResult], error) {
+	order := make([]int, len(ins))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(ins[a].TransactionID, ins[b].TransactionID) })
+	for k := 1; k < len(order); k++ {
+		if ins[order[k-1]].TransactionID == ins[order[k]].TransactionID {
+			return nil, errSameSale
+		}
+	}
+	now := s.now().UTC()
+	var out []pg.GroupResult[RefundResult]
+	err := s.store.Atomic(ctx, func(tx Tx) error {
+		out = make([]pg.GroupResult[RefundResult], len(ins))
+		for _, i := range order {
+			in := ins[i]
+			refundID := in.RefundID
+			if in.AmountCents == 0 {
+				refundID = ""
+			}
+			sale, err := tx.LockSaleForRefund(ctx, in.ProgramID, in.TransactionID, refundID, in.AmountCents)
+			if errors.Is(err, ErrSaleNotFound) {
+				out[i].Err = err // nothing read is locked, nothing written
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if err := s.refundLocked(ctx, tx, sale, in, refundID, now, &out[i].Out); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // refunded is what follows a committed refund: it is counted, and when

@@ -36,6 +36,8 @@ type Config struct {
 	// OnCompletionGroup, when set, is told how many CompleteSale calls
 	// each transaction completed (a metric).
 	OnCompletionGroup func(calls int)
+	// OnRefundGroup: the same for Refund calls.
+	OnRefundGroup func(calls int)
 }
 
 // Service is the ledger's use cases.
@@ -45,8 +47,10 @@ type Service struct {
 	batch         int
 	onRefund      func(string)
 	onNotifyError func(error)
-	// completions commits concurrent CompleteSale calls together.
+	// completions and refunds commit concurrent CompleteSale and Refund
+	// calls together.
 	completions *pg.Group[completion, completed]
+	refunds     *pg.Group[RefundInput, RefundResult]
 }
 
 // New checks the wiring and returns the service.
@@ -67,5 +71,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{store: cfg.Store, now: cfg.Now, batch: cfg.ApproveBatch, onRefund: onRefund, onNotifyError: onNotifyError}
 	s.completions = pg.NewGroup(s.completeSales, pg.GroupOptions[completion]{Key: completionKey, Observe: cfg.OnCompletionGroup})
+	s.refunds = pg.NewGroup(s.refundGroup, pg.GroupOptions[RefundInput]{Key: refundKey, Observe: cfg.OnRefundGroup})
 	return s, nil
 }
