@@ -137,28 +137,46 @@ func normalizeMethod(m string) string {
 	return "OTHER"
 }
 
-// GroupCommits records how many calls each group-committed transaction
-// carried (pg.Group), per write: the proof that concurrent writes share
-// their commits, and the size to tune a group's limit by.
+// GroupCommits records how many calls each committed transaction of a
+// group-committed write carried (pg.Group), per write, and the
+// transactions that failed: the proof that concurrent writes share their
+// commits, the size to tune a group's limit by, and groups that keep
+// failing (each of their calls then runs alone).
 type GroupCommits struct {
-	calls *prometheus.HistogramVec
+	calls    *prometheus.HistogramVec
+	failures *prometheus.CounterVec
 }
 
-// NewGroupCommits registers db_group_commit_calls.
+// NewGroupCommits registers db_group_commit_calls and
+// db_group_commit_failures_total.
 func NewGroupCommits(reg prometheus.Registerer) (*GroupCommits, error) {
-	g := &GroupCommits{calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "db_group_commit_calls",
-		Help:    "Calls committed by one transaction of a group-committed write (1: the call ran alone).",
-		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
-	}, []string{"write"})}
-	if err := reg.Register(g.calls); err != nil {
-		return nil, fmt.Errorf("register db_group_commit_calls: %w", err)
+	g := &GroupCommits{
+		calls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "db_group_commit_calls",
+			Help:    "Calls committed by one transaction of a group-committed write (1: the call ran alone).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		}, []string{"write"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "db_group_commit_failures_total",
+			Help: "Transactions of a group-committed write that failed (a group's calls then run alone).",
+		}, []string{"write"}),
+	}
+	for _, c := range []prometheus.Collector{g.calls, g.failures} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register group commit metrics: %w", err)
+		}
 	}
 	return g, nil
 }
 
 // Observer is the pg.GroupOptions.Observe of write.
-func (g *GroupCommits) Observer(write string) func(calls int) {
-	h := g.calls.WithLabelValues(write)
-	return func(calls int) { h.Observe(float64(calls)) }
+func (g *GroupCommits) Observer(write string) func(calls int, err error) {
+	h, f := g.calls.WithLabelValues(write), g.failures.WithLabelValues(write)
+	return func(calls int, err error) {
+		if err != nil {
+			f.Inc()
+			return
+		}
+		h.Observe(float64(calls))
+	}
 }

@@ -26,7 +26,7 @@ type Group[I, O any] struct {
 	exec    func(ctx context.Context, in []I) ([]GroupResult[O], error)
 	max     int
 	key     func(I) string
-	observe func(calls int)
+	observe func(calls int, err error)
 	slots   chan struct{}
 
 	mu    sync.Mutex
@@ -51,9 +51,9 @@ type GroupOptions[I any] struct {
 	// transaction: a later one waits for the next. For writes that read
 	// what an earlier call of the same key writes (a customer's history).
 	Key func(I) string
-	// Observe, when set, is told the number of calls of each transaction
-	// (a metric).
-	Observe func(calls int)
+	// Observe, when set, is told each transaction's number of calls and
+	// its error (nil: committed) after it ran (metrics).
+	Observe func(calls int, err error)
 }
 
 type groupCall[I, O any] struct {
@@ -74,7 +74,7 @@ func NewGroup[I, O any](exec func(ctx context.Context, in []I) ([]GroupResult[O]
 		opt.Concurrent = 2
 	}
 	if opt.Observe == nil {
-		opt.Observe = func(int) {}
+		opt.Observe = func(int, error) {}
 	}
 	return &Group[I, O]{exec: exec, max: opt.Max, key: opt.Key, observe: opt.Observe, slots: make(chan struct{}, opt.Concurrent)}
 }
@@ -152,11 +152,11 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 	for i, c := range batch {
 		ins[i] = c.in
 	}
-	g.observe(len(batch))
 	res, err := g.exec(ctx, ins)
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("group commit: %d results for %d calls", len(res), len(batch))
 	}
+	g.observe(len(batch), err)
 	if err == nil {
 		for i, c := range batch {
 			c.res = res[i]
@@ -170,8 +170,8 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 		return
 	}
 	for _, c := range batch {
-		g.observe(1)
 		res, err := g.exec(ctx, []I{c.in})
+		g.observe(1, err)
 		switch {
 		case err != nil:
 			c.res = GroupResult[O]{Err: err}

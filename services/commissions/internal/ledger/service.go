@@ -34,10 +34,10 @@ type Config struct {
 	// NotifyPending): the wiring logs it.
 	OnNotifyError func(error)
 	// OnCompletionGroup, when set, is told how many CompleteSale calls
-	// each transaction completed (a metric).
-	OnCompletionGroup func(calls int)
+	// each transaction completed and its error (nil: committed): metrics.
+	OnCompletionGroup func(calls int, err error)
 	// OnRefundGroup: the same for Refund calls.
-	OnRefundGroup func(calls int)
+	OnRefundGroup func(calls int, err error)
 }
 
 // Service is the ledger's use cases.

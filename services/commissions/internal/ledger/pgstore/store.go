@@ -76,8 +76,8 @@ var _ ledger.Store = (*Store)(nil)
 type Option func(*pg.GroupOptions[*ledger.Sale])
 
 // ObserveReservations tells observe how many reservations each
-// transaction stored (a metric).
-func ObserveReservations(observe func(calls int)) Option {
+// transaction stored, and its error (nil: committed): metrics.
+func ObserveReservations(observe func(calls int, err error)) Option {
 	return func(o *pg.GroupOptions[*ledger.Sale]) { o.Observe = observe }
 }
 

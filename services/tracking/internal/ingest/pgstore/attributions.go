@@ -52,9 +52,9 @@ func scanAttribution(row pgx.Row, txn string) (ingest.Attribution, bool, error) 
 // answer the stored decision.
 //
 // Concurrent calls share one transaction (pg.Group, attributeGroup).
-// Round trips of a group: BEGIN, then for each call the stored decision
-// and the first identifier's customer, pipelined; then every call's
-// customer writes, conversion event and decision, and COMMIT, pipelined.
+// Round trips of a group: BEGIN with every call's stored decision and its
+// first identifier's customer, pipelined; then every call's customer
+// writes, conversion event and decision, and COMMIT, pipelined.
 func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
 	res, err := s.attributions.Do(ctx, attributeCall{req: req, decide: decide})
 	if errors.Is(err, errAttributionRaceLost) {
@@ -98,10 +98,14 @@ func (s *Store) attributeGroup(ctx context.Context, calls []attributeCall) ([]pg
 	// planning the sale customer's lookup on every run, 250 µs a sale.
 	err := pg.InPipeTxWithOptions(ctx, s.pool, pg.PipeOptions{GenericPlans: true}, func(tx *pg.PipeTx) error {
 		out = make([]pg.GroupResult[ingest.AttributionResult], len(calls))
+		ahead, err := replaysAndCustomers(ctx, tx, calls)
+		if err != nil {
+			return err
+		}
 		b := &pgx.Batch{}
 		seen := make(map[int64]bool, len(calls))
 		for i, c := range calls {
-			res, err := s.attributeOne(ctx, tx, b, c, seen)
+			res, err := s.attributeOne(ctx, tx, b, c, ahead[i], seen)
 			if err != nil {
 				return err
 			}
@@ -120,18 +124,15 @@ func (s *Store) attributeGroup(ctx context.Context, calls []attributeCall) ([]pg
 
 // attributeOne decides one call of a group in tx, queueing its writes on
 // b; its returned error fails the group, the result's its own call.
-func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, call attributeCall, seen map[int64]bool) (pg.GroupResult[ingest.AttributionResult], error) {
+func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, call attributeCall, ahead readAhead, seen map[int64]bool) (pg.GroupResult[ingest.AttributionResult], error) {
 	var none pg.GroupResult[ingest.AttributionResult]
 	req := call.req
-	lookups := saleCustomerLookups(req.Ref)
-	prev, replay, c, found, err := replayOrCustomer(ctx, tx, req, lookups)
-	if err != nil {
-		return none, err
+	if ahead.replay {
+		return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Replayed: true, Decision: ahead.prev}}, nil
 	}
-	if replay {
-		return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Replayed: true, Decision: prev}}, nil
-	}
-	if !found && len(lookups) > 1 {
+	c, found := ahead.c, ahead.found
+	if lookups := saleCustomerLookups(req.Ref); !found && len(lookups) > 1 {
+		var err error
 		if c, found, err = findSaleCustomer(ctx, tx, lookups[1:]); err != nil {
 			return none, err
 		}
@@ -183,28 +184,47 @@ func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, c
 	return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Decision: a}}, nil
 }
 
-// replayOrCustomer reads the decision stored for the program's transaction
-// id and, in the same round trip, the customer of the first identifier
-// (locked; a replay leaves it untouched and the lock ends with the
-// transaction).
-func replayOrCustomer(ctx context.Context, tx pg.Querier, req ingest.AttributionRequest, lookups []customerLookup) (
-	prev ingest.Attribution, replay bool, c ingest.Customer, found bool, err error) {
+// readAhead is what the group's first round trip read for one call: the
+// decision stored for its program's transaction id and the customer of its
+// first identifier (locked; a replay leaves it untouched and the lock ends
+// with the transaction).
+type readAhead struct {
+	prev          ingest.Attribution
+	replay, found bool
+	c             ingest.Customer
+}
+
+// replaysAndCustomers reads every call's readAhead in one round trip.
+func replaysAndCustomers(ctx context.Context, tx pg.Querier, calls []attributeCall) (out []readAhead, err error) {
 	b := &pgx.Batch{}
-	b.Queue(attributionSQL, req.Ref.ProgramID, req.TransactionID)
-	if len(lookups) > 0 {
-		b.Queue(lookups[0].sql, lookups[0].args...)
+	lookups := make([][]customerLookup, len(calls))
+	for i, c := range calls {
+		lookups[i] = saleCustomerLookups(c.req.Ref)
+		b.Queue(attributionSQL, c.req.Ref.ProgramID, c.req.TransactionID)
+		if len(lookups[i]) > 0 {
+			b.Queue(lookups[i][0].sql, lookups[i][0].args...)
+		}
 	}
 	br := tx.SendBatch(ctx, b)
 	defer func() {
 		if cerr := br.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("load attribution %q: %w", req.TransactionID, cerr)
+			err = fmt.Errorf("load %d attributions: %w", len(calls), cerr)
 		}
 	}()
-	if prev, replay, err = scanAttribution(br.QueryRow(), req.TransactionID); err != nil || len(lookups) == 0 {
-		return prev, replay, c, false, err
+	out = make([]readAhead, len(calls))
+	for i, c := range calls {
+		r := &out[i]
+		if r.prev, r.replay, err = scanAttribution(br.QueryRow(), c.req.TransactionID); err != nil {
+			return nil, err
+		}
+		if len(lookups[i]) == 0 {
+			continue
+		}
+		if r.c, r.found, err = scanSaleCustomer(br.QueryRow()); err != nil {
+			return nil, err
+		}
 	}
-	c, found, err = scanSaleCustomer(br.QueryRow())
-	return prev, replay, c, found, err
+	return out, nil
 }
 
 // sendDecision sends the decision's writes, the attribution's insert last,

@@ -47,8 +47,8 @@ type Config struct {
 	// partner_program_metrics (default 200ms).
 	CounterFold time.Duration
 	// OnAttributionGroup, when set, is told how many attribution calls
-	// each transaction decided (a metric).
-	OnAttributionGroup func(calls int)
+	// each transaction decided and its error (nil: committed): metrics.
+	OnAttributionGroup func(calls int, err error)
 }
 
 // New returns a store; Run must be running for clicks to be written.
