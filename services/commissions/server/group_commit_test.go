@@ -60,7 +60,7 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 		dup := s.txn()
 		calls = append(calls,
 			call{s.txn(), clicks[0], 8000, 200}, // the first customer's second sale
-			call{dup, clicks[1], 2000, 0},        // one of these two is recorded, the other answers 409
+			call{dup, clicks[1], 2000, 0},       // one of these two is recorded, the other answers 409
 			call{dup, clicks[1], 2000, 0},
 			call{s.txn(), "no_such_click_" + s.uniq(), 900, 400},
 		)
