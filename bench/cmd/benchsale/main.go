@@ -170,6 +170,9 @@ type report struct {
 	results   map[string]load.Result
 	preloaded preloaded
 	logPath   string
+	// groups is how the services' group commits went over the service
+	// runs on the empty database, a line per write.
+	groups []string
 }
 
 // saleBody is sale n's body; the reference gets the same shape.
@@ -308,6 +311,9 @@ func bench(ctx context.Context, o options, logger *slog.Logger) (*report, error)
 	stopRelay()
 	ref.pool.Reset()
 	if rep.results[refundService], err = d.serviceRefunds(refundService, gw, cat, sales, o.refundProfile); err != nil {
+		return nil, err
+	}
+	if rep.groups, err = groupCommits(st); err != nil {
 		return nil, err
 	}
 	if o.preload == 0 {
@@ -628,5 +634,64 @@ func (r *report) print(out io.Writer) {
 			route, ratio, targetSizeRatio, load.MS(empty.Latency.P99), load.MS(full.Latency.P99),
 			load.Ratio(float64(full.Latency.P99), float64(empty.Latency.P99)), load.Verdict(full.OK > 0 && ratio >= targetSizeRatio))
 	}
+	for _, g := range r.groups {
+		fmt.Fprintf(out, "group commit (sale and refund service runs, warm-ups included): %s\n", g)
+	}
 	fmt.Fprintf(out, "service logs: %s\n", r.logPath)
+}
+
+// groupCommits reads db_group_commit_calls and
+// db_group_commit_failures_total from the services' registries: a line
+// per write with its calls per committed transaction.
+func groupCommits(st *rig.Stack) ([]string, error) {
+	type stat struct {
+		sum           float64
+		count, failed uint64
+	}
+	stats := map[string]*stat{}
+	var writes []string
+	for _, name := range []string{"tracking", "commissions"} {
+		in := st.Services.Instance(name)
+		if in == nil {
+			continue
+		}
+		mfs, err := in.Platform().Registry.Gather()
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %w", name, err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				var write string
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "write" {
+						write = l.GetValue()
+					}
+				}
+				switch mf.GetName() {
+				case "db_group_commit_calls", "db_group_commit_failures_total":
+				default:
+					continue
+				}
+				if stats[write] == nil {
+					stats[write] = &stat{}
+					writes = append(writes, write)
+				}
+				if h := m.GetHistogram(); h != nil && mf.GetName() == "db_group_commit_calls" {
+					stats[write].sum, stats[write].count = h.GetSampleSum(), h.GetSampleCount()
+				} else if c := m.GetCounter(); c != nil {
+					stats[write].failed = uint64(c.GetValue())
+				}
+			}
+		}
+	}
+	var out []string
+	for _, w := range writes {
+		s := stats[w]
+		per := 0.0
+		if s.count > 0 {
+			per = s.sum / float64(s.count)
+		}
+		out = append(out, fmt.Sprintf("%s %.1f calls per committed transaction (%d transactions, %d failed)", w, per, s.count, s.failed))
+	}
+	return out, nil
 }

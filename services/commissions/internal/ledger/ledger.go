@@ -340,6 +340,14 @@ type Store interface {
 	Dispute(ctx context.Context, disputeID string) (Dispute, error)
 }
 
+// RefundLock names one LockSaleForRefund call.
+type RefundLock struct {
+	ProgramID     int64
+	TransactionID string
+	RefundID      string
+	Requested     int64
+}
+
 // Tx is the ledger's operations inside one transaction. Each write stores
 // the event of its change in the outbox (the pgstore documents which).
 type Tx interface {
@@ -364,6 +372,10 @@ type Tx interface {
 	// partner (locking it), fills s from the row and writes its event; a
 	// sale no longer reserved is ErrSaleNotFound.
 	CompleteSale(ctx context.Context, s *Sale) error
+	// ReadAheadCompletions may do, in one round trip, the locks and reads
+	// CompleteSale will do for each of sales (ID, ProgramID, CustomerID),
+	// in their order.
+	ReadAheadCompletions(ctx context.Context, sales []Sale) error
 
 	// LockSale reads and locks a sale by id, or by transaction id within a
 	// program (programID 0: any program); ErrSaleNotFound.
@@ -375,6 +387,10 @@ type Tx interface {
 	// commission, locked, and RefundApplied's answer) and the ids its rows
 	// will take.
 	LockSaleForRefund(ctx context.Context, programID int64, transactionID, refundID string, requested int64) (Sale, error)
+	// ReadAheadRefunds may do, in one round trip, what LockSaleForRefund
+	// will do for each of refunds (in their order): a group of refunds
+	// then pays one round trip for all their locks and reads.
+	ReadAheadRefunds(ctx context.Context, refunds []RefundLock) error
 	// SetCommissionState and SetSaleRefunded write a locked sale; like
 	// UpdateCommission, they may reach the database only when the
 	// transaction commits (nothing in it reads them back).

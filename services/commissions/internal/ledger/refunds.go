@@ -112,12 +112,24 @@ func (s *Service) refundGroup(ctx context.Context, ins []RefundInput) ([]pg.Grou
 	var out []pg.GroupResult[RefundResult]
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		out = make([]pg.GroupResult[RefundResult], len(ins))
+		refundID := func(in RefundInput) string {
+			if in.AmountCents == 0 {
+				return ""
+			}
+			return in.RefundID
+		}
+		if len(ins) > 1 {
+			locks := make([]RefundLock, len(order))
+			for k, i := range order {
+				locks[k] = RefundLock{ProgramID: ins[i].ProgramID, TransactionID: ins[i].TransactionID, RefundID: refundID(ins[i]), Requested: ins[i].AmountCents}
+			}
+			if err := tx.ReadAheadRefunds(ctx, locks); err != nil {
+				return err
+			}
+		}
 		for _, i := range order {
 			in := ins[i]
-			refundID := in.RefundID
-			if in.AmountCents == 0 {
-				refundID = ""
-			}
+			refundID := refundID(in)
 			sale, err := tx.LockSaleForRefund(ctx, in.ProgramID, in.TransactionID, refundID, in.AmountCents)
 			if errors.Is(err, ErrSaleNotFound) {
 				out[i].Err = err // nothing read is locked, nothing written

@@ -208,6 +208,17 @@ func (s *Service) completeSales(ctx context.Context, calls []completion) ([]pg.G
 	var out []pg.GroupResult[completed]
 	err := s.store.Atomic(ctx, func(tx Tx) error {
 		out = make([]pg.GroupResult[completed], len(calls))
+		var ahead []Sale
+		for _, i := range order {
+			if w := calls[i].who; w.ProgramID != 0 && w.CustomerID != 0 {
+				ahead = append(ahead, Sale{ID: calls[i].saleID, ProgramID: w.ProgramID, CustomerID: w.CustomerID})
+			}
+		}
+		if len(ahead) > 1 {
+			if err := tx.ReadAheadCompletions(ctx, ahead); err != nil {
+				return err
+			}
+		}
 		for _, i := range order {
 			res, cause, err := s.completeSale(ctx, tx, calls[i].saleID, calls[i].who)
 			if err != nil {

@@ -161,6 +161,12 @@ type tx struct {
 	// notifications out of it when they are written with the commit.
 	refundInsert   *pgx.QueuedQuery
 	refundInsertID int64
+	// refundLocks are what ReadAheadRefunds read, until LockSaleForRefund
+	// answers them.
+	refundLocks map[ledger.RefundLock]refundLocked
+	// completionReads are what ReadAheadCompletions read, by sale id,
+	// until CompleteSale answers them.
+	completionReads map[int64]completionRead
 }
 
 // refundAhead answers SaleCommission and RefundApplied once each, for the
@@ -655,34 +661,24 @@ func (t *tx) CompleteSale(ctx context.Context, s *ledger.Sale) error {
 // takes the commission state SetCommissionState gives it before then: the
 // sale gets one new row version, not two.
 func (t *tx) completeWithInputs(ctx context.Context, s *ledger.Sale) (ledger.Sale, error) {
-	b := &pgx.Batch{}
-	b.Queue(`SELECT `+saleColumns+`, pg_advisory_xact_lock($2)::text FROM sales WHERE id = $1 AND reserved FOR UPDATE`,
-		s.ID, customerLockKey(s.ProgramID, s.CustomerID))
-	b.Queue(`SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission,
-			(`+historySQL+`), nextval('commissions_id_seq')
-		FROM programs WHERE id = $1`, s.ProgramID, s.CustomerID)
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
-	var locked string
-	done, err := scanSale(withExtra(br.QueryRow(), &locked))
-	if err != nil {
-		return done, err
+	r, ok := t.completionReads[s.ID]
+	if ok && r.programID == s.ProgramID && r.customerID == s.CustomerID {
+		delete(t.completionReads, s.ID)
+	} else {
+		b := &pgx.Batch{}
+		queueCompletionRead(b, s)
+		br := t.tx.SendBatch(ctx, b)
+		r = readCompletion(br, s)
+		if err := br.Close(); err != nil && r.err == nil {
+			r.err = fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
+		}
 	}
-	in := decisionInputs{programID: s.ProgramID, customerID: s.CustomerID}
-	var first *time.Time
-	var commissionID int64
-	in.prog, in.err = scanProgram(withExtra(br.QueryRow(), &first, &commissionID), s.ProgramID)
-	if in.err != nil && !errors.Is(in.err, ledger.ErrProgramUnknown) {
-		return ledger.Sale{}, in.err
+	if r.err != nil {
+		return r.sale, r.err
 	}
-	if first != nil {
-		in.hist = money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}
-	}
-	if err := br.Close(); err != nil {
-		return ledger.Sale{}, fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
-	}
+	done, in := r.sale, r.inputs
 	if in.err == nil {
-		t.commissionIDs = append(t.commissionIDs, commissionID)
+		t.commissionIDs = append(t.commissionIDs, r.commissionID)
 	}
 	t.inputs = &in
 	// The completion rides with the commit, with the commission state
@@ -693,6 +689,75 @@ func (t *tx) completeWithInputs(ctx context.Context, s *ledger.Sale) (ledger.Sal
 		s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID, "")
 	t.completionSale = s.ID
 	return done, nil
+}
+
+// completionRead is what completeWithInputs read for one sale.
+type completionRead struct {
+	programID, customerID int64
+	sale                  ledger.Sale
+	inputs                decisionInputs
+	commissionID          int64
+	err                   error
+}
+
+// ReadAheadCompletions does completeWithInputs' locks and reads for each
+// of sales (ID, ProgramID and CustomerID set) in one round trip, in their
+// order; CompleteSale of each then answers from them.
+func (t *tx) ReadAheadCompletions(ctx context.Context, sales []ledger.Sale) error {
+	b := &pgx.Batch{}
+	for i := range sales {
+		queueCompletionRead(b, &sales[i])
+	}
+	br := t.tx.SendBatch(ctx, b)
+	if t.completionReads == nil {
+		t.completionReads = make(map[int64]completionRead, len(sales))
+	}
+	for i := range sales {
+		r := readCompletion(br, &sales[i])
+		if r.err != nil && !errors.Is(r.err, ledger.ErrSaleNotFound) {
+			_ = br.Close()
+			return r.err
+		}
+		t.completionReads[sales[i].ID] = r
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("lock %d sales to complete: %w", len(sales), err)
+	}
+	return nil
+}
+
+// queueCompletionRead queues completeWithInputs' two statements.
+func queueCompletionRead(b *pgx.Batch, s *ledger.Sale) {
+	b.Queue(`SELECT `+saleColumns+`, pg_advisory_xact_lock($2)::text FROM sales WHERE id = $1 AND reserved FOR UPDATE`,
+		s.ID, customerLockKey(s.ProgramID, s.CustomerID))
+	b.Queue(`SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission,
+			(`+historySQL+`), nextval('commissions_id_seq')
+		FROM programs WHERE id = $1`, s.ProgramID, s.CustomerID)
+}
+
+// readCompletion reads queueCompletionRead's two results, both whatever
+// the first answers (a batch's next sale follows them).
+func readCompletion(br pgx.BatchResults, s *ledger.Sale) completionRead {
+	r := completionRead{programID: s.ProgramID, customerID: s.CustomerID}
+	var locked string
+	r.sale, r.err = scanSale(withExtra(br.QueryRow(), &locked))
+	if r.err != nil {
+		if _, err := br.Exec(); err != nil && errors.Is(r.err, ledger.ErrSaleNotFound) {
+			r.err = fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
+		}
+		return r
+	}
+	r.inputs = decisionInputs{programID: s.ProgramID, customerID: s.CustomerID}
+	var first *time.Time
+	r.inputs.prog, r.inputs.err = scanProgram(withExtra(br.QueryRow(), &first, &r.commissionID), s.ProgramID)
+	if r.inputs.err != nil && !errors.Is(r.inputs.err, ledger.ErrProgramUnknown) {
+		r.err = r.inputs.err
+		return r
+	}
+	if first != nil {
+		r.inputs.hist = money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}
+	}
+	return r
 }
 
 // extraColumn scans a row into a scan function's destinations and the
@@ -744,52 +809,121 @@ const (
 // same round trip, reads ahead its commission (locked after it, as
 // SaleCommission would), whether the refund was applied (requested > 0)
 // and the ids of the refund row and of its notifications (a refund sends
-// at most two): unused ids are a gap in a sequence, nothing more.
+// at most two): unused ids are a gap in a sequence, nothing more. A lock
+// ReadAheadRefunds took is answered without a round trip.
 func (t *tx) LockSaleForRefund(ctx context.Context, programID int64, transactionID, refundID string, requested int64) (ledger.Sale, error) {
+	k := ledger.RefundLock{ProgramID: programID, TransactionID: transactionID, RefundID: refundID, Requested: requested}
+	if l, ok := t.refundLocks[k]; ok {
+		delete(t.refundLocks, k)
+		return t.useRefundLock(l)
+	}
 	b := &pgx.Batch{}
+	queueRefundLock(b, k)
+	br := t.tx.SendBatch(ctx, b)
+	l := readRefundLock(br, k)
+	if err := br.Close(); err != nil && l.err == nil {
+		l.err = fmt.Errorf("lock sale %q: %w", transactionID, err)
+	}
+	return t.useRefundLock(l)
+}
+
+// ReadAheadRefunds takes LockSaleForRefund's locks and reads of each
+// refund in one round trip, in their order; each LockSaleForRefund call
+// for one of them then answers from them.
+func (t *tx) ReadAheadRefunds(ctx context.Context, refunds []ledger.RefundLock) error {
+	b := &pgx.Batch{}
+	for _, k := range refunds {
+		queueRefundLock(b, k)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	if t.refundLocks == nil {
+		t.refundLocks = make(map[ledger.RefundLock]refundLocked, len(refunds))
+	}
+	for _, k := range refunds {
+		l := readRefundLock(br, k)
+		if l.err != nil && !errors.Is(l.err, ledger.ErrSaleNotFound) {
+			_ = br.Close()
+			return l.err
+		}
+		t.refundLocks[k] = l
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("lock %d sales for refunds: %w", len(refunds), err)
+	}
+	return nil
+}
+
+// refundLocked is what LockSaleForRefund read for one refund.
+type refundLocked struct {
+	sale               ledger.Sale
+	err                error
+	ahead              *refundAhead
+	refundIDs, noteIDs []int64
+}
+
+func (t *tx) useRefundLock(l refundLocked) (ledger.Sale, error) {
+	if l.err != nil {
+		return l.sale, l.err
+	}
+	t.ahead, t.refundIDs, t.noteIDs = l.ahead, l.refundIDs, l.noteIDs
+	return l.sale, nil
+}
+
+// queueRefundLock queues LockSaleForRefund's three statements.
+func queueRefundLock(b *pgx.Batch, k ledger.RefundLock) {
+	transactionID, programID := k.TransactionID, k.ProgramID
 	b.Queue(`SELECT `+saleColumns+` FROM sales
 		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved
 		ORDER BY is_test LIMIT 1 FOR UPDATE`, transactionID, programID)
 	b.Queue(`SELECT `+commissionColumns+` FROM commissions
 		WHERE sale_id = (`+saleByTransactionSQL+`) AND kind = 'sale' FOR UPDATE`, transactionID, programID)
 	switch {
-	case requested > 0 && refundID != "":
+	case k.Requested > 0 && k.RefundID != "":
 		b.Queue(`SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = (`+saleByTransactionSQL+`) AND refund_id = $3), `+refundNextIDs,
-			transactionID, programID, refundID)
-	case requested > 0:
+			transactionID, programID, k.RefundID)
+	case k.Requested > 0:
 		b.Queue(`SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = (`+saleByTransactionSQL+`)
-			AND refund_id IS NULL AND requested_cents = $3), `+refundNextIDs, transactionID, programID, requested)
+			AND refund_id IS NULL AND requested_cents = $3), `+refundNextIDs, transactionID, programID, k.Requested)
 	default:
 		b.Queue(`SELECT false, ` + refundNextIDs)
 	}
-	br := t.tx.SendBatch(ctx, b)
-	defer br.Close()
+}
+
+// readRefundLock reads queueRefundLock's three results, all of them
+// whatever the first answers (a batch's next refund follows them).
+func readRefundLock(br pgx.BatchResults, k ledger.RefundLock) refundLocked {
 	s, err := scanSale(br.QueryRow())
 	if err != nil {
 		if !errors.Is(err, ledger.ErrSaleNotFound) {
-			err = fmt.Errorf("lock sale %q: %w", transactionID, err)
+			err = fmt.Errorf("lock sale %q: %w", k.TransactionID, err)
 		}
-		return s, err
+		for range 2 {
+			if _, xerr := br.Exec(); xerr != nil && errors.Is(err, ledger.ErrSaleNotFound) {
+				err = fmt.Errorf("lock sale %q: %w", k.TransactionID, xerr)
+			}
+		}
+		return refundLocked{sale: s, err: err}
 	}
-	a := &refundAhead{saleID: s.ID, refundID: refundID, requested: requested}
+	a := &refundAhead{saleID: s.ID, refundID: k.RefundID, requested: k.Requested}
 	c, err := scanCommission(br.QueryRow())
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return ledger.Sale{}, fmt.Errorf("lock commission of sale %d: %w", s.ID, err)
+		_, _ = br.Exec()
+		return refundLocked{err: fmt.Errorf("lock commission of sale %d: %w", s.ID, err)}
 	case c.SaleID != s.ID:
-		return ledger.Sale{}, fmt.Errorf("lock commission of sale %d: read commission %d of sale %d", s.ID, c.ID, c.SaleID)
+		_, _ = br.Exec()
+		return refundLocked{err: fmt.Errorf("lock commission of sale %d: read commission %d of sale %d", s.ID, c.ID, c.SaleID)}
 	default:
 		a.commission, a.hasCommission = c, true
 	}
 	a.commissionOK = true
 	var refundSeq, note1, note2 int64
 	if err := br.QueryRow().Scan(&a.applied, &refundSeq, &note1, &note2); err != nil {
-		return ledger.Sale{}, fmt.Errorf("look up refund of sale %d: %w", s.ID, err)
+		return refundLocked{err: fmt.Errorf("look up refund of sale %d: %w", s.ID, err)}
 	}
-	a.appliedOK = requested > 0
-	t.ahead, t.refundIDs, t.noteIDs = a, []int64{refundSeq}, []int64{note1, note2}
-	return s, br.Close()
+	a.appliedOK = k.Requested > 0
+	return refundLocked{sale: s, ahead: a, refundIDs: []int64{refundSeq}, noteIDs: []int64{note1, note2}}
 }
 
 // SetCommissionState is sent with the transaction's last batch (flush):
