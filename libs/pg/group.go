@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -152,7 +153,7 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 	for i, c := range batch {
 		ins[i] = c.in
 	}
-	res, err := g.exec(ctx, ins)
+	res, err := g.execute(ctx, ins)
 	if err == nil && len(res) != len(batch) {
 		err = fmt.Errorf("group commit: %d results for %d calls", len(res), len(batch))
 	}
@@ -170,7 +171,7 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 		return
 	}
 	for _, c := range batch {
-		res, err := g.exec(ctx, []I{c.in})
+		res, err := g.execute(ctx, []I{c.in})
 		g.observe(1, err)
 		switch {
 		case err != nil:
@@ -182,4 +183,16 @@ func (g *Group[I, O]) run(ctx context.Context, batch []*groupCall[I, O]) {
 		}
 		close(c.done)
 	}
+}
+
+// execute runs exec; a panic is its error. Other callers wait on the
+// transaction, so a panic must not leave them waiting for ever: it fails
+// the group, and then only the call whose run alone panics.
+func (g *Group[I, O]) execute(ctx context.Context, in []I) (res []GroupResult[O], err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("group commit: panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return g.exec(ctx, in)
 }

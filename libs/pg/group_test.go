@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -114,6 +115,53 @@ func TestGroup(t *testing.T) {
 		}
 		if len(runs) != 6 || len(runs[1]) != 4 {
 			t.Errorf("runs %v, want the first alone, the four together, then each of the four alone", runs)
+		}
+	})
+	t.Run("a panic is the panicking call's error alone, and the group goes on", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		var mu sync.Mutex
+		runs := 0
+		g := NewGroup(func(_ context.Context, in []int) ([]GroupResult[int], error) {
+			mu.Lock()
+			runs++
+			first := runs == 1
+			mu.Unlock()
+			if first {
+				<-release
+			}
+			if slices.Contains(in, 2) {
+				panic("a bug")
+			}
+			out := make([]GroupResult[int], len(in))
+			for i, v := range in {
+				out[i].Out = v
+			}
+			return out, nil
+		}, GroupOptions[int]{Concurrent: 1})
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		do := func(i int) {
+			defer wg.Done()
+			_, errs[i] = g.Do(context.Background(), i)
+		}
+		wg.Add(1)
+		go do(0)
+		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return runs == 1 })
+		for i := 1; i < 4; i++ {
+			wg.Add(1)
+			go do(i)
+		}
+		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == 3 })
+		close(release)
+		wg.Wait()
+		for i, err := range errs {
+			if (i == 2) != (err != nil) || (err != nil && !strings.Contains(err.Error(), "panic: a bug")) {
+				t.Errorf("call %d: %v; only call 2 fails, with its panic", i, err)
+			}
+		}
+		if v, err := g.Do(context.Background(), 9); v != 9 || err != nil {
+			t.Errorf("after the panic: %d %v", v, err)
 		}
 	})
 	t.Run("calls with one key never share a transaction", func(t *testing.T) {
