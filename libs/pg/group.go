@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 )
 
@@ -82,9 +83,10 @@ func NewGroup[I, O any](exec func(ctx context.Context, in []I) ([]GroupResult[O]
 
 // Do runs in, in a transaction with the calls around it, and answers its
 // result. The transaction runs under ctx without its cancellation (other
-// callers' writes are in it): a caller gone meanwhile only stops waiting
-// as a caller gone during a transaction of its own would, and the write
-// may commit.
+// callers' writes are in it). When ctx ends first, Do answers its error
+// at once: a call still waiting never runs, one already in a transaction
+// may commit, as a write whose caller left during its own transaction
+// may.
 func (g *Group[I, O]) Do(ctx context.Context, in I) (O, error) {
 	c := &groupCall[I, O]{in: in, done: make(chan struct{})}
 	g.mu.Lock()
@@ -100,6 +102,8 @@ func (g *Group[I, O]) Do(ctx context.Context, in I) (O, error) {
 		select {
 		case <-c.done:
 			return c.res.Out, c.res.Err
+		case <-ctx.Done():
+			return g.leave(c, ctx.Err())
 		case g.slots <- struct{}{}:
 		}
 		// A slot: run what waits, this call among it unless a running
@@ -112,10 +116,28 @@ func (g *Group[I, O]) Do(ctx context.Context, in I) (O, error) {
 		if len(batch) == 0 {
 			// Taken by another transaction: nothing of this call is
 			// left to run, only to wait for.
-			<-c.done
-			return c.res.Out, c.res.Err
+			select {
+			case <-c.done:
+				return c.res.Out, c.res.Err
+			case <-ctx.Done():
+				return g.leave(c, ctx.Err())
+			}
 		}
 	}
+}
+
+// leave answers a caller whose context ended before its call's result:
+// a call still waiting is taken out of the queue and never runs; one a
+// transaction took may still commit, as a write whose caller left during
+// its own transaction may.
+func (g *Group[I, O]) leave(c *groupCall[I, O], err error) (O, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i := slices.Index(g.queue, c); i >= 0 {
+		g.queue = slices.Delete(g.queue, i, i+1)
+	}
+	var zero O
+	return zero, err
 }
 
 // take removes up to max waiting calls from the queue, no two with one

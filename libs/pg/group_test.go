@@ -164,6 +164,41 @@ func TestGroup(t *testing.T) {
 			t.Errorf("after the panic: %d %v", v, err)
 		}
 	})
+	t.Run("a caller whose context ends while its call waits leaves, and the call never runs", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var ran []int
+		g := NewGroup(func(_ context.Context, in []int) ([]GroupResult[int], error) {
+			mu.Lock()
+			ran = append(ran, in...)
+			first := len(ran) == 1
+			mu.Unlock()
+			if first {
+				<-release
+			}
+			return make([]GroupResult[int], len(in)), nil
+		}, GroupOptions[int]{Concurrent: 1})
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = g.Do(context.Background(), 0) })
+		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 1 })
+		ctx, cancel := context.WithCancel(context.Background())
+		left := make(chan error, 1)
+		go func() { _, err := g.Do(ctx, 1); left <- err }()
+		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == 1 })
+		cancel()
+		if err := <-left; !errors.Is(err, context.Canceled) {
+			t.Fatalf("left with %v, want its context's error", err)
+		}
+		close(release)
+		wg.Wait()
+		if _, err := g.Do(context.Background(), 2); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ran, []int{0, 2}) {
+			t.Errorf("ran %v, want [0 2]: call 1 left before it ran", ran)
+		}
+	})
 	t.Run("calls with one key never share a transaction", func(t *testing.T) {
 		t.Parallel()
 		release := make(chan struct{})
