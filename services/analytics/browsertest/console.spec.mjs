@@ -107,7 +107,7 @@ try {
   check(new URL(page.url()).hash === '#settings' && !page.url().includes('session='), `after the sign-in: ${page.url()}`);
 
   const said = async (re, what) => {
-    await page.waitForFunction((src) => new RegExp(src).test(document.getElementById('status').textContent || ''), re.source, { timeout })
+    await page.waitForFunction((src) => new RegExp(src).test((document.getElementById('status')?.textContent || '')), re.source, { timeout })
       .catch(async () => { throw new Error(`${what}: the status says ${JSON.stringify(await page.locator('#status').textContent())}`); });
   };
   const onPage = async (route, pid) => {
@@ -271,7 +271,7 @@ try {
   await page.getByRole('button', { name: 'Connect payment processor' }).click();
   const outcome = await Promise.race([
     left,
-    page.waitForFunction(() => /The processor was not connected: \S/.test(document.getElementById('status').textContent || ''), null, { timeout }).then(() => false),
+    page.waitForFunction(() => /The processor was not connected: \S/.test((document.getElementById('status')?.textContent || '')), null, { timeout }).then(() => false),
   ]);
   if (outcome) {
     notes.push(`processor connect went to ${new URL(page.url()).origin}`);

@@ -122,7 +122,7 @@ try {
   page.on('dialog', (d) => (d.type() === 'prompt' ? d.accept(flags.reference) : d.accept()).catch(() => {}));
 
   const said = async (re, what) => {
-    await page.waitForFunction((src) => new RegExp(src).test(document.getElementById('status').textContent || ''), re.source, { timeout })
+    await page.waitForFunction((src) => new RegExp(src).test((document.getElementById('status')?.textContent || '')), re.source, { timeout })
       .catch(async () => { throw new Error(`${what}: the status says ${JSON.stringify(await page.locator('#status').textContent())}`); });
   };
   const onPage = async (route, pid) => {
