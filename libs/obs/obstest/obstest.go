@@ -12,11 +12,27 @@ import (
 // sample count. A metric with no such series reads 0.
 func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
+	value, _ := read(t, g, name, labels)
+	return value
+}
+
+// HistogramSum sums the sample sums of the histogram name's series in g
+// whose labels include the name/value pairs given (Metric gives their
+// sample count).
+func HistogramSum(t testing.TB, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	_, sum := read(t, g, name, labels)
+	return sum
+}
+
+// read sums the matching series' values (Metric's) and histogram sample
+// sums.
+func read(t testing.TB, g prometheus.Gatherer, name string, labels []string) (value, histSum float64) {
+	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
-	var sum float64
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -34,13 +50,14 @@ func Metric(t testing.TB, g prometheus.Gatherer, name string, labels ...string) 
 			}
 			switch {
 			case m.GetCounter() != nil:
-				sum += m.GetCounter().GetValue()
+				value += m.GetCounter().GetValue()
 			case m.GetGauge() != nil:
-				sum += m.GetGauge().GetValue()
+				value += m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
+				value += float64(m.GetHistogram().GetSampleCount())
+				histSum += m.GetHistogram().GetSampleSum()
 			}
 		}
 	}
-	return sum
+	return value, histSum
 }

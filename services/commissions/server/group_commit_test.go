@@ -1,15 +1,11 @@
 package server_test
 
 import (
-	"bufio"
-	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/libs/obs/obstest"
 	"github.com/svc-dev/svc/services/commissions/server"
 	tracking "github.com/svc-dev/svc/services/tracking/server"
 )
@@ -30,9 +26,10 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 		for name, writes := range map[string][]string{
 			server.Name: {"sale_reservation", "sale_completion", "refund"}, tracking.Name: {"attribution"},
 		} {
-			sum, count := groupCommits(t, "http://"+s.st.Instance(name).Addr()+"/metrics")
+			reg := s.st.Instance(name).Platform().Registry
 			for _, w := range writes {
-				out[w] = sum[w] > count[w] // some transaction carried more than one call
+				// Some committed transaction carried more than one call.
+				out[w] = obstest.HistogramSum(t, reg, "db_group_commit_calls", "write", w) > obstest.Metric(t, reg, "db_group_commit_calls", "write", w)
 			}
 		}
 		return out
@@ -187,40 +184,4 @@ func TestConcurrentSalesShareTheirCommits(t *testing.T) {
 			}
 		}
 	}
-}
-
-// groupCommits reads db_group_commit_calls' sum and count per write from
-// a service's /metrics.
-func groupCommits(t *testing.T, url string) (sum, count map[string]float64) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sum, count = map[string]float64{}, map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		for suffix, into := range map[string]map[string]float64{"_sum": sum, "_count": count} {
-			prefix := "db_group_commit_calls" + suffix + `{write="`
-			if !strings.HasPrefix(line, prefix) {
-				continue
-			}
-			write, value, ok := strings.Cut(strings.TrimPrefix(line, prefix), `"} `)
-			if !ok {
-				t.Fatalf("metric line %q", line)
-			}
-			v, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				t.Fatalf("metric line %q: %v", line, err)
-			}
-			into[write] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(fmt.Errorf("read %s: %w", url, err))
-	}
-	return sum, count
 }

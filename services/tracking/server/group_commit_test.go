@@ -1,13 +1,12 @@
 package server_test
 
 import (
-	"bufio"
-	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/svc-dev/svc/libs/obs/obstest"
 )
 
 // Concurrent attribution calls share one transaction (pg.Group): rounds
@@ -23,7 +22,12 @@ func TestAttributionsDecidedTogether(t *testing.T) {
 	storedBody := attrBody(f.progServer, time.Now(), map[string]any{"click_id": stored})
 	first := s.wantAttributed(t, s.attribute(storedBody), stored, f.partner1, "conversion", false)
 	deadline := time.Now().Add(60 * time.Second)
-	for round := 0; !grouped(t, s.tracking+"/metrics"); round++ {
+	reg := s.registry
+	// Some committed transaction carried more than one call.
+	grouped := func() bool {
+		return obstest.HistogramSum(t, reg, "db_group_commit_calls", "write", "attribution") > obstest.Metric(t, reg, "db_group_commit_calls", "write", "attribution")
+	}
+	for round := 0; !grouped(); round++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("no transaction carried more than one call in %d rounds", round)
 		}
@@ -78,32 +82,3 @@ func TestAttributionsDecidedTogether(t *testing.T) {
 
 // cid is a fresh customer of program progServer through link codeA.
 func (s *stack) cid(f fixture) string { return s.click(f.codeA, nil) }
-
-// grouped: some transaction of tracking's attribution group carried more
-// than one call (db_group_commit_calls' sum above its count).
-func grouped(t *testing.T, url string) bool {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var sum, count float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		for name, into := range map[string]*float64{"db_group_commit_calls_sum": &sum, "db_group_commit_calls_count": &count} {
-			if v, ok := strings.CutPrefix(sc.Text(), name+`{write="attribution"} `); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				*into = f
-			}
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return sum > count
-}

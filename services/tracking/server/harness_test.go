@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svc-dev/svc/deploy/devstack/gateway"
 	"github.com/svc-dev/svc/deploy/devstack/stack/stacktest"
@@ -36,7 +37,9 @@ type stack struct {
 	// of the services: the front door of the public routes.
 	gateway string
 	pool    *pgxpool.Pool // tracking's schema
-	seq     int64
+	// registry is tracking's metrics registry.
+	registry *prometheus.Registry
+	seq      int64
 }
 
 // startStack starts the stack with trackingEnv on top (variables only
@@ -60,7 +63,7 @@ func startStackOn(t *testing.T, clock *platformtest.Clock, trackingEnv map[strin
 	gw := httptest.NewServer(gateway.New(st.Handlers()))
 	t.Cleanup(gw.Close)
 	return &stack{t: t, accounts: st.URL(accounts.Name), tracking: st.URL(tracking.Name), gateway: gw.URL,
-		pool: st.Instance(tracking.Name).Platform().Pool}
+		pool: st.Instance(tracking.Name).Platform().Pool, registry: st.Instance(tracking.Name).Platform().Registry}
 }
 
 // admin calls the accounts admin API and returns data.
