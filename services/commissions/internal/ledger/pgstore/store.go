@@ -129,10 +129,9 @@ type tx struct {
 	tx pg.Querier
 	// final, when set, sends flush's batch with the COMMIT.
 	final finalSender
-	// later are the pending writes, what for their error messages, envs the
-	// pending events: sent by flush.
-	later *pgx.Batch
-	what  []string
+	// later are the pending writes, envs the pending events: sent by
+	// flush.
+	later *writes
 	envs  []*eventsv1.Envelope
 	// inputs are DecisionInputs read ahead by CompleteSale, in its round
 	// trip; DecisionInputs answers them once, for the same program and
@@ -145,22 +144,24 @@ type tx struct {
 	// commissionIDs are ids completeWithInputs took for the sale's
 	// commission.
 	commissionIDs []int64
-	// completion is completeWithInputs' pending UPDATE of completionSale,
-	// until sent: SetCommissionState of that sale sets its state there
-	// rather than updating the row a second time.
-	completion     *pgx.QueuedQuery
-	completionSale int64
+	// completions are completeWithInputs' pending UPDATEs (rows of
+	// completeSales), by sale id, until sent: SetCommissionState of such a
+	// sale sets its state there rather than updating the row a second
+	// time.
+	completions map[int64][]any
 	// optional are writes that ride with the commit behind a savepoint
-	// (NotifyRefundAtCommit); when they fail, they alone are undone, the
-	// fallback writes go instead and each of optionalFailed is told after
-	// the commit.
-	optional, fallback *pgx.Batch
-	optionalFailed     []func(error)
-	// refundInsert is InsertRefund's pending INSERT of refund row
-	// refundInsertID, until sent: NotifyRefundAtCommit takes its pending
-	// notifications out of it when they are written with the commit.
-	refundInsert   *pgx.QueuedQuery
-	refundInsertID int64
+	// (NotifyRefundAtCommit), with their events optEnvs; when they fail,
+	// they alone are undone, the fallback writes go instead and each of
+	// optionalFailed is told after the commit.
+	optional       *writes
+	optEnvs        []*eventsv1.Envelope
+	fallback       *pgx.Batch
+	optionalFailed []func(error)
+	// refundInserts are InsertRefund's pending INSERTs (rows of
+	// insertRefunds), by refund id, until sent: NotifyRefundAtCommit takes
+	// a refund's pending notifications out of its row when they are
+	// written with the commit.
+	refundInserts map[int64][]any
 	// refundLocks are what ReadAheadRefunds read, until LockSaleForRefund
 	// answers them.
 	refundLocks map[ledger.RefundLock]refundLocked
@@ -191,22 +192,34 @@ var _ ledger.Tx = (*tx)(nil)
 
 // deferExec keeps a write whose answer nothing reads for flush; what names it
 // in an error ("record commission state of sale 3").
-func (t *tx) deferExec(what, sql string, args ...any) *pgx.QueuedQuery {
+func (t *tx) deferExec(what, sql string, args ...any) {
 	if t.later == nil {
-		t.later = &pgx.Batch{}
+		t.later = &writes{}
 	}
-	t.what = append(t.what, what)
-	return t.later.Queue(sql, args...)
+	t.later.exec(what, sql, args...)
+}
+
+// deferRow keeps one row of a bulk write for flush (writes) and returns its
+// values, which the caller may change until then.
+func (t *tx) deferRow(b *bulkWrite, what string, values ...any) []any {
+	if t.later == nil {
+		t.later = &writes{}
+	}
+	return t.later.row(b, what, values...)
 }
 
 // sendDeferred sends the pending writes (not the events) now: for a
 // statement whose foreign key needs a row a pending write inserts.
 func (t *tx) sendDeferred(ctx context.Context) error {
-	if t.later == nil || t.later.Len() == 0 {
+	if t.later.empty() {
 		return nil
 	}
-	b, what := t.later, t.what
-	t.later, t.what, t.completion, t.refundInsert = nil, nil, nil, nil
+	b := &pgx.Batch{}
+	what, err := t.later.queue(b)
+	if err != nil {
+		return err
+	}
+	t.later, t.completions, t.refundInserts = nil, nil, nil
 	br := t.tx.SendBatch(ctx, b)
 	if err := readWrites(br, what); err != nil {
 		_ = br.Close()
@@ -232,26 +245,35 @@ func readWrites(br pgx.BatchResults, what []string) error {
 // transaction (Within), the optional writes follow in a round trip of
 // their own.
 func (t *tx) flush(ctx context.Context) error {
-	if len(t.envs) > 0 {
-		if t.later == nil {
-			t.later = &pgx.Batch{}
-		}
-		if err := outbox.QueueMany(ctx, t.later, eventsv1.TopicCommissions, t.envs); err != nil {
-			return err
-		}
-		t.what = append(t.what, fmt.Sprintf("enqueue %d events", len(t.envs)))
-	}
-	if (t.later == nil || t.later.Len() == 0) && t.optional == nil {
+	if t.later.empty() && len(t.envs) == 0 && t.optional.empty() && len(t.optEnvs) == 0 {
 		return nil
 	}
-	b, what := t.later, t.what
-	if b == nil {
-		b = &pgx.Batch{}
+	b := &pgx.Batch{}
+	what, err := t.later.queue(b)
+	if err != nil {
+		return err
 	}
-	opt := pg.Optional{Batch: t.optional, Fallback: t.fallback}
+	if len(t.envs) > 0 {
+		if err := outbox.QueueMany(ctx, b, eventsv1.TopicCommissions, t.envs); err != nil {
+			return err
+		}
+		what = append(what, fmt.Sprintf("enqueue %d events", len(t.envs)))
+	}
+	opt := pg.Optional{Fallback: t.fallback}
+	if !t.optional.empty() || len(t.optEnvs) > 0 {
+		opt.Batch = &pgx.Batch{}
+		if _, err := t.optional.queue(opt.Batch); err != nil {
+			return err
+		}
+		if len(t.optEnvs) > 0 {
+			if err := outbox.QueueMany(ctx, opt.Batch, eventsv1.TopicCommissions, t.optEnvs); err != nil {
+				return err
+			}
+		}
+	}
 	failed := t.optionalFailed
-	t.later, t.what, t.envs, t.completion, t.refundInsert = nil, nil, nil, nil, nil
-	t.optional, t.fallback, t.optionalFailed = nil, nil, nil
+	t.later, t.envs, t.completions, t.refundInserts = nil, nil, nil, nil
+	t.optional, t.optEnvs, t.fallback, t.optionalFailed = nil, nil, nil, nil
 	// A write's own error is returned named after it; any other (the
 	// batch, the commit) as the pending writes'.
 	var writeErr error
@@ -259,7 +281,7 @@ func (t *tx) flush(ctx context.Context) error {
 		writeErr = readWrites(br, what)
 		return writeErr
 	}
-	var optErr, err error
+	var optErr error
 	if t.final != nil {
 		optErr, err = t.final.SendFinalOptional(ctx, b, opt, read)
 	} else {
@@ -684,10 +706,11 @@ func (t *tx) completeWithInputs(ctx context.Context, s *ledger.Sale) (ledger.Sal
 	// The completion rides with the commit, with the commission state
 	// when the decision sets one before then (one row version, not two).
 	done.Reserved, done.CustomerID, done.PartnerID, done.CustomerClickID = false, s.CustomerID, s.PartnerID, s.CustomerClickID
-	t.completion = t.deferExec(fmt.Sprintf("complete sale %d", s.ID), `UPDATE sales SET reserved = false, customer_id = $2,
-			partner_id = $3, customer_click_id = $4, commission_state = NULLIF($5, '') WHERE id = $1`,
-		s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID, "")
-	t.completionSale = s.ID
+	if t.completions == nil {
+		t.completions = map[int64][]any{}
+	}
+	t.completions[s.ID] = t.deferRow(completeSales, fmt.Sprintf("complete sale %d", s.ID),
+		s.ID, s.CustomerID, s.PartnerID, s.CustomerClickID, nil)
 	return done, nil
 }
 
@@ -929,8 +952,11 @@ func readRefundLock(br pgx.BatchResults, k ledger.RefundLock) refundLocked {
 // SetCommissionState is sent with the transaction's last batch (flush):
 // the sale is locked already and nothing reads the state back.
 func (t *tx) SetCommissionState(_ context.Context, saleID int64, state string) error {
-	if t.completion != nil && t.completionSale == saleID {
-		t.completion.Arguments[4] = state
+	if row, ok := t.completions[saleID]; ok {
+		row[4] = state
+		if state == "" {
+			row[4] = nil
+		}
 		return nil
 	}
 	t.deferExec(fmt.Sprintf("record commission state of sale %d", saleID),
@@ -941,8 +967,7 @@ func (t *tx) SetCommissionState(_ context.Context, saleID int64, state string) e
 // SetSaleRefunded is sent with the transaction's last batch (flush): the
 // sale is locked already and nothing reads the total back.
 func (t *tx) SetSaleRefunded(_ context.Context, saleID, refunded int64) error {
-	t.deferExec(fmt.Sprintf("record refunded total of sale %d", saleID),
-		`UPDATE sales SET refunded_cents = $2 WHERE id = $1`, saleID, refunded)
+	t.deferRow(setSalesRefunded, fmt.Sprintf("record refunded total of sale %d", saleID), saleID, refunded)
 	return nil
 }
 
@@ -995,7 +1020,9 @@ func (t *tx) InsertCommission(ctx context.Context, c *ledger.Commission) (bool, 
 		c.Credited, c.Reason, c.HoldUntil, c.ApprovedAt, c.CreatedAt, c.CustomerClickID}
 	if c.Kind == ledger.KindSale && c.SaleID != 0 && len(t.commissionIDs) > 0 {
 		c.ID, t.commissionIDs = t.commissionIDs[0], t.commissionIDs[1:]
-		t.deferExec(fmt.Sprintf("store commission of sale %d", c.SaleID), insert+`$15)`, append(args, c.ID)...)
+		t.deferRow(insertCommissions, fmt.Sprintf("store commission of sale %d", c.SaleID), c.ID, saleID, c.ProgramID, c.PartnerID,
+			c.CustomerID, c.Kind, string(c.Status), c.Amount.Minor, string(c.Amount.Currency), c.Credited, c.Reason, c.HoldUntil,
+			c.ApprovedAt, c.CreatedAt, c.CreatedAt, c.CustomerClickID)
 	} else {
 		err := t.tx.QueryRow(ctx, insert+`nextval('commissions_id_seq')) ON CONFLICT DO NOTHING RETURNING id`, args...).Scan(&c.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -1050,8 +1077,7 @@ func (t *tx) SaleCommission(ctx context.Context, saleID int64) (ledger.Commissio
 // last batch (flush): every caller locked c before (SaleCommission,
 // DuePending) and nothing reads it back.
 func (t *tx) UpdateCommission(ctx context.Context, c ledger.Commission, ch ledger.StatusChange) error {
-	t.deferExec(fmt.Sprintf("update commission %d", c.ID), `UPDATE commissions SET status = $2, refunded_amount = $3, credited = $4, reason = $5,
-			approved_at = $6, updated_at = $7 WHERE id = $1`,
+	t.deferRow(updateCommissions, fmt.Sprintf("update commission %d", c.ID),
 		c.ID, string(c.Status), c.Refunded, c.Credited, c.Reason, c.ApprovedAt, ch.At)
 	return t.publish(ctx, eventsv1.TypeCommissionStatusChanged, c.ProgramID, ch.At, &eventsv1.CommissionStatusChanged{
 		CommissionId: c.ID, SaleId: c.SaleID, ProgramId: c.ProgramID, PartnerId: c.PartnerID,
@@ -1169,17 +1195,17 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 		p := string(raw)
 		pending = &p
 	}
-	// refundPendingArg (below) is the index of pending_notifications' value.
-	const insert = `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
-			debited, currency, reason, pending_notifications, created_at, id)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,`
 	args := []any{r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, pending, r.CreatedAt}
 	if len(t.refundIDs) > 0 {
 		// The id was taken ahead: the row rides with the commit.
 		r.ID, t.refundIDs = t.refundIDs[0], t.refundIDs[1:]
-		t.refundInsert = t.deferExec(fmt.Sprintf("store refund of sale %d", r.SaleID), insert+`$12)`, append(args, r.ID)...)
-		t.refundInsertID = r.ID
-	} else if err := t.tx.QueryRow(ctx, insert+`nextval('refunds_id_seq')) RETURNING id`, args...).Scan(&r.ID); err != nil {
+		if t.refundInserts == nil {
+			t.refundInserts = map[int64][]any{}
+		}
+		t.refundInserts[r.ID] = t.deferRow(insertRefunds, fmt.Sprintf("store refund of sale %d", r.SaleID), append([]any{r.ID}, args...)...)
+	} else if err := t.tx.QueryRow(ctx, `INSERT INTO refunds (sale_id, commission_id, refund_id, requested_cents, amount_cents, deduction,
+			debited, currency, reason, pending_notifications, created_at, id)
+		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10::jsonb,$11,nextval('refunds_id_seq')) RETURNING id`, args...).Scan(&r.ID); err != nil {
 		return fmt.Errorf("store refund of sale %d: %w", r.SaleID, err)
 	}
 	return t.publish(ctx, eventsv1.TypeRefundRecorded, s.ProgramID, r.CreatedAt, &eventsv1.RefundRecorded{
@@ -1457,8 +1483,8 @@ func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) err
 		return fmt.Errorf("encode notification: %w", err)
 	}
 	if n.ID != 0 {
-		t.deferExec(fmt.Sprintf("store notification %d", n.ID), `INSERT INTO notifications (id, recipient_kind, recipient_id, kind, payload, created_at)
-			VALUES ($1,$2,$3,$4,$5,$6)`, n.ID, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt)
+		t.deferRow(insertNotifications, fmt.Sprintf("store notification %d", n.ID),
+			n.ID, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt)
 	} else {
 		err = t.tx.QueryRow(ctx, `INSERT INTO notifications (recipient_kind, recipient_id, kind, payload, created_at)
 			VALUES ($1,$2,$3,$4,$5) RETURNING id`, n.RecipientKind, n.RecipientID, n.Kind, string(payload), n.CreatedAt).Scan(&n.ID)
@@ -1473,8 +1499,8 @@ func (t *tx) InsertNotification(ctx context.Context, n *ledger.Notification) err
 }
 
 // refundPendingArg is the index of pending_notifications' value in
-// InsertRefund's arguments.
-const refundPendingArg = 9
+// an insertRefunds row.
+const refundPendingArg = 10
 
 // NotifyRefundAtCommit queues the refund's pending column cleared, its
 // notifications and their events as the transaction's optional writes
@@ -1490,19 +1516,20 @@ func (t *tx) NotifyRefundAtCommit(ctx context.Context, refundID int64, notes []l
 	// notifications; they are written only if the notifications cannot
 	// be (the fallback). A row stored already has them cleared instead.
 	var err error
-	taken := t.refundInsert != nil && t.refundInsertID == refundID
+	row, taken := t.refundInserts[refundID]
 	if taken {
-		pending := t.refundInsert.Arguments[refundPendingArg]
-		t.refundInsert.Arguments[refundPendingArg] = nil
+		pending := row[refundPendingArg]
+		row[refundPendingArg] = nil
 		if t.fallback == nil {
 			t.fallback = &pgx.Batch{}
 		}
 		t.fallback.Queue(`UPDATE refunds SET pending_notifications = $2::jsonb WHERE id = $1`, refundID, pending)
 	}
 	// The statements below queue where deferExec and publish put them:
-	// swap the optional batch in for the time of the calls.
-	later, what, envs := t.later, t.what, t.envs
-	t.later, t.what, t.envs = t.optional, nil, nil
+	// swap the optional writes and events in for the time of the calls
+	// (flush sends the events in one outbox INSERT).
+	later, envs := t.later, t.envs
+	t.later, t.envs = t.optional, t.optEnvs
 	if !taken {
 		err = t.ClearRefundNotifications(ctx, refundID)
 	}
@@ -1510,11 +1537,8 @@ func (t *tx) NotifyRefundAtCommit(ctx context.Context, refundID int64, notes []l
 		n := notes[i]
 		err = t.InsertNotification(ctx, &n)
 	}
-	if err == nil && len(t.envs) > 0 {
-		err = outbox.QueueMany(ctx, t.later, eventsv1.TopicCommissions, t.envs)
-	}
-	t.optional = t.later
-	t.later, t.what, t.envs = later, what, envs
+	t.optional, t.optEnvs = t.later, t.envs
+	t.later, t.envs = later, envs
 	if err != nil {
 		return err
 	}
