@@ -823,8 +823,13 @@ func (t *tx) LockSaleByTransaction(ctx context.Context, programID int64, transac
 }
 
 const (
-	saleByTransactionSQL = `SELECT id FROM sales
-		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved ORDER BY is_test LIMIT 1`
+	// refundKeys are a group's refunds as rows k (t: transaction id, p:
+	// program id or 0, rid: refund id or '', r: requested cents, i: the
+	// refund's place from 1), and refundSale the sale each names, as
+	// LockSaleByTransaction finds it.
+	refundKeys = `unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) WITH ORDINALITY AS k(t, p, rid, r, i)`
+	refundSale = `SELECT id FROM sales WHERE transaction_id = k.t AND (k.p = 0 OR program_id = k.p) AND NOT reserved
+		ORDER BY is_test LIMIT 1`
 	refundNextIDs = `nextval('refunds_id_seq'), nextval('notifications_id_seq'), nextval('notifications_id_seq')`
 )
 
@@ -840,38 +845,26 @@ func (t *tx) LockSaleForRefund(ctx context.Context, programID int64, transaction
 		delete(t.refundLocks, k)
 		return t.useRefundLock(l)
 	}
-	b := &pgx.Batch{}
-	queueRefundLock(b, k)
-	br := t.tx.SendBatch(ctx, b)
-	l := readRefundLock(br, k)
-	if err := br.Close(); err != nil && l.err == nil {
-		l.err = fmt.Errorf("lock sale %q: %w", transactionID, err)
+	ls, err := t.lockForRefunds(ctx, []ledger.RefundLock{k})
+	if err != nil {
+		return ledger.Sale{}, err
 	}
-	return t.useRefundLock(l)
+	return t.useRefundLock(ls[0])
 }
 
 // ReadAheadRefunds takes LockSaleForRefund's locks and reads of each
 // refund in one round trip, in their order; each LockSaleForRefund call
 // for one of them then answers from them.
 func (t *tx) ReadAheadRefunds(ctx context.Context, refunds []ledger.RefundLock) error {
-	b := &pgx.Batch{}
-	for _, k := range refunds {
-		queueRefundLock(b, k)
+	ls, err := t.lockForRefunds(ctx, refunds)
+	if err != nil {
+		return err
 	}
-	br := t.tx.SendBatch(ctx, b)
 	if t.refundLocks == nil {
 		t.refundLocks = make(map[ledger.RefundLock]refundLocked, len(refunds))
 	}
-	for _, k := range refunds {
-		l := readRefundLock(br, k)
-		if l.err != nil && !errors.Is(l.err, ledger.ErrSaleNotFound) {
-			_ = br.Close()
-			return l.err
-		}
-		t.refundLocks[k] = l
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("lock %d sales for refunds: %w", len(refunds), err)
+	for i, k := range refunds {
+		t.refundLocks[k] = ls[i]
 	}
 	return nil
 }
@@ -892,62 +885,143 @@ func (t *tx) useRefundLock(l refundLocked) (ledger.Sale, error) {
 	return l.sale, nil
 }
 
-// queueRefundLock queues LockSaleForRefund's three statements.
-func queueRefundLock(b *pgx.Batch, k ledger.RefundLock) {
-	transactionID, programID := k.TransactionID, k.ProgramID
-	b.Queue(`SELECT `+saleColumns+` FROM sales
-		WHERE transaction_id = $1 AND ($2::bigint = 0 OR program_id = $2::bigint) AND NOT reserved
-		ORDER BY is_test LIMIT 1 FOR UPDATE`, transactionID, programID)
-	b.Queue(`SELECT `+commissionColumns+` FROM commissions
-		WHERE sale_id = (`+saleByTransactionSQL+`) AND kind = 'sale' FOR UPDATE`, transactionID, programID)
-	switch {
-	case k.Requested > 0 && k.RefundID != "":
-		b.Queue(`SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = (`+saleByTransactionSQL+`) AND refund_id = $3), `+refundNextIDs,
-			transactionID, programID, k.RefundID)
-	case k.Requested > 0:
-		b.Queue(`SELECT EXISTS (SELECT 1 FROM refunds WHERE sale_id = (`+saleByTransactionSQL+`)
-			AND refund_id IS NULL AND requested_cents = $3), `+refundNextIDs, transactionID, programID, k.Requested)
-	default:
-		b.Queue(`SELECT false, ` + refundNextIDs)
+// lockForRefunds does LockSaleForRefund's locks and reads for every one of
+// refunds (distinct transaction ids) in one round trip of at most three
+// statements, whatever their number: the sales locked in the refunds'
+// order with the ids their rows will take, then their commissions locked,
+// then which refunds were applied already. A refund whose sale is not
+// found has ledger.ErrSaleNotFound; any other failure is the error.
+func (t *tx) lockForRefunds(ctx context.Context, refunds []ledger.RefundLock) ([]refundLocked, error) {
+	n := len(refunds)
+	ts, ps, rids, rs := make([]string, n), make([]int64, n), make([]string, n), make([]int64, n)
+	anyRequested := false
+	for i, k := range refunds {
+		ts[i], ps[i], rids[i], rs[i] = k.TransactionID, k.ProgramID, k.RefundID, k.Requested
+		anyRequested = anyRequested || k.Requested > 0
 	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT k.i, `+refundNextIDs+`, s.* FROM `+refundKeys+`
+		CROSS JOIN LATERAL (SELECT `+saleColumns+` FROM sales
+			WHERE transaction_id = k.t AND (k.p = 0 OR program_id = k.p) AND NOT reserved ORDER BY is_test LIMIT 1 FOR UPDATE) s`,
+		ts, ps, rids, rs)
+	b.Queue(`SELECT k.i, c.* FROM `+refundKeys+` CROSS JOIN LATERAL (`+refundSale+`) s
+		CROSS JOIN LATERAL (SELECT `+commissionColumns+` FROM commissions WHERE sale_id = s.id AND kind = 'sale' FOR UPDATE) c`,
+		ts, ps, rids, rs)
+	if anyRequested {
+		// RefundApplied's two questions, each on its partial index, in
+		// the select list: subplans run per refund by sale_id, never a
+		// join the planner could turn into a whole scan of an index.
+		b.Queue(`SELECT k.i, CASE WHEN k.rid <> ''
+				THEN EXISTS (SELECT 1 FROM refunds WHERE sale_id = s.id AND refund_id = k.rid)
+				ELSE EXISTS (SELECT 1 FROM refunds
+					WHERE sale_id = s.id AND refund_id IS NULL AND requested_cents = k.r AND requested_cents > 0) END
+			FROM `+refundKeys+` CROSS JOIN LATERAL (`+refundSale+`) s WHERE k.r > 0`,
+			ts, ps, rids, rs)
+	}
+	br := t.tx.SendBatch(ctx, b)
+	out, err := readRefundLocks(br, refunds, anyRequested)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %d sales for refunds: %w", n, err)
+	}
+	return out, nil
 }
 
-// readRefundLock reads queueRefundLock's three results, all of them
-// whatever the first answers (a batch's next refund follows them).
-func readRefundLock(br pgx.BatchResults, k ledger.RefundLock) refundLocked {
-	s, err := scanSale(br.QueryRow())
-	if err != nil {
-		if !errors.Is(err, ledger.ErrSaleNotFound) {
-			err = fmt.Errorf("lock sale %q: %w", k.TransactionID, err)
+// readRefundLocks reads lockForRefunds' results.
+func readRefundLocks(br pgx.BatchResults, refunds []ledger.RefundLock, applied bool) ([]refundLocked, error) {
+	out := make([]refundLocked, len(refunds))
+	for i := range out {
+		out[i].err = ledger.ErrSaleNotFound
+	}
+	// at is the refund a result row names (k.i, from 1).
+	at := func(i int64) (*refundLocked, error) {
+		if i < 1 || int(i) > len(out) {
+			return nil, fmt.Errorf("a result for refund %d of %d", i, len(out))
 		}
-		for range 2 {
-			if _, xerr := br.Exec(); xerr != nil && errors.Is(err, ledger.ErrSaleNotFound) {
-				err = fmt.Errorf("lock sale %q: %w", k.TransactionID, xerr)
-			}
+		return &out[i-1], nil
+	}
+	rows, _ := br.Query()
+	for rows.Next() {
+		var i, refundSeq, note1, note2 int64
+		s, err := scanSale(leading(rows, &i, &refundSeq, &note1, &note2))
+		if err != nil {
+			rows.Close()
+			return nil, err
 		}
-		return refundLocked{sale: s, err: err}
+		l, err := at(i)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		k := refunds[i-1]
+		*l = refundLocked{sale: s, refundIDs: []int64{refundSeq}, noteIDs: []int64{note1, note2},
+			ahead: &refundAhead{saleID: s.ID, refundID: k.RefundID, requested: k.Requested, commissionOK: true, appliedOK: k.Requested > 0}}
 	}
-	a := &refundAhead{saleID: s.ID, refundID: k.RefundID, requested: k.Requested}
-	c, err := scanCommission(br.QueryRow())
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		_, _ = br.Exec()
-		return refundLocked{err: fmt.Errorf("lock commission of sale %d: %w", s.ID, err)}
-	case c.SaleID != s.ID:
-		_, _ = br.Exec()
-		return refundLocked{err: fmt.Errorf("lock commission of sale %d: read commission %d of sale %d", s.ID, c.ID, c.SaleID)}
-	default:
-		a.commission, a.hasCommission = c, true
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sales: %w", err)
 	}
-	a.commissionOK = true
-	var refundSeq, note1, note2 int64
-	if err := br.QueryRow().Scan(&a.applied, &refundSeq, &note1, &note2); err != nil {
-		return refundLocked{err: fmt.Errorf("look up refund of sale %d: %w", s.ID, err)}
+	rows, _ = br.Query()
+	for rows.Next() {
+		var i int64
+		c, err := scanCommission(leading(rows, &i))
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		l, err := at(i)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if l.ahead == nil || l.ahead.hasCommission || c.SaleID != l.sale.ID {
+			rows.Close()
+			return nil, fmt.Errorf("commissions: commission %d of sale %d read for refund %d", c.ID, c.SaleID, i)
+		}
+		l.ahead.commission, l.ahead.hasCommission = c, true
 	}
-	a.appliedOK = k.Requested > 0
-	return refundLocked{sale: s, ahead: a, refundIDs: []int64{refundSeq}, noteIDs: []int64{note1, note2}}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("commissions: %w", err)
+	}
+	if !applied {
+		return out, nil
+	}
+	rows, _ = br.Query()
+	for rows.Next() {
+		var i int64
+		var done bool
+		if err := rows.Scan(&i, &done); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		l, err := at(i)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if l.ahead == nil {
+			rows.Close()
+			return nil, fmt.Errorf("refunds applied: refund %d has no sale", i)
+		}
+		l.ahead.applied = done
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("refunds applied: %w", err)
+	}
+	return out, nil
 }
+
+// leadingColumns scans a row's first columns into lead and the rest into a
+// scan function's destinations.
+type leadingColumns struct {
+	pgx.Row
+	lead []any
+}
+
+func leading(row pgx.Row, lead ...any) leadingColumns { return leadingColumns{row, lead} }
+
+func (r leadingColumns) Scan(dest ...any) error { return r.Row.Scan(slices.Concat(r.lead, dest)...) }
 
 // SetCommissionState is sent with the transaction's last batch (flush):
 // the sale is locked already and nothing reads the state back.
