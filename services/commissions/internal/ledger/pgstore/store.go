@@ -687,13 +687,11 @@ func (t *tx) completeWithInputs(ctx context.Context, s *ledger.Sale) (ledger.Sal
 	if ok && r.programID == s.ProgramID && r.customerID == s.CustomerID {
 		delete(t.completionReads, s.ID)
 	} else {
-		b := &pgx.Batch{}
-		queueCompletionRead(b, s)
-		br := t.tx.SendBatch(ctx, b)
-		r = readCompletion(br, s)
-		if err := br.Close(); err != nil && r.err == nil {
-			r.err = fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
+		rs, err := t.lockForCompletions(ctx, []ledger.Sale{*s})
+		if err != nil {
+			return ledger.Sale{}, err
 		}
+		r = rs[0]
 	}
 	if r.err != nil {
 		return r.sale, r.err
@@ -727,60 +725,112 @@ type completionRead struct {
 // of sales (ID, ProgramID and CustomerID set) in one round trip, in their
 // order; CompleteSale of each then answers from them.
 func (t *tx) ReadAheadCompletions(ctx context.Context, sales []ledger.Sale) error {
-	b := &pgx.Batch{}
-	for i := range sales {
-		queueCompletionRead(b, &sales[i])
+	rs, err := t.lockForCompletions(ctx, sales)
+	if err != nil {
+		return err
 	}
-	br := t.tx.SendBatch(ctx, b)
 	if t.completionReads == nil {
 		t.completionReads = make(map[int64]completionRead, len(sales))
 	}
 	for i := range sales {
-		r := readCompletion(br, &sales[i])
-		if r.err != nil && !errors.Is(r.err, ledger.ErrSaleNotFound) {
-			_ = br.Close()
-			return r.err
-		}
-		t.completionReads[sales[i].ID] = r
-	}
-	if err := br.Close(); err != nil {
-		return fmt.Errorf("lock %d sales to complete: %w", len(sales), err)
+		t.completionReads[sales[i].ID] = rs[i]
 	}
 	return nil
 }
 
-// queueCompletionRead queues completeWithInputs' two statements.
-func queueCompletionRead(b *pgx.Batch, s *ledger.Sale) {
-	b.Queue(`SELECT `+saleColumns+`, pg_advisory_xact_lock($2)::text FROM sales WHERE id = $1 AND reserved FOR UPDATE`,
-		s.ID, customerLockKey(s.ProgramID, s.CustomerID))
-	b.Queue(`SELECT advertiser_id, commission_type, commission_rate, duration_months, hold_days, currency, lead_commission,
-			(`+historySQL+`), nextval('commissions_id_seq')
-		FROM programs WHERE id = $1`, s.ProgramID, s.CustomerID)
+// lockForCompletions does completeWithInputs' locks and reads for every one
+// of sales (distinct ids and customers) in one round trip of two
+// statements, whatever their number. The first locks each sale (FOR
+// UPDATE, by its primary key alone: "AND reserved" beside the id let the
+// planner read the whole index of reserved sales instead, which grows
+// while tracking cannot answer; LIMIT keeps the planner from moving the
+// outer condition in) and, when it is still
+// reserved, its customer's advisory lock, sale by sale in their order (the
+// lock order: sale, then customer); the second, with a
+// snapshot taken after all of them, reads each sale's program, its
+// customer's history and the id its commission will take. A sale no
+// longer reserved has ledger.ErrSaleNotFound; any other failure is the
+// error.
+func (t *tx) lockForCompletions(ctx context.Context, sales []ledger.Sale) ([]completionRead, error) {
+	n := len(sales)
+	ids, locks, programs, customers := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	out := make([]completionRead, n)
+	for i, s := range sales {
+		ids[i], locks[i], programs[i], customers[i] = s.ID, customerLockKey(s.ProgramID, s.CustomerID), s.ProgramID, s.CustomerID
+		out[i] = completionRead{programID: s.ProgramID, customerID: s.CustomerID, err: ledger.ErrSaleNotFound,
+			inputs: decisionInputs{programID: s.ProgramID, customerID: s.CustomerID,
+				err: fmt.Errorf("program %d not in the catalog replica: %w", s.ProgramID, ledger.ErrProgramUnknown)}}
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT k.i, pg_advisory_xact_lock(k.lock)::text, s.*
+		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS k(id, lock, i)
+		CROSS JOIN LATERAL (SELECT `+saleColumns+` FROM sales WHERE id = k.id LIMIT 1 FOR UPDATE) s WHERE s.reserved`, ids, locks)
+	b.Queue(`SELECT k.i, p.advertiser_id, p.commission_type, p.commission_rate, p.duration_months, p.hold_days, p.currency,
+			p.lead_commission, (SELECT min(s.occurred_at) FROM commissions c JOIN sales s ON s.id = c.sale_id
+				WHERE c.kind = 'sale' AND c.program_id = k.p AND c.customer_id = k.c), nextval('commissions_id_seq')
+		FROM unnest($1::bigint[], $2::bigint[]) WITH ORDINALITY AS k(p, c, i) JOIN programs p ON p.id = k.p`, programs, customers)
+	br := t.tx.SendBatch(ctx, b)
+	err := readCompletions(br, out)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock %d sales to complete: %w", n, err)
+	}
+	return out, nil
 }
 
-// readCompletion reads queueCompletionRead's two results, both whatever
-// the first answers (a batch's next sale follows them).
-func readCompletion(br pgx.BatchResults, s *ledger.Sale) completionRead {
-	r := completionRead{programID: s.ProgramID, customerID: s.CustomerID}
-	var locked string
-	r.sale, r.err = scanSale(withExtra(br.QueryRow(), &locked))
-	if r.err != nil {
-		if _, err := br.Exec(); err != nil && errors.Is(r.err, ledger.ErrSaleNotFound) {
-			r.err = fmt.Errorf("decision inputs of customer %d: %w", s.CustomerID, err)
+// readCompletions reads lockForCompletions' results into out.
+func readCompletions(br pgx.BatchResults, out []completionRead) error {
+	at := func(i int64) (*completionRead, error) {
+		if i < 1 || int(i) > len(out) {
+			return nil, fmt.Errorf("a result for sale %d of %d", i, len(out))
 		}
-		return r
+		return &out[i-1], nil
 	}
-	r.inputs = decisionInputs{programID: s.ProgramID, customerID: s.CustomerID}
-	var first *time.Time
-	r.inputs.prog, r.inputs.err = scanProgram(withExtra(br.QueryRow(), &first, &r.commissionID), s.ProgramID)
-	if r.inputs.err != nil && !errors.Is(r.inputs.err, ledger.ErrProgramUnknown) {
-		r.err = r.inputs.err
-		return r
+	rows, _ := br.Query()
+	for rows.Next() {
+		var i int64
+		var locked string
+		s, err := scanSale(leading(rows, &i, &locked))
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		r, err := at(i)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		r.sale, r.err = s, nil
 	}
-	if first != nil {
-		r.inputs.hist = money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sales: %w", err)
 	}
-	return r
+	rows, _ = br.Query()
+	for rows.Next() {
+		var i, commissionID int64
+		var first *time.Time
+		p, err := scanProgram(withExtra(leading(rows, &i), &first, &commissionID), 0)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		r, err := at(i)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		p.ID = r.programID
+		r.inputs.prog, r.inputs.err, r.commissionID = p, nil, commissionID
+		if first != nil {
+			r.inputs.hist = money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("programs: %w", err)
+	}
+	return nil
 }
 
 // extraColumn scans a row into a scan function's destinations and the
