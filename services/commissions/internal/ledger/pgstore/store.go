@@ -131,7 +131,7 @@ type tx struct {
 	final finalSender
 	// later are the pending writes, envs the pending events: sent by
 	// flush.
-	later *writes
+	later *pg.Writes
 	envs  []*eventsv1.Envelope
 	// inputs are DecisionInputs read ahead by CompleteSale, in its round
 	// trip; DecisionInputs answers them once, for the same program and
@@ -153,7 +153,7 @@ type tx struct {
 	// (NotifyRefundAtCommit), with their events optEnvs; when they fail,
 	// they alone are undone, the fallback writes go instead and each of
 	// optionalFailed is told after the commit.
-	optional       *writes
+	optional       *pg.Writes
 	optEnvs        []*eventsv1.Envelope
 	fallback       *pgx.Batch
 	optionalFailed []func(error)
@@ -194,28 +194,28 @@ var _ ledger.Tx = (*tx)(nil)
 // in an error ("record commission state of sale 3").
 func (t *tx) deferExec(what, sql string, args ...any) {
 	if t.later == nil {
-		t.later = &writes{}
+		t.later = &pg.Writes{}
 	}
-	t.later.exec(what, sql, args...)
+	t.later.Exec(what, sql, args...)
 }
 
-// deferRow keeps one row of a bulk write for flush (writes) and returns its
+// deferRow keeps one row of a bulk write for flush (pg.Writes) and returns its
 // values, which the caller may change until then.
-func (t *tx) deferRow(b *bulkWrite, what string, values ...any) []any {
+func (t *tx) deferRow(b *pg.BulkWrite, what string, values ...any) []any {
 	if t.later == nil {
-		t.later = &writes{}
+		t.later = &pg.Writes{}
 	}
-	return t.later.row(b, what, values...)
+	return t.later.Row(b, what, values...)
 }
 
 // sendDeferred sends the pending writes (not the events) now: for a
 // statement whose foreign key needs a row a pending write inserts.
 func (t *tx) sendDeferred(ctx context.Context) error {
-	if t.later.empty() {
+	if t.later.Empty() {
 		return nil
 	}
 	b := &pgx.Batch{}
-	what, err := t.later.queue(b)
+	what, err := t.later.Queue(b)
 	if err != nil {
 		return err
 	}
@@ -245,11 +245,11 @@ func readWrites(br pgx.BatchResults, what []string) error {
 // transaction (Within), the optional writes follow in a round trip of
 // their own.
 func (t *tx) flush(ctx context.Context) error {
-	if t.later.empty() && len(t.envs) == 0 && t.optional.empty() && len(t.optEnvs) == 0 {
+	if t.later.Empty() && len(t.envs) == 0 && t.optional.Empty() && len(t.optEnvs) == 0 {
 		return nil
 	}
 	b := &pgx.Batch{}
-	what, err := t.later.queue(b)
+	what, err := t.later.Queue(b)
 	if err != nil {
 		return err
 	}
@@ -260,9 +260,9 @@ func (t *tx) flush(ctx context.Context) error {
 		what = append(what, fmt.Sprintf("enqueue %d events", len(t.envs)))
 	}
 	opt := pg.Optional{Fallback: t.fallback}
-	if !t.optional.empty() || len(t.optEnvs) > 0 {
+	if !t.optional.Empty() || len(t.optEnvs) > 0 {
 		opt.Batch = &pgx.Batch{}
-		if _, err := t.optional.queue(opt.Batch); err != nil {
+		if _, err := t.optional.Queue(opt.Batch); err != nil {
 			return err
 		}
 		if len(t.optEnvs) > 0 {
