@@ -8,7 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/svc-dev/svc/libs/outbox"
 	"github.com/svc-dev/svc/libs/pg"
+	eventsv1 "github.com/svc-dev/svc/proto/svc/events/v1"
 	"github.com/svc-dev/svc/services/tracking/internal/ingest"
 )
 
@@ -53,8 +55,9 @@ func scanAttribution(row pgx.Row, txn string) (ingest.Attribution, bool, error) 
 //
 // Concurrent calls share one transaction (pg.Group, attributeGroup).
 // Round trips of a group: BEGIN with every call's stored decision and its
-// first identifier's customer, pipelined; then every call's customer
-// writes, conversion event and decision, and COMMIT, pipelined.
+// first identifier's customer, pipelined; then the calls' customer writes,
+// decisions and conversion events (one statement for each kind, whatever
+// the group's size: pg.Writes), and COMMIT, pipelined.
 func (s *Store) Attribute(ctx context.Context, req ingest.AttributionRequest, decide func(ingest.Customer) (ingest.PaymentDecision, error)) (ingest.AttributionResult, error) {
 	res, err := s.attributions.Do(ctx, attributeCall{req: req, decide: decide})
 	if errors.Is(err, errAttributionRaceLost) {
@@ -102,17 +105,28 @@ func (s *Store) attributeGroup(ctx context.Context, calls []attributeCall) ([]pg
 		if err != nil {
 			return err
 		}
-		b := &pgx.Batch{}
+		w := &decisionWrites{}
 		seen := make(map[int64]bool, len(calls))
 		for i, c := range calls {
-			res, err := s.attributeOne(ctx, tx, b, c, ahead[i], seen)
+			res, err := s.attributeOne(ctx, tx, w, c, ahead[i], seen)
 			if err != nil {
 				return err
 			}
 			out[i] = res
 		}
-		if b.Len() == 0 {
+		if w.rows.Empty() {
 			return nil
+		}
+		// Every call's customer writes, then every decision, then every
+		// event: one statement each (pg.Writes), whatever the group's size.
+		b := &pgx.Batch{}
+		if _, err := w.rows.Queue(b); err != nil {
+			return err
+		}
+		if len(w.events) > 0 {
+			if err := outbox.QueueMany(ctx, b, eventsv1.TopicTracking, w.events); err != nil {
+				return fmt.Errorf("enqueue %d events: %w", len(w.events), err)
+			}
 		}
 		return sendDecision(ctx, tx, b)
 	})
@@ -122,9 +136,33 @@ func (s *Store) attributeGroup(ctx context.Context, calls []attributeCall) ([]pg
 	return out, nil
 }
 
-// attributeOne decides one call of a group in tx, queueing its writes on
-// b; its returned error fails the group, the result's its own call.
-func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, call attributeCall, ahead readAhead, seen map[int64]bool) (pg.GroupResult[ingest.AttributionResult], error) {
+// decisionWrites are a group's writes, sent with its COMMIT: the
+// customers' and decisions' rows, and the events. They commute as
+// pg.Writes needs: each call's customer is locked and is no other call's
+// (errSameCustomer), and each decision is a new row of its own key.
+type decisionWrites struct {
+	rows   pg.Writes
+	events []*eventsv1.Envelope
+}
+
+// The decision's bulk writes: the customer after a sale that does or does
+// not convert it, and the attributed decision.
+var (
+	saleSeen = pg.UpdateByID("record the sales of %d customers", "customers",
+		"sale_recorded_at = COALESCE(sale_recorded_at, ?) timestamptz",
+		"processor_customer_id = COALESCE(processor_customer_id, ?) text", "updated_at timestamptz")
+	converted = pg.UpdateByID("convert %d customers", "customers", "status = 'conversion'", "first_purchase_date timestamptz",
+		"sale_recorded_at = COALESCE(sale_recorded_at, ?) timestamptz",
+		"processor_customer_id = COALESCE(processor_customer_id, ?) text", "updated_at timestamptz")
+	attributed = pg.InsertRows("store %d attributions", "attributions",
+		"transaction_id text", "program_id bigint", "outcome text", "customer_id bigint", "click_id text", "partner_id bigint",
+		"link_id bigint", "customer_status text", "first_purchase_date timestamptz", "refusal_code text", "refusal_message text",
+		"source text", "decided_at timestamptz")
+)
+
+// attributeOne decides one call of a group in tx, keeping its writes in
+// w; its returned error fails the group, the result's its own call.
+func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, w *decisionWrites, call attributeCall, ahead readAhead, seen map[int64]bool) (pg.GroupResult[ingest.AttributionResult], error) {
 	var none pg.GroupResult[ingest.AttributionResult]
 	req := call.req
 	if ahead.replay {
@@ -160,7 +198,7 @@ func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, c
 		return pg.GroupResult[ingest.AttributionResult]{Out: ingest.AttributionResult{Found: true, Decision: a}}, nil
 	}
 	pr := ingest.PaymentResult{CustomerStatus: c.Status}
-	if err := s.applyPayment(ctx, tx, b, c, d, req.Ref, req.At, &pr); err != nil {
+	if err := s.applyPayment(ctx, tx, w, c, d, req.Ref, req.At, &pr); err != nil {
 		return none, err
 	}
 	a.Outcome, a.CustomerStatus = ingest.AttributionAttributed, pr.CustomerStatus
@@ -171,8 +209,7 @@ func (s *Store) attributeOne(ctx context.Context, tx *pg.PipeTx, b *pgx.Batch, c
 	if !a.FirstPurchaseDate.IsZero() {
 		first = a.FirstPurchaseDate
 	}
-	b.Queue(`INSERT INTO attributions (`+attributionColumns+`)
-		VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)`,
+	w.rows.Row(attributed, fmt.Sprintf("store attribution %q", a.TransactionID),
 		a.TransactionID, a.ProgramID, a.Outcome, a.CustomerID, a.ClickID, a.PartnerID, a.LinkID, a.CustomerStatus,
 		first, a.RefusalCode, a.RefusalMessage, a.Source, a.DecidedAt)
 	// Answer what a replay will read (timestamps at the column's

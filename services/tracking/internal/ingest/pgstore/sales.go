@@ -95,7 +95,7 @@ func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extr
 // id it has none of, and the conversion's event) queued on b, for the
 // caller to send with its own last writes in one round trip. The sale
 // itself is the commissions service's to record.
-func (s *Store) applyPayment(ctx context.Context, tx pg.Querier, b *pgx.Batch, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
+func (s *Store) applyPayment(ctx context.Context, tx pg.Querier, w *decisionWrites, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
 	if d.SettleLead {
 		ld := ingest.LeadDecision{CustomerKey: ref.CustomerKey, EmailHash: ref.EmailHash, EventName: "processor_checkout"}
 		if ld.CustomerKey == "" {
@@ -121,14 +121,11 @@ func (s *Store) applyPayment(ctx context.Context, tx pg.Querier, b *pgx.Batch, c
 		processorID = sale.ProcessorCustomerID
 	}
 	if !d.Convert {
-		b.Queue(`UPDATE customers SET sale_recorded_at = COALESCE(sale_recorded_at, $2),
-				processor_customer_id = COALESCE(processor_customer_id, $3), updated_at = $2 WHERE id = $1`, c.ID, at, processorID)
+		w.rows.Row(saleSeen, fmt.Sprintf("record the sale of customer %d", c.ID), c.ID, at, processorID, at)
 		return nil
 	}
 	res.CustomerStatus = "conversion"
-	b.Queue(`UPDATE customers SET status = 'conversion', first_purchase_date = $2,
-			sale_recorded_at = COALESCE(sale_recorded_at, $3), processor_customer_id = COALESCE(processor_customer_id, $4), updated_at = $3
-		WHERE id = $1`, c.ID, sale.OccurredAt, at, processorID)
+	w.rows.Row(converted, fmt.Sprintf("convert customer %d", c.ID), c.ID, sale.OccurredAt, at, processorID, at)
 	// Analytics counts conversions by first purchase date: the event rides
 	// in the transaction of the conversion, so it exists exactly when the
 	// conversion does.
@@ -137,5 +134,10 @@ func (s *Store) applyPayment(ctx context.Context, tx pg.Querier, b *pgx.Batch, c
 	if !c.SignupDate.IsZero() {
 		ev.SignupDate = timestamppb.New(c.SignupDate)
 	}
-	return queueEvent(ctx, b, eventsv1.TypeCustomerConverted, c.ProgramID, at, ev)
+	env, err := envelope(eventsv1.TypeCustomerConverted, c.ProgramID, at, ev)
+	if err != nil {
+		return err
+	}
+	w.events = append(w.events, env)
+	return nil
 }

@@ -230,18 +230,6 @@ func publish(ctx context.Context, tx pg.Querier, typ string, programID int64, at
 	return nil
 }
 
-// queueEvent is publish queued on b, sent with the writes it describes.
-func queueEvent(ctx context.Context, b *pgx.Batch, typ string, programID int64, at time.Time, msg proto.Message) error {
-	env, err := envelope(typ, programID, at, msg)
-	if err != nil {
-		return err
-	}
-	if err := outbox.QueueMany(ctx, b, eventsv1.TopicTracking, []*eventsv1.Envelope{env}); err != nil {
-		return fmt.Errorf("enqueue %s: %w", typ, err)
-	}
-	return nil
-}
-
 func envelope(typ string, programID int64, at time.Time, msg proto.Message) (*eventsv1.Envelope, error) {
 	payload, err := proto.Marshal(msg)
 	if err != nil {
