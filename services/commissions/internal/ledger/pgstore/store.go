@@ -26,7 +26,9 @@
 // Each of those writes targets a row the transaction has locked before (the
 // sale by its UPDATE, INSERT or FOR UPDATE, the commission by FOR UPDATE),
 // so sending it later changes no lock order, and no read in the same
-// transaction looks at what it changes. The events go without NOTIFY
+// transaction looks at what it changes. Kept writes of one kind (a
+// group's refunds, commissions, sales) go as one statement (writes.go).
+// The events go without NOTIFY
 // (outbox.QueueMany): a notifying transaction holds Postgres's notification
 // lock through its commit's WAL flush, so every sale and refund committed
 // one at a time; the relay polls instead (server.Spec's RelayPollInterval).
@@ -782,52 +784,34 @@ func (t *tx) lockForCompletions(ctx context.Context, sales []ledger.Sale) ([]com
 
 // readCompletions reads lockForCompletions' results into out.
 func readCompletions(br pgx.BatchResults, out []completionRead) error {
-	at := func(i int64) (*completionRead, error) {
-		if i < 1 || int(i) > len(out) {
-			return nil, fmt.Errorf("a result for sale %d of %d", i, len(out))
-		}
-		return &out[i-1], nil
-	}
-	rows, _ := br.Query()
-	for rows.Next() {
-		var i int64
+	err := readPlaces(br, len(out), func(row pgx.Row) (ledger.Sale, error) {
 		var locked string
-		s, err := scanSale(leading(rows, &i, &locked))
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		r, err := at(i)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		r.sale, r.err = s, nil
-	}
-	if err := rows.Err(); err != nil {
+		return scanSale(leading(row, &locked))
+	}, func(i int, s ledger.Sale) error {
+		out[i].sale, out[i].err = s, nil
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("sales: %w", err)
 	}
-	rows, _ = br.Query()
-	for rows.Next() {
-		var i, commissionID int64
-		var first *time.Time
-		p, err := scanProgram(withExtra(leading(rows, &i), &first, &commissionID), 0)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		r, err := at(i)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		p.ID = r.programID
-		r.inputs.prog, r.inputs.err, r.commissionID = p, nil, commissionID
-		if first != nil {
-			r.inputs.hist = money.History{FirstCommissionedAt: first.UTC(), HasSaleCommission: true}
-		}
+	type inputs struct {
+		prog         ledger.Program
+		first        *time.Time
+		commissionID int64
 	}
-	if err := rows.Err(); err != nil {
+	err = readPlaces(br, len(out), func(row pgx.Row) (in inputs, err error) {
+		in.prog, err = scanProgram(withExtra(row, &in.first, &in.commissionID), 0)
+		return in, err
+	}, func(i int, in inputs) error {
+		r := &out[i]
+		in.prog.ID = r.programID
+		r.inputs.prog, r.inputs.err, r.commissionID = in.prog, nil, in.commissionID
+		if in.first != nil {
+			r.inputs.hist = money.History{FirstCommissionedAt: in.first.UTC(), HasSaleCommission: true}
+		}
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("programs: %w", err)
 	}
 	return nil
@@ -985,81 +969,71 @@ func readRefundLocks(br pgx.BatchResults, refunds []ledger.RefundLock, applied b
 	for i := range out {
 		out[i].err = ledger.ErrSaleNotFound
 	}
-	// at is the refund a result row names (k.i, from 1).
-	at := func(i int64) (*refundLocked, error) {
-		if i < 1 || int(i) > len(out) {
-			return nil, fmt.Errorf("a result for refund %d of %d", i, len(out))
-		}
-		return &out[i-1], nil
+	type locked struct {
+		sale                    ledger.Sale
+		refundSeq, note1, note2 int64
 	}
-	rows, _ := br.Query()
-	for rows.Next() {
-		var i, refundSeq, note1, note2 int64
-		s, err := scanSale(leading(rows, &i, &refundSeq, &note1, &note2))
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		l, err := at(i)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		k := refunds[i-1]
-		*l = refundLocked{sale: s, refundIDs: []int64{refundSeq}, noteIDs: []int64{note1, note2},
-			ahead: &refundAhead{saleID: s.ID, refundID: k.RefundID, requested: k.Requested, commissionOK: true, appliedOK: k.Requested > 0}}
-	}
-	if err := rows.Err(); err != nil {
+	err := readPlaces(br, len(out), func(row pgx.Row) (l locked, err error) {
+		l.sale, err = scanSale(leading(row, &l.refundSeq, &l.note1, &l.note2))
+		return l, err
+	}, func(i int, l locked) error {
+		k := refunds[i]
+		out[i] = refundLocked{sale: l.sale, refundIDs: []int64{l.refundSeq}, noteIDs: []int64{l.note1, l.note2},
+			ahead: &refundAhead{saleID: l.sale.ID, refundID: k.RefundID, requested: k.Requested, commissionOK: true, appliedOK: k.Requested > 0}}
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("sales: %w", err)
 	}
-	rows, _ = br.Query()
-	for rows.Next() {
-		var i int64
-		c, err := scanCommission(leading(rows, &i))
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		l, err := at(i)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
+	err = readPlaces(br, len(out), scanCommission, func(i int, c ledger.Commission) error {
+		l := &out[i]
 		if l.ahead == nil || l.ahead.hasCommission || c.SaleID != l.sale.ID {
-			rows.Close()
-			return nil, fmt.Errorf("commissions: commission %d of sale %d read for refund %d", c.ID, c.SaleID, i)
+			return fmt.Errorf("commission %d of sale %d read for refund %d", c.ID, c.SaleID, i+1)
 		}
 		l.ahead.commission, l.ahead.hasCommission = c, true
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("commissions: %w", err)
 	}
 	if !applied {
 		return out, nil
 	}
-	rows, _ = br.Query()
-	for rows.Next() {
-		var i int64
-		var done bool
-		if err := rows.Scan(&i, &done); err != nil {
-			rows.Close()
-			return nil, err
+	err = readPlaces(br, len(out), func(row pgx.Row) (done bool, err error) {
+		return done, row.Scan(&done)
+	}, func(i int, done bool) error {
+		if out[i].ahead == nil {
+			return fmt.Errorf("refund %d has no sale", i+1)
 		}
-		l, err := at(i)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if l.ahead == nil {
-			rows.Close()
-			return nil, fmt.Errorf("refunds applied: refund %d has no sale", i)
-		}
-		l.ahead.applied = done
-	}
-	if err := rows.Err(); err != nil {
+		out[i].ahead.applied = done
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("refunds applied: %w", err)
 	}
 	return out, nil
+}
+
+// readPlaces reads the next of br's results, whose rows each start with
+// the place of the call they answer (k.i: 1 … n): scan reads the rest of a
+// row, put keeps it for the call at index place-1.
+func readPlaces[T any](br pgx.BatchResults, n int, scan func(pgx.Row) (T, error), put func(i int, v T) error) error {
+	rows, _ := br.Query()
+	defer rows.Close()
+	for rows.Next() {
+		var place int64
+		v, err := scan(leading(rows, &place))
+		if err != nil {
+			return err
+		}
+		if place < 1 || place > int64(n) {
+			return fmt.Errorf("a row for call %d of %d", place, n)
+		}
+		if err := put(int(place-1), v); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // leadingColumns scans a row's first columns into lead and the rest into a
