@@ -35,6 +35,52 @@ var bounded = map[string]string{
 	"rebuilds":           "one row per analytics rebuild",
 }
 
+// smallPartial are the partial indexes a plan may read whole (no index
+// condition): their predicate selects rows that leave it soon, whatever
+// the table's size. Any other partial index read whole fails the check
+// (unless wholeReads lists the statement): a predicate that holds for
+// many rows, or for more and more as a backlog grows, makes that a scan
+// whose cost grows with the table. Two plans of issue 20's bulk
+// statements did this before the check existed (the reserved sales read
+// whole to lock one by id; the refunds without a refund id hashed whole).
+var smallPartial = map[string]string{
+	"disputes_open":             "open chargebacks: closed when the processor decides them (weeks), however many sales there are",
+	"deliveries_object_pending": "webhooks' pending deliveries: sent, retried or given up within the retry schedule",
+}
+
+// wholeReads are statements that read a partial index whole that is not
+// small, each with why (statement: a part of its text, its whitespace
+// squeezed to single spaces).
+var wholeReads = []struct{ index, statement, why string }{
+	{"processor_events_awaiting", "SELECT count(*), min(received_at) FROM processor_events",
+		"the waiting-events gauge counts the waiting events: reading them all is the statement (once per backstop run)"},
+	{"processor_events_awaiting", "WHERE e.outcome = 'awaiting_payment' AND ( EXISTS",
+		"RetryWaiting, the backstop, looks at every waiting event once per run, off the request path"},
+	// Noticed, not changed (issue 20's closing note of 2026-11-29): on the
+	// processor webhook's path, planned on the test's few waiting events.
+	// With many, the GIN index on refs and the primary key cost less and
+	// custom plans (the pool's plan_cache_mode auto) take them; a generic
+	// plan made on few lives at most a connection's life (pgxpool: 1 h).
+	{"processor_events_awaiting", "AND e.refs && $1::text[]",
+		"the waiting events of a payment: the few waiting read whole (see the comment)"},
+	{"processor_events_awaiting", "UPDATE processor_events SET outcome = $2, sale_id = $3 WHERE event_id = $1",
+		"a waiting event applied: the few waiting read whole (see the comment)"},
+}
+
+// readWhole reports whether sql may read partial index name whole.
+func readWhole(name, sql string) bool {
+	if smallPartial[name] != "" {
+		return true
+	}
+	sql = strings.Join(strings.Fields(sql), " ")
+	for _, w := range wholeReads {
+		if w.index == name && strings.Contains(sql, w.statement) {
+			return true
+		}
+	}
+	return false
+}
+
 // index is what the check needs of an index.
 type index struct {
 	table   string
@@ -159,7 +205,7 @@ func explainGeneric(ctx context.Context, conn *pgx.Conn, sql string, args []any)
 // or an index scan whose condition leaves the index's leading column free
 // (Postgres 15 has no skip scan: that reads every entry). A partial index
 // read without a condition is fine: its predicate is the selection.
-func (c catalog) problems(p planNode) []string {
+func (c catalog) problems(p planNode, sql string) []string {
 	var out []string
 	var walk func(n planNode)
 	walk = func(n planNode) {
@@ -179,6 +225,9 @@ func (c catalog) problems(p planNode) []string {
 			case !ok || rows < largeRows || ix.leading == "":
 			case n.IndexCond == "" && !ix.partial:
 				out = append(out, fmt.Sprintf("full scan of index %s on %s (%.0f rows): no index condition", n.Index, ix.table, rows))
+			case n.IndexCond == "" && !readWhole(n.Index, sql):
+				out = append(out, fmt.Sprintf("full scan of partial index %s on %s (%.0f rows): no index condition, and neither the index (smallPartial) nor the statement (wholeReads) is listed",
+					n.Index, ix.table, rows))
 			case n.IndexCond != "" && !mentions(n.IndexCond, ix.leading):
 				out = append(out, fmt.Sprintf("full scan of index %s on %s (%.0f rows): %s leaves its leading column %s free",
 					n.Index, ix.table, rows, n.IndexCond, ix.leading))

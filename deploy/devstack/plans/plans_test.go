@@ -153,7 +153,7 @@ func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int
 			if os.Getenv("PLANS_REPORT") != "" {
 				t.Logf("%s: %s\n\t%s", s.schema, oneLine(s.sql), strings.Join(reads(plan), "; "))
 			}
-			if ps := cats[s.schema].problems(plan); len(ps) > 0 {
+			if ps := cats[s.schema].problems(plan, s.sql); len(ps) > 0 {
 				t.Errorf("%s: %s\n\tin: %s\n\targs: %v", s.schema, strings.Join(ps, "; "), oneLine(s.sql), args)
 			}
 			if g := generic[s.schema]; g != nil {
@@ -163,7 +163,7 @@ func check(t *testing.T, ctx context.Context, dsn string, stmts []statement) int
 					t.Errorf("%s: EXPLAIN EXECUTE (generic) %s: %v", s.schema, oneLine(s.sql), err)
 					continue
 				}
-				if ps := cats[s.schema].problems(plan); len(ps) > 0 {
+				if ps := cats[s.schema].problems(plan, s.sql); len(ps) > 0 {
 					t.Errorf("%s (generic plan): %s\n\tin: %s\n\targs: %v", s.schema, strings.Join(ps, "; "), oneLine(s.sql), args)
 				}
 			}

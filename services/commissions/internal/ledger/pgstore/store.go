@@ -942,13 +942,15 @@ func (t *tx) lockForRefunds(ctx context.Context, refunds []ledger.RefundLock) ([
 		CROSS JOIN LATERAL (SELECT `+commissionColumns+` FROM commissions WHERE sale_id = s.id AND kind = 'sale' FOR UPDATE) c`,
 		ts, ps, rids, rs)
 	if anyRequested {
-		// RefundApplied's two questions, each on its partial index, in
-		// the select list: subplans run per refund by sale_id, never a
-		// join the planner could turn into a whole scan of an index.
+		// RefundApplied's two questions, each on its partial index, as
+		// scalar subqueries in the select list: run per refund by
+		// sale_id. As EXISTS (in WHERE, or even here) the generic plan
+		// hashed the whole partial index instead, a scan that grows with
+		// the refunds without a refund id (the plan test's smallPartial).
 		b.Queue(`SELECT k.i, CASE WHEN k.rid <> ''
-				THEN EXISTS (SELECT 1 FROM refunds WHERE sale_id = s.id AND refund_id = k.rid)
-				ELSE EXISTS (SELECT 1 FROM refunds
-					WHERE sale_id = s.id AND refund_id IS NULL AND requested_cents = k.r AND requested_cents > 0) END
+				THEN (SELECT true FROM refunds WHERE sale_id = s.id AND refund_id = k.rid LIMIT 1) IS NOT NULL
+				ELSE (SELECT true FROM refunds
+					WHERE sale_id = s.id AND refund_id IS NULL AND requested_cents = k.r AND requested_cents > 0 LIMIT 1) IS NOT NULL END
 			FROM `+refundKeys+` CROSS JOIN LATERAL (`+refundSale+`) s WHERE k.r > 0`,
 			ts, ps, rids, rs)
 	}
