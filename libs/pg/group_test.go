@@ -15,17 +15,8 @@ func TestGroup(t *testing.T) {
 	t.Parallel()
 	t.Run("calls that wait run together, each answered its own result", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		var mu sync.Mutex
-		var sizes []int
-		g := NewGroup(func(_ context.Context, in []int) ([]GroupResult[string], error) {
-			mu.Lock()
-			sizes = append(sizes, len(in))
-			first := len(sizes) == 1
-			mu.Unlock()
-			if first {
-				<-release // the first transaction runs while the others queue
-			}
+		h := newHeld[int]()
+		g := NewGroup(hold(h, func(in []int) ([]GroupResult[string], error) {
 			out := make([]GroupResult[string], len(in))
 			for i, v := range in {
 				out[i].Out = fmt.Sprint(v * 10)
@@ -34,7 +25,7 @@ func TestGroup(t *testing.T) {
 				}
 			}
 			return out, nil
-		}, GroupOptions[int]{Concurrent: 1})
+		}), GroupOptions[int]{Concurrent: 1})
 		var wg sync.WaitGroup
 		got := make([]GroupResult[string], 11)
 		do := func(i int) {
@@ -44,14 +35,18 @@ func TestGroup(t *testing.T) {
 		}
 		wg.Add(1)
 		go do(0)
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 })
+		h.waitFirst(t)
 		for i := 1; i < 11; i++ {
 			wg.Add(1)
 			go do(i)
 		}
-		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == 10 })
-		close(release)
+		waitQueued(t, g, 10)
+		h.release()
 		wg.Wait()
+		var sizes []int
+		for _, r := range h.runs {
+			sizes = append(sizes, len(r))
+		}
 		if !slices.Equal(sizes, []int{1, 10}) {
 			t.Fatalf("transactions of %v calls, want [1 10]: the ten that waited run as one", sizes)
 		}
@@ -68,26 +63,13 @@ func TestGroup(t *testing.T) {
 	})
 	t.Run("a failed transaction runs each call alone", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		var mu sync.Mutex
-		var runs [][]int
-		g := NewGroup(func(_ context.Context, in []int) ([]GroupResult[int], error) {
-			mu.Lock()
-			runs = append(runs, slices.Clone(in))
-			first := len(runs) == 1
-			mu.Unlock()
-			if first {
-				<-release
-			}
+		h := newHeld[int]()
+		g := NewGroup(hold(h, func(in []int) ([]GroupResult[int], error) {
 			if slices.Contains(in, 3) {
 				return nil, errors.New("deadlock detected")
 			}
-			out := make([]GroupResult[int], len(in))
-			for i, v := range in {
-				out[i].Out = v
-			}
-			return out, nil
-		}, GroupOptions[int]{Concurrent: 1})
+			return echo(in)
+		}), GroupOptions[int]{Concurrent: 1})
 		var wg sync.WaitGroup
 		errs := make([]error, 5)
 		do := func(i int) {
@@ -100,14 +82,15 @@ func TestGroup(t *testing.T) {
 		}
 		wg.Add(1)
 		go do(0)
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == 1 })
+		h.waitFirst(t)
 		for i := 1; i < 5; i++ {
 			wg.Add(1)
 			go do(i)
 		}
-		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == 4 })
-		close(release)
+		waitQueued(t, g, 4)
+		h.release()
 		wg.Wait()
+		runs := h.runs
 		for i, err := range errs {
 			if (i == 3) != (err != nil) {
 				t.Errorf("call %d: %v; only call 3's own run fails", i, err)
@@ -119,26 +102,13 @@ func TestGroup(t *testing.T) {
 	})
 	t.Run("a panic is the panicking call's error alone, and the group goes on", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		var mu sync.Mutex
-		runs := 0
-		g := NewGroup(func(_ context.Context, in []int) ([]GroupResult[int], error) {
-			mu.Lock()
-			runs++
-			first := runs == 1
-			mu.Unlock()
-			if first {
-				<-release
-			}
+		h := newHeld[int]()
+		g := NewGroup(hold(h, func(in []int) ([]GroupResult[int], error) {
 			if slices.Contains(in, 2) {
 				panic("a bug")
 			}
-			out := make([]GroupResult[int], len(in))
-			for i, v := range in {
-				out[i].Out = v
-			}
-			return out, nil
-		}, GroupOptions[int]{Concurrent: 1})
+			return echo(in)
+		}), GroupOptions[int]{Concurrent: 1})
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		do := func(i int) {
@@ -147,13 +117,13 @@ func TestGroup(t *testing.T) {
 		}
 		wg.Add(1)
 		go do(0)
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return runs == 1 })
+		h.waitFirst(t)
 		for i := 1; i < 4; i++ {
 			wg.Add(1)
 			go do(i)
 		}
-		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == 3 })
-		close(release)
+		waitQueued(t, g, 3)
+		h.release()
 		wg.Wait()
 		for i, err := range errs {
 			if (i == 2) != (err != nil) || (err != nil && !strings.Contains(err.Error(), "panic: a bug")) {
@@ -166,58 +136,34 @@ func TestGroup(t *testing.T) {
 	})
 	t.Run("a caller whose context ends while its call waits leaves, and the call never runs", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		var mu sync.Mutex
-		var ran []int
-		g := NewGroup(func(_ context.Context, in []int) ([]GroupResult[int], error) {
-			mu.Lock()
-			ran = append(ran, in...)
-			first := len(ran) == 1
-			mu.Unlock()
-			if first {
-				<-release
-			}
+		h := newHeld[int]()
+		g := NewGroup(hold(h, func(in []int) ([]GroupResult[int], error) {
 			return make([]GroupResult[int], len(in)), nil
-		}, GroupOptions[int]{Concurrent: 1})
+		}), GroupOptions[int]{Concurrent: 1})
 		var wg sync.WaitGroup
 		wg.Go(func() { _, _ = g.Do(context.Background(), 0) })
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(ran) == 1 })
+		h.waitFirst(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		left := make(chan error, 1)
 		go func() { _, err := g.Do(ctx, 1); left <- err }()
-		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == 1 })
+		waitQueued(t, g, 1)
 		cancel()
 		if err := <-left; !errors.Is(err, context.Canceled) {
 			t.Fatalf("left with %v, want its context's error", err)
 		}
-		close(release)
+		h.release()
 		wg.Wait()
 		if _, err := g.Do(context.Background(), 2); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(ran, []int{0, 2}) {
+		if ran := slices.Concat(h.runs...); !slices.Equal(ran, []int{0, 2}) {
 			t.Errorf("ran %v, want [0 2]: call 1 left before it ran", ran)
 		}
 	})
 	t.Run("calls with one key never share a transaction", func(t *testing.T) {
 		t.Parallel()
-		release := make(chan struct{})
-		var mu sync.Mutex
-		var runs [][]string
-		g := NewGroup(func(_ context.Context, in []string) ([]GroupResult[string], error) {
-			mu.Lock()
-			runs = append(runs, slices.Clone(in))
-			first := len(runs) == 1
-			mu.Unlock()
-			if first {
-				<-release
-			}
-			out := make([]GroupResult[string], len(in))
-			for i, v := range in {
-				out[i].Out = v
-			}
-			return out, nil
-		}, GroupOptions[string]{Concurrent: 1, Max: 3, Key: func(s string) string { return s[:1] }})
+		h := newHeld[string]()
+		g := NewGroup(hold(h, echo[string]), GroupOptions[string]{Concurrent: 1, Max: 3, Key: func(s string) string { return s[:1] }})
 		var wg sync.WaitGroup
 		do := func(s string) {
 			defer wg.Done()
@@ -227,7 +173,7 @@ func TestGroup(t *testing.T) {
 		}
 		wg.Add(1)
 		go do("x0")
-		waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) == 1 })
+		h.waitFirst(t)
 		for _, s := range []string{"a1", "a2", "b1", "a3", "c1", "d1"} {
 			wg.Add(1)
 			go do(s)
@@ -237,13 +183,60 @@ func TestGroup(t *testing.T) {
 				return len(g.queue) > 0 && g.queue[len(g.queue)-1].in == s
 			})
 		}
-		close(release)
+		h.release()
 		wg.Wait()
 		want := [][]string{{"x0"}, {"a1", "b1", "c1"}, {"a2", "d1"}, {"a3"}}
-		if !slices.EqualFunc(runs, want, slices.Equal) {
-			t.Errorf("runs %v, want %v (one call a key, at most three, in their order)", runs, want)
+		if !slices.EqualFunc(h.runs, want, slices.Equal) {
+			t.Errorf("runs %v, want %v (one call a key, at most three, in their order)", h.runs, want)
 		}
 	})
+}
+
+// held records a group's transactions (each run's calls, in runs) and
+// holds the first until release: the calls made meanwhile queue, and the
+// next transaction takes them. runs is read after the calls returned.
+type held[I any] struct {
+	mu   sync.Mutex
+	runs [][]I
+	hold chan struct{}
+}
+
+func newHeld[I any]() *held[I] { return &held[I]{hold: make(chan struct{})} }
+
+// hold is a group's exec that records each run in h, holds the first, and
+// answers with next.
+func hold[I, O any](h *held[I], next func(in []I) ([]GroupResult[O], error)) func(context.Context, []I) ([]GroupResult[O], error) {
+	return func(_ context.Context, in []I) ([]GroupResult[O], error) {
+		h.mu.Lock()
+		h.runs = append(h.runs, slices.Clone(in))
+		first := len(h.runs) == 1
+		h.mu.Unlock()
+		if first {
+			<-h.hold // the first transaction runs while the others queue
+		}
+		return next(in)
+	}
+}
+
+// waitFirst waits until the first transaction runs (and is held).
+func (h *held[I]) waitFirst(t *testing.T) {
+	waitFor(t, func() bool { h.mu.Lock(); defer h.mu.Unlock(); return len(h.runs) == 1 })
+}
+
+func (h *held[I]) release() { close(h.hold) }
+
+// echo answers each call with its input.
+func echo[I any](in []I) ([]GroupResult[I], error) {
+	out := make([]GroupResult[I], len(in))
+	for i, v := range in {
+		out[i].Out = v
+	}
+	return out, nil
+}
+
+// waitQueued waits until n calls wait in g's queue.
+func waitQueued[I, O any](t *testing.T, g *Group[I, O], n int) {
+	waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return len(g.queue) == n })
 }
 
 // waitFor polls cond until it holds (the test's deadline bounds it).
