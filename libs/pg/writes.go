@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -59,7 +60,7 @@ func (w *Writes) Exec(what, sql string, args ...any) {
 }
 
 // Row keeps one row of b (one value per column; nil is NULL, a pointer is
-// its value) and returns its values: until the writes are queued, the
+// its value; a jsonb value that is not a string is encoded as JSON) and returns its values: until the writes are queued, the
 // caller may still change them. what names the row in an error.
 func (w *Writes) Row(b *BulkWrite, what string, values ...any) []any {
 	it := w.open[b]
@@ -98,6 +99,11 @@ func (w *Writes) Queue(b *pgx.Batch) ([]string, error) {
 			what = append(what, it.what)
 			continue
 		}
+		for _, row := range it.rows {
+			if len(row) != len(it.bulk.Types) {
+				return nil, fmt.Errorf("%s: %d values for %d columns", it.what, len(row), len(it.bulk.Types))
+			}
+		}
 		cols := make([]any, len(it.bulk.Types))
 		for c, typ := range it.bulk.Types {
 			col, err := column(typ, it.rows, c)
@@ -123,14 +129,40 @@ func column(typ string, rows [][]any, c int) (any, error) {
 	switch typ {
 	case "bigint":
 		return typedColumn[int64](rows, c)
-	case "text", "jsonb":
+	case "text":
 		return typedColumn[string](rows, c)
+	case "jsonb":
+		return jsonColumn(rows, c)
 	case "boolean":
 		return typedColumn[bool](rows, c)
 	case "timestamptz":
 		return typedColumn[time.Time](rows, c)
 	}
 	return nil, fmt.Errorf("bulk column %d: type %q not handled", c+1, typ)
+}
+
+// jsonColumn is a jsonb column: a string is JSON text already, any other
+// value is encoded now, when the writes are queued (a row whose value is
+// replaced before then is never encoded).
+func jsonColumn(rows [][]any, c int) ([]*string, error) {
+	out := make([]*string, len(rows))
+	for r, row := range rows {
+		switch v := row[c].(type) {
+		case nil:
+		case string:
+			out[r] = &v
+		case *string:
+			out[r] = v
+		default:
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("bulk column %d: %w", c+1, err)
+			}
+			text := string(raw)
+			out[r] = &text
+		}
+	}
+	return out, nil
 }
 
 func typedColumn[T any](rows [][]any, c int) ([]*T, error) {

@@ -90,6 +90,18 @@ func TestColumnTypes(t *testing.T) {
 			t.Errorf("%s: NULLs %v %v %v, want the last only", typ, v.Index(0).IsNil(), v.Index(1).IsNil(), v.Index(2).IsNil())
 		}
 	}
+	col, err := column("jsonb", [][]any{{map[string]int{"a": 1}}}, 0)
+	if js := col.([]*string); err != nil || *js[0] != `{"a":1}` {
+		t.Errorf("a jsonb value that is not a string: %v %v, want it encoded", col, err)
+	}
+	if _, err := column("jsonb", [][]any{{func() {}}}, 0); err == nil {
+		t.Error("a value JSON cannot encode was taken")
+	}
+	w := &Writes{}
+	w.Row(InsertRows("store %d", "notes", "id bigint", "body jsonb"), "note 1", int64(1))
+	if _, err := w.Queue(&pgx.Batch{}); err == nil || !strings.Contains(err.Error(), "note 1: 1 values for 2 columns") {
+		t.Errorf("a row short of a value: %v", err)
+	}
 	if _, err := column("bigint", [][]any{{"1"}}, 0); err == nil {
 		t.Error("a string in a bigint column was taken")
 	}

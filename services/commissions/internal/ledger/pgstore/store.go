@@ -37,6 +37,7 @@ package pgstore
 import (
 	"bytes"
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -760,8 +761,7 @@ func (t *tx) lockForCompletions(ctx context.Context, sales []ledger.Sale) ([]com
 	for i, s := range sales {
 		ids[i], locks[i], programs[i], customers[i] = s.ID, customerLockKey(s.ProgramID, s.CustomerID), s.ProgramID, s.CustomerID
 		out[i] = completionRead{programID: s.ProgramID, customerID: s.CustomerID, err: ledger.ErrSaleNotFound,
-			inputs: decisionInputs{programID: s.ProgramID, customerID: s.CustomerID,
-				err: fmt.Errorf("program %d not in the catalog replica: %w", s.ProgramID, ledger.ErrProgramUnknown)}}
+			inputs: decisionInputs{programID: s.ProgramID, customerID: s.CustomerID, err: ledger.ErrProgramUnknown}}
 	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT k.i, pg_advisory_xact_lock(k.lock)::text, s.*
@@ -778,6 +778,11 @@ func (t *tx) lockForCompletions(ctx context.Context, sales []ledger.Sale) ([]com
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %d sales to complete: %w", n, err)
+	}
+	for i := range out {
+		if in := &out[i].inputs; in.err == ledger.ErrProgramUnknown {
+			in.err = fmt.Errorf("program %d not in the catalog replica: %w", in.programID, ledger.ErrProgramUnknown)
+		}
 	}
 	return out, nil
 }
@@ -1286,14 +1291,12 @@ func (t *tx) InsertRefund(ctx context.Context, r *ledger.Refund, s ledger.Sale) 
 	if err := t.notificationIDs(ctx, r.Notifications); err != nil {
 		return err
 	}
-	var pending *string
+	// The pending notifications are encoded only if they are written:
+	// NotifyRefundAtCommit usually takes them out of the row, and then only
+	// its fallback (the notifications could not be written) needs them.
+	var pending any
 	if len(r.Notifications) > 0 {
-		raw, err := json.Marshal(toPending(r.Notifications))
-		if err != nil {
-			return fmt.Errorf("encode notifications of a refund of sale %d: %w", r.SaleID, err)
-		}
-		p := string(raw)
-		pending = &p
+		pending = pendingJSON(toPending(r.Notifications))
 	}
 	args := []any{r.SaleID, commissionID, refundID, r.Requested, r.Applied, r.Deduction, r.Debited, cur, r.Reason, pending, r.CreatedAt}
 	if len(t.refundIDs) > 0 {
@@ -1361,6 +1364,15 @@ type pendingNotification struct {
 	Payload       map[string]any `json:"payload"`
 	ProgramID     int64          `json:"program_id"`
 	CreatedAt     time.Time      `json:"created_at"`
+}
+
+// pendingJSON is pending_notifications' value, encoded when it is sent
+// (driver.Valuer: in any protocol) or queued (pg.Writes), not before.
+type pendingJSON []pendingNotification
+
+func (p pendingJSON) Value() (driver.Value, error) {
+	raw, err := json.Marshal([]pendingNotification(p))
+	return string(raw), err
 }
 
 func toPending(ns []ledger.Notification) []pendingNotification {
