@@ -174,6 +174,17 @@ func parseObject(body []byte) (Object, error) {
 	if len(body) == 0 {
 		return Object{}, nil
 	}
+	// The usual body is one well-formed object: json.Unmarshal alone
+	// proves it (it refuses malformed text and anything after the value,
+	// and a body starting with '{' decodes only as an object), so the
+	// checks below, which tell the client which rule the body broke, run
+	// only for a body that breaks one. A third of a refund's decoding.
+	if body[0] == '{' && utf8.Valid(body) && !bytes.Contains(body, []byte(`\u0000`)) {
+		obj := Object{}
+		if json.Unmarshal(body, &obj) == nil {
+			return obj, nil
+		}
+	}
 	if err := checkSingleObject(body); err != nil {
 		return nil, err
 	}

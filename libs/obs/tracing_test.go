@@ -16,6 +16,7 @@ import (
 	"github.com/go-kit/kit/endpoint"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -238,6 +239,89 @@ func TestHTTPTracing_ContinuesIncomingTraceAndLogsCarryIt(t *testing.T) {
 	line := decodeLines(t, &logs)[0]
 	if line["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" || line["span_id"] != s.SpanContext().SpanID().String() {
 		t.Errorf("log line trace ids %v/%v, want the server span's", line["trace_id"], line["span_id"])
+	}
+}
+
+// With tracing off (SetupTracing's no-op provider) the handler still
+// continues the caller's trace: logs name it, and a call the route makes
+// passes the same trace and baggage on, as the no-op span did under
+// otelhttp. A request without them keeps its own context.
+func TestHTTPTracing_OffStillPropagates(t *testing.T) {
+	t.Parallel()
+	tp, prop, _, err := obs.SetupTracing(context.Background(), "x", mapEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tp.(tracenoop.TracerProvider); !ok {
+		t.Fatalf("tracing off: provider %T, want the no-op one", tp)
+	}
+	var logs bytes.Buffer
+	logger := obs.NewLogger(&logs, "info")
+	var out http.Header
+	var plain bool
+	h := obs.HTTPTracing(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger.InfoContext(r.Context(), "handling")
+		out = http.Header{}
+		prop.Inject(r.Context(), propagation.HeaderCarrier(out))
+		plain = r.Context() == context.Background()
+	}), tp, prop, "tracking")
+
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/track/sale", nil)
+	req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	req.Header.Set("baggage", "tenant=7")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if got := out.Get("traceparent"); got != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Errorf("outgoing traceparent %q, want the incoming one", got)
+	}
+	if got := out.Get("baggage"); got != "tenant=7" {
+		t.Errorf("outgoing baggage %q, want tenant=7", got)
+	}
+	line := decodeLines(t, &logs)[0]
+	if line["trace_id"] != "4bf92f3577b34da6a3ce929d0e0e4736" || line["span_id"] != "00f067aa0ba902b7" {
+		t.Errorf("log line trace ids %v/%v, want the caller's", line["trace_id"], line["span_id"])
+	}
+
+	req = httptest.NewRequest(http.MethodPost, "/api/v1/track/sale", nil).WithContext(context.Background())
+	h.ServeHTTP(httptest.NewRecorder(), req)
+	if !plain || out.Get("traceparent") != "" {
+		t.Errorf("a request without trace context: context replaced %v, outgoing traceparent %q", !plain, out.Get("traceparent"))
+	}
+}
+
+// TracingTransport with tracing off passes the caller's trace context on
+// without touching the caller's request; with none, the request goes as
+// it is.
+func TestTracingTransport_Off(t *testing.T) {
+	t.Parallel()
+	tp, prop, _, err := obs.SetupTracing(context.Background(), "x", mapEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Clone())
+	}))
+	t.Cleanup(srv.Close)
+	hc := &http.Client{Transport: obs.TracingTransport(http.DefaultTransport, tp, prop)}
+
+	in := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	ctx := prop.Extract(context.Background(), propagation.HeaderCarrier(in))
+	for _, ctx := range []context.Context{ctx, context.Background()} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(req.Header) != 0 {
+			t.Errorf("the caller's request was changed: %v", req.Header)
+		}
+	}
+	if len(got) != 2 || got[0].Get("traceparent") != in.Get("traceparent") || got[1].Get("traceparent") != "" {
+		t.Errorf("traceparent sent: %q, %q; want the caller's, then none", got[0].Get("traceparent"), got[1].Get("traceparent"))
 	}
 }
 

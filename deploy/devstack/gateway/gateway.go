@@ -109,33 +109,55 @@ func Rules() []Rule {
 }
 
 // Route picks the rule for path, or false (precedence: see Rule).
-func Route(path string) (Rule, bool) {
-	var best Rule
-	found := false
-	for _, r := range Rules() {
-		switch {
-		case r.Pattern != "":
-			if match(r.Pattern, path) {
-				return r, true
-			}
-		case strings.HasPrefix(path, r.Prefix) && len(r.Prefix) > len(best.Prefix):
-			best, found = r, true
-		}
-	}
-	return best, found
+func Route(path string) (Rule, bool) { return newRouter().route(path) }
+
+// router is the table with each Pattern split into its segments once: the
+// gateway routes every request, and building the table and splitting the
+// patterns per request was a tenth of its own cost.
+type router struct {
+	rules    []Rule
+	segments [][]string // of rules[i].Pattern; nil for a Prefix
 }
 
-// match reports whether path matches pattern: as many "/"-separated
-// segments, literal segments equal, "*" any one non-empty segment.
-func match(pattern, path string) bool {
-	want, got := strings.Split(pattern, "/"), strings.Split(path, "/")
-	if len(want) != len(got) {
-		return false
+func newRouter() router {
+	rt := router{rules: Rules()}
+	rt.segments = make([][]string, len(rt.rules))
+	for i, r := range rt.rules {
+		if r.Pattern != "" {
+			rt.segments[i] = strings.Split(r.Pattern, "/")
+		}
 	}
+	return rt
+}
+
+func (rt router) route(path string) (Rule, bool) {
+	best := -1
+	for i, r := range rt.rules {
+		switch {
+		case r.Pattern != "":
+			if match(rt.segments[i], path) {
+				return r, true
+			}
+		case strings.HasPrefix(path, r.Prefix) && (best < 0 || len(r.Prefix) > len(rt.rules[best].Prefix)):
+			best = i
+		}
+	}
+	if best < 0 {
+		return Rule{}, false
+	}
+	return rt.rules[best], true
+}
+
+// match reports whether path matches the pattern split into want: as many
+// "/"-separated segments, literal segments equal, "*" any one non-empty
+// segment.
+func match(want []string, path string) bool {
 	for i, w := range want {
-		if w == "*" && got[i] == "" || w != "*" && w != got[i] {
+		seg, rest, found := strings.Cut(path, "/")
+		if found != (i < len(want)-1) || w == "*" && seg == "" || w != "*" && w != seg {
 			return false
 		}
+		path = rest
 	}
 	return true
 }
@@ -183,8 +205,9 @@ func New(services map[string]http.Handler, opts ...Option) http.Handler {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	rt := newRouter()
 	return withProbes(services, o, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rule, ok := Route(r.URL.Path)
+		rule, ok := rt.route(r.URL.Path)
 		if !ok {
 			_ = httpkit.WritePlatformError(w, http.StatusNotFound, "No route for "+r.URL.Path)
 			return

@@ -25,10 +25,12 @@ import (
 
 	httptransport "github.com/go-kit/kit/transport/http"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/svc-dev/svc/libs/errkind"
+	"github.com/svc-dev/svc/libs/obs"
 )
 
 // Path is tracking's internal attribution route.
@@ -230,15 +232,16 @@ func New(baseURL, token string, timeout time.Duration, opts ...Option) (*Client,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var otelOpts []otelhttp.Option
+	var transport http.RoundTripper = otelhttp.NewTransport(o.base)
 	if o.tracer != nil {
-		otelOpts = append(otelOpts, otelhttp.WithTracerProvider(o.tracer))
-	}
-	if o.propagator != nil {
-		otelOpts = append(otelOpts, otelhttp.WithPropagators(o.propagator))
+		prop := o.propagator
+		if prop == nil {
+			prop = otel.GetTextMapPropagator()
+		}
+		transport = obs.TracingTransport(o.base, o.tracer, prop)
 	}
 	hc := &http.Client{
-		Transport: otelhttp.NewTransport(o.base, otelOpts...),
+		Transport: transport,
 		// Tracking answers a decision or an error; a redirect is not
 		// the contract (and would drop nothing but the deadline's time).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
