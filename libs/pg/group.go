@@ -10,14 +10,22 @@ import (
 )
 
 // Group commits concurrent calls of one write together: calls that arrive
-// while the group's earlier transactions run wait, and the next free slot
-// runs all of them (up to Max) as one transaction. On a busy host a write
+// while the group's earlier transactions run wait, and the next
+// transaction runs all of them (up to Max) as one. On a busy host a write
 // path of a few short statements spends most of its database time on what
 // every transaction pays whatever it writes (the round trips' wake-ups,
 // BEGIN, COMMIT and its WAL flush, executor start-up); a group pays it once
-// for all its calls. Nothing waits for company: a call that finds a free
-// slot runs at once, alone if it is alone, so a quiet service answers as
-// fast as without a group.
+// for all its calls. Nothing waits for company: a call that finds no
+// transaction of the group running runs at once, alone if it is alone, so
+// a quiet service answers as fast as without a group.
+//
+// While transactions run, a further one (up to Concurrent) starts only
+// once as many calls wait as each running one took: two transactions
+// overlap (one in the database while the other's answers are written),
+// yet neither starts with the first few calls that arrive. Starting at
+// once halved the groups of a saturated route, and a transaction costs
+// about as much as four refunds in it whatever its size (bench-sale:
+// docs/benchmarks.md, "Tracing off, and what a group's size costs").
 //
 // A group's transaction is all or nothing. When it fails as a whole (a
 // deadlock with another transaction, a statement error, a lost
@@ -25,14 +33,16 @@ import (
 // is its own error and never another's: Exec must give each call the
 // result it would have had alone.
 type Group[I, O any] struct {
-	exec    func(ctx context.Context, in []I) ([]GroupResult[O], error)
-	max     int
-	key     func(I) string
-	observe func(calls int, err error)
-	slots   chan struct{}
+	exec       func(ctx context.Context, in []I) ([]GroupResult[O], error)
+	max        int
+	concurrent int
+	key        func(I) string
+	observe    func(calls int, err error)
 
 	mu    sync.Mutex
 	queue []*groupCall[I, O]
+	// running transactions, and the calls they took.
+	running, runningCalls int
 }
 
 // GroupResult is one call's result in its group.
@@ -46,8 +56,9 @@ type GroupOptions[I any] struct {
 	// Max is the most calls one transaction takes (0: 32).
 	Max int
 	// Concurrent is how many transactions of the group run at once (0:
-	// 2). One would make the write path wait on a single connection; more
-	// than the host's cores buys little but smaller groups.
+	// 2). One would make the write path wait on a single connection, and
+	// leave the host idle while it waits; more than the host's cores buys
+	// little but smaller groups.
 	Concurrent int
 	// Key, when set, keeps calls with the same key out of one
 	// transaction: a later one waits for the next. For writes that read
@@ -62,6 +73,11 @@ type groupCall[I, O any] struct {
 	in   I
 	res  GroupResult[O]
 	done chan struct{}
+	// turn tells the call at the head of the queue that a transaction
+	// may start (buffered, one value; it checks again under the lock).
+	turn chan struct{}
+	// taken: a transaction took the call (under the group's lock).
+	taken bool
 }
 
 // NewGroup returns a group running exec: it gets the calls of one
@@ -78,7 +94,7 @@ func NewGroup[I, O any](exec func(ctx context.Context, in []I) ([]GroupResult[O]
 	if opt.Observe == nil {
 		opt.Observe = func(int, error) {}
 	}
-	return &Group[I, O]{exec: exec, max: opt.Max, key: opt.Key, observe: opt.Observe, slots: make(chan struct{}, opt.Concurrent)}
+	return &Group[I, O]{exec: exec, max: opt.Max, concurrent: opt.Concurrent, key: opt.Key, observe: opt.Observe}
 }
 
 // Do runs in, in a transaction with the calls around it, and answers its
@@ -87,42 +103,65 @@ func NewGroup[I, O any](exec func(ctx context.Context, in []I) ([]GroupResult[O]
 // at once: a call still waiting never runs, one already in a transaction
 // may commit, as a write whose caller left during its own transaction
 // may.
+//
+// The call at the head of the queue starts the next transaction, with the
+// calls behind it, when the group lets one start; the others wait for
+// their answer. So only a caller still waiting runs others' calls, and
+// each change (a call queued or gone, a transaction ended) wakes one
+// goroutine at most.
 func (g *Group[I, O]) Do(ctx context.Context, in I) (O, error) {
-	c := &groupCall[I, O]{in: in, done: make(chan struct{})}
+	c := &groupCall[I, O]{in: in, done: make(chan struct{}), turn: make(chan struct{}, 1)}
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
+	g.nudge()
 	g.mu.Unlock()
 	for {
-		// Answered: return before taking a slot for others' calls.
-		select {
-		case <-c.done:
-			return c.res.Out, c.res.Err
-		default:
-		}
 		select {
 		case <-c.done:
 			return c.res.Out, c.res.Err
 		case <-ctx.Done():
 			return g.leave(c, ctx.Err())
-		case g.slots <- struct{}{}:
+		case <-c.turn:
 		}
-		// A slot: run what waits, this call among it unless a running
-		// transaction took it.
+		g.mu.Lock()
+		if c.taken || len(g.queue) == 0 || g.queue[0] != c || !g.mayStart() {
+			g.mu.Unlock()
+			continue
+		}
 		batch := g.take()
-		if len(batch) > 0 {
-			g.run(context.WithoutCancel(ctx), batch)
-		}
-		<-g.slots
-		if len(batch) == 0 {
-			// Taken by another transaction: nothing of this call is
-			// left to run, only to wait for.
-			select {
-			case <-c.done:
-				return c.res.Out, c.res.Err
-			case <-ctx.Done():
-				return g.leave(c, ctx.Err())
-			}
-		}
+		g.running++
+		g.runningCalls += len(batch)
+		g.nudge() // calls a key kept back, or more than Max
+		g.mu.Unlock()
+
+		g.run(context.WithoutCancel(ctx), batch)
+
+		g.mu.Lock()
+		g.running--
+		g.runningCalls -= len(batch)
+		g.nudge()
+		g.mu.Unlock()
+	}
+}
+
+// mayStart reports whether a transaction may start now (g.mu held): none
+// runs, or fewer than Concurrent do and as many calls wait as each took.
+func (g *Group[I, O]) mayStart() bool {
+	if g.running == 0 {
+		return true
+	}
+	return g.running < g.concurrent && len(g.queue)*g.running >= g.runningCalls
+}
+
+// nudge tells the head of the queue to start a transaction when one may
+// start (g.mu held).
+func (g *Group[I, O]) nudge() {
+	if len(g.queue) == 0 || !g.mayStart() {
+		return
+	}
+	select {
+	case g.queue[0].turn <- struct{}{}:
+	default: // told already
 	}
 }
 
@@ -135,36 +174,38 @@ func (g *Group[I, O]) leave(c *groupCall[I, O], err error) (O, error) {
 	defer g.mu.Unlock()
 	if i := slices.Index(g.queue, c); i >= 0 {
 		g.queue = slices.Delete(g.queue, i, i+1)
+		g.nudge() // a new head
 	}
 	var zero O
 	return zero, err
 }
 
 // take removes up to max waiting calls from the queue, no two with one
-// key; the others keep their place.
+// key, and marks them taken; the others keep their place (g.mu held).
 func (g *Group[I, O]) take() []*groupCall[I, O] {
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	n := min(len(g.queue), g.max)
-	if g.key == nil {
-		batch := append([]*groupCall[I, O](nil), g.queue[:n]...)
-		g.queue = append(g.queue[:0], g.queue[n:]...)
-		return batch
-	}
 	var batch []*groupCall[I, O]
-	keys := make(map[string]struct{}, n)
-	rest := g.queue[:0]
-	for _, c := range g.queue {
-		k := g.key(c.in)
-		if _, dup := keys[k]; dup || len(batch) == g.max {
-			rest = append(rest, c)
-			continue
+	if g.key == nil {
+		batch = append([]*groupCall[I, O](nil), g.queue[:n]...)
+		g.queue = append(g.queue[:0], g.queue[n:]...)
+	} else {
+		keys := make(map[string]struct{}, n)
+		rest := g.queue[:0]
+		for _, c := range g.queue {
+			k := g.key(c.in)
+			if _, dup := keys[k]; dup || len(batch) == g.max {
+				rest = append(rest, c)
+				continue
+			}
+			keys[k] = struct{}{}
+			batch = append(batch, c)
 		}
-		keys[k] = struct{}{}
-		batch = append(batch, c)
+		clear(g.queue[len(rest):])
+		g.queue = rest
 	}
-	clear(g.queue[len(rest):])
-	g.queue = rest
+	for _, c := range batch {
+		c.taken = true
+	}
 	return batch
 }
 

@@ -190,6 +190,109 @@ func TestGroup(t *testing.T) {
 			t.Errorf("runs %v, want %v (one call a key, at most three, in their order)", h.runs, want)
 		}
 	})
+	t.Run("a second transaction starts once as many calls wait as the running one took", func(t *testing.T) {
+		t.Parallel()
+		gt := &gated{}
+		g := NewGroup(gt.exec, GroupOptions[string]{Concurrent: 2})
+		var wg sync.WaitGroup
+		do := func(s string) {
+			wg.Go(func() {
+				if v, err := g.Do(context.Background(), s); err != nil || v != s {
+					t.Errorf("%s: %q %v", s, v, err)
+				}
+			})
+		}
+		// queued makes the calls, each once it waits (or ran).
+		queued := func(calls ...string) {
+			for _, s := range calls {
+				do(s)
+				waitFor(t, func() bool {
+					g.mu.Lock()
+					defer g.mu.Unlock()
+					return len(g.queue) > 0 && g.queue[len(g.queue)-1].in == s || gt.ran(s)
+				})
+			}
+		}
+		// idle: the waiting calls are exactly these, and their head was
+		// not told to start one.
+		idle := func(calls ...string) {
+			t.Helper()
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			var waiting []string
+			for _, c := range g.queue {
+				waiting = append(waiting, c.in)
+			}
+			if !slices.Equal(waiting, calls) || len(g.queue[0].turn) != 0 {
+				t.Fatalf("waiting %v (head told: %v), want %v, not told", waiting, len(g.queue) > 0 && len(g.queue[0].turn) != 0, calls)
+			}
+		}
+		do("a") // none runs: at once
+		gt.waitRuns(t, 1)
+		do("b") // one call waits, the running one took one
+		gt.waitRuns(t, 2)
+		queued("c", "d", "e", "f", "g") // two run: they wait
+		gt.release(0)
+		gt.waitRuns(t, 3) // [c … g] beside [b]
+		gt.release(1)
+		queued("h", "i", "j", "k") // four wait, the running one took five
+		idle("h", "i", "j", "k")
+		do("l")
+		gt.waitRuns(t, 4) // the fifth starts [h … l] beside [c … g]
+		queued("m")
+		gt.release(2)
+		waitFor(t, func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.running == 1 })
+		idle("m") // one waits, the running one took five
+		gt.release(3)
+		gt.waitRuns(t, 5) // none runs: m at once
+		gt.release(4)
+		wg.Wait()
+		want := [][]string{{"a"}, {"b"}, {"c", "d", "e", "f", "g"}, {"h", "i", "j", "k", "l"}, {"m"}}
+		if !slices.EqualFunc(gt.runs, want, slices.Equal) {
+			t.Errorf("runs %v, want %v", gt.runs, want)
+		}
+	})
+}
+
+// gated is a group's exec that holds every transaction until released by
+// its number (in the order they started) and answers each call its input.
+type gated struct {
+	mu    sync.Mutex
+	runs  [][]string
+	gates []chan struct{}
+}
+
+func (gt *gated) exec(_ context.Context, in []string) ([]GroupResult[string], error) {
+	gate := make(chan struct{})
+	gt.mu.Lock()
+	gt.runs = append(gt.runs, slices.Clone(in))
+	gt.gates = append(gt.gates, gate)
+	gt.mu.Unlock()
+	<-gate
+	return echo(in)
+}
+
+func (gt *gated) ran(s string) bool {
+	gt.mu.Lock()
+	defer gt.mu.Unlock()
+	return slices.Contains(slices.Concat(gt.runs...), s)
+}
+
+func (gt *gated) count() int {
+	gt.mu.Lock()
+	defer gt.mu.Unlock()
+	return len(gt.runs)
+}
+
+func (gt *gated) waitRuns(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, func() bool { return gt.count() == n })
+}
+
+func (gt *gated) release(i int) {
+	gt.mu.Lock()
+	defer gt.mu.Unlock()
+	close(gt.gates[i])
 }
 
 // held records a group's transactions (each run's calls, in runs) and
