@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -386,27 +385,6 @@ func FuzzAttribution(f *testing.F) {
 		}
 		if rec := checkJSON(t, "attribution without the token", body, post(h, attributionPath, body, anon)); rec.Code != http.StatusUnauthorized {
 			t.Fatalf("attribution %q with Authorization %q: %d %s", body, anon.Get("Authorization"), rec.Code, rec.Body.String())
-		}
-		// The batch route: the body as a batch, and as the one request of
-		// one, whose answer is never a 5xx either.
-		checkJSON(t, "attribution batch", body, post(h, httpapi.AttributionsBatchPath, body, internal))
-		if !json.Valid([]byte(body)) {
-			return
-		}
-		batch := `{"requests":[` + body + `]}`
-		rec := checkJSON(t, "attribution batch of one", batch, post(h, httpapi.AttributionsBatchPath, batch, internal))
-		var answer struct {
-			Data struct {
-				Results []struct {
-					Status int `json:"status"`
-				} `json:"results"`
-			} `json:"data"`
-		}
-		if rec.Code != http.StatusOK {
-			t.Fatalf("batch of one %q: %d %s", batch, rec.Code, rec.Body.String())
-		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &answer); err != nil || len(answer.Data.Results) != 1 || answer.Data.Results[0].Status >= 500 || answer.Data.Results[0].Status < 200 {
-			t.Fatalf("batch of one %q: %s", batch, rec.Body.String())
 		}
 	})
 }
