@@ -113,13 +113,6 @@ func readJSONBody(r *http.Request, limit int64) ([]byte, error) {
 	return body, nil
 }
 
-// ReadJSONBody reads a JSON body with DecodeObject's checks of the whole
-// request (Content-Type, size) and none of its content: for a route that
-// passes parts of its body on to be decoded on their own (a batch of
-// requests, each refused for its own fault). JSON whitespace around it is
-// trimmed.
-func ReadJSONBody(r *http.Request, limit int64) ([]byte, error) { return readJSONBody(r, limit) }
-
 func tooLarge(limit int64) *DecodeError {
 	return &DecodeError{
 		Status:  http.StatusRequestEntityTooLarge,

@@ -144,13 +144,6 @@ func (g *Group[I, O]) Do(ctx context.Context, in I) (O, error) {
 	}
 }
 
-// Waiting is how many calls wait for a transaction now (metrics, tests).
-func (g *Group[I, O]) Waiting() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.queue)
-}
-
 // mayStart reports whether a transaction may start now (g.mu held): none
 // runs, or fewer than Concurrent do and as many calls wait as each took.
 func (g *Group[I, O]) mayStart() bool {

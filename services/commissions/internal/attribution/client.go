@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	httptransport "github.com/go-kit/kit/transport/http"
@@ -32,19 +31,10 @@ import (
 
 	"github.com/svc-dev/svc/libs/errkind"
 	"github.com/svc-dev/svc/libs/obs"
-	"github.com/svc-dev/svc/libs/pg"
 )
 
 // Path is tracking's internal attribution route.
 const Path = "/internal/v1/attributions"
-
-// BatchPath takes several requests in one call; each is decided and
-// answered as Path would alone.
-const BatchPath = Path + "/batch"
-
-// MaxBatch is the most requests the client sends in one batch (tracking
-// takes up to 64).
-const MaxBatch = 32
 
 // DefaultTimeout is the deadline of a call when New is given none.
 const DefaultTimeout = 5 * time.Second
@@ -193,19 +183,8 @@ func (e *Error) Unwrap() []error {
 
 // Client calls one tracking base address. It is safe for concurrent use;
 // build one per process (in the wiring) and share it.
-//
-// Concurrent calls go to tracking together: the calls that wait while
-// earlier batches are in flight are sent as one batch (BatchPath, a
-// pg.Group of up to MaxBatch calls, two batches in flight), which saves
-// each call its own request's HTTP work on both sides (bench-sale). Each
-// call still gets the answer it would have had alone: tracking decides
-// every request of a batch as its single route does and answers each with
-// that route's status and body. A tracking without the batch route (404
-// or 405: a rolling deploy) is asked one request at a time.
 type Client struct {
 	attribute func(context.Context, any) (any, error)
-	batch     func(context.Context, any) (any, error)
-	group     *pg.Group[Request, Decision]
 	timeout   time.Duration
 }
 
@@ -268,18 +247,14 @@ func New(baseURL, token string, timeout time.Duration, opts ...Option) (*Client,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	auth := "Bearer " + token
-	kitOpts := []httptransport.ClientOption{
+	kc := httptransport.NewClient(http.MethodPost, u.JoinPath(Path), encodeRequest, decodeResponse,
 		httptransport.SetClient(hc),
 		httptransport.ClientBefore(func(ctx context.Context, r *http.Request) context.Context {
 			r.Header.Set("Authorization", auth)
 			return ctx
 		}),
-	}
-	kc := httptransport.NewClient(http.MethodPost, u.JoinPath(Path), encodeRequest, decodeResponse, kitOpts...)
-	bc := httptransport.NewClient(http.MethodPost, u.JoinPath(BatchPath), encodeBatch, decodeBatch, kitOpts...)
-	c := &Client{attribute: kc.Endpoint(), batch: bc.Endpoint(), timeout: timeout}
-	c.group = pg.NewGroup(c.attributeBatch, pg.GroupOptions[Request]{Max: MaxBatch})
-	return c, nil
+	)
+	return &Client{attribute: kc.Endpoint(), timeout: timeout}, nil
 }
 
 // MaxIdleConnsPerHost is how many idle keep-alive connections to tracking
@@ -313,119 +288,23 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 func (c *Client) Attribute(ctx context.Context, req Request) (Decision, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	d, err := c.group.Do(ctx, req)
-	if err != nil {
-		return Decision{}, asError(err)
-	}
-	return d, nil
-}
-
-// asError is err as the caller's *Error: go-kit returns the transport's
-// error as is (no answer: a refused connection, a reset, the deadline).
-func asError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &Error{Kind: ErrUnavailable, Err: err}
-}
-
-// attributeBatch sends the calls of one group as a batch, within the
-// client's deadline, and answers each call its own decision or error. A
-// batch that gets no usable answer is each call's ErrUnavailable; it is
-// never the group's error, which would run each call again alone and so
-// wait the deadline once per call.
-func (c *Client) attributeBatch(ctx context.Context, reqs []Request) ([]pg.GroupResult[Decision], error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	out := make([]pg.GroupResult[Decision], len(reqs))
-	resp, err := c.batch(ctx, reqs)
-	if errors.Is(err, errNoBatchRoute) {
-		var wg sync.WaitGroup
-		for i, r := range reqs {
-			wg.Go(func() { out[i].Out, out[i].Err = c.single(ctx, r) })
-		}
-		wg.Wait()
-		return out, nil
-	}
-	var answers []batchAnswer
-	if err == nil {
-		answers = resp.([]batchAnswer)
-		if len(answers) != len(reqs) {
-			err = &Error{Kind: ErrUnavailable, Status: http.StatusOK, Err: fmt.Errorf("answer outside the contract: %d answers for %d requests", len(answers), len(reqs))}
-		}
-	}
-	if err != nil {
-		e := asError(err)
-		for i := range out {
-			out[i].Err = e
-		}
-		return out, nil
-	}
-	for i, a := range answers {
-		out[i].Out, out[i].Err = decodeAnswer(a.Status, a.Body)
-	}
-	return out, nil
-}
-
-// single asks for one decision on the single route.
-func (c *Client) single(ctx context.Context, req Request) (Decision, error) {
 	resp, err := c.attribute(ctx, req)
 	if err != nil {
-		return Decision{}, asError(err)
+		var e *Error
+		if errors.As(err, &e) {
+			return Decision{}, e
+		}
+		// go-kit returns the transport's error as is: no answer (refused
+		// connection, reset, the deadline).
+		return Decision{}, &Error{Kind: ErrUnavailable, Err: err}
 	}
 	return resp.(Decision), nil
 }
 
-// errNoBatchRoute: tracking answered the batch path 404 or 405 without
-// its own code (a tracking from before the route).
-var errNoBatchRoute = errors.New("attribution: tracking has no batch route")
-
-// batchAnswer is one request's answer in a batch.
-type batchAnswer struct {
-	Status int             `json:"status"`
-	Body   json.RawMessage `json:"body"`
-}
-
-func encodeBatch(_ context.Context, r *http.Request, request any) error {
-	return setJSONBody(r, map[string][]Request{"requests": request.([]Request)}, "attribution batch")
-}
-
-func decodeBatch(_ context.Context, resp *http.Response) (any, error) {
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBatch*maxBody))
-	if err != nil {
-		return nil, &Error{Kind: ErrUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)}
-	}
-	if resp.StatusCode != http.StatusOK {
-		_, err := decodeAnswer(resp.StatusCode, raw)
-		var e *Error
-		if errors.As(err, &e) && e.Code == "" && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) {
-			return nil, errNoBatchRoute
-		}
-		// The batch refused whole (401, 503 not_configured, 400, 5xx):
-		// each call's answer, as the single route would have refused it.
-		return nil, err
-	}
-	var env struct {
-		Data *struct {
-			Results []batchAnswer `json:"results"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil || env.Data == nil {
-		return nil, &Error{Kind: ErrUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("answer outside the contract: %.200q", raw)}
-	}
-	return env.Data.Results, nil
-}
-
 func encodeRequest(_ context.Context, r *http.Request, request any) error {
-	return setJSONBody(r, request.(Request), "attribution request")
-}
-
-// setJSONBody makes v, encoded, r's body (what names it in an error).
-func setJSONBody(r *http.Request, v any, what string) error {
-	b, err := json.Marshal(v)
+	b, err := json.Marshal(request.(Request))
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", what, err)
+		return fmt.Errorf("encode attribution request: %w", err)
 	}
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Accept", "application/json")
@@ -449,38 +328,28 @@ func decodeResponse(_ context.Context, resp *http.Response) (any, error) {
 	if err != nil {
 		return nil, &Error{Kind: ErrUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)}
 	}
-	d, err := decodeAnswer(resp.StatusCode, raw)
-	if err != nil {
-		return nil, err
-	}
-	return d, nil
-}
-
-// decodeAnswer maps one answer of the single route (its status and body,
-// alone or in a batch) to the caller's decision or error.
-func decodeAnswer(status int, raw []byte) (Decision, error) {
 	var env envelope
 	jsonErr := json.Unmarshal(raw, &env)
-	if status == http.StatusOK {
+	if resp.StatusCode == http.StatusOK {
 		d := env.Data
 		if jsonErr != nil || d == nil || (d.Outcome != OutcomeAttributed && d.Outcome != OutcomeRefused) {
-			return Decision{}, &Error{Kind: ErrUnavailable, Status: status, Err: fmt.Errorf("answer outside the contract: %.200q", raw)}
+			return nil, &Error{Kind: ErrUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("answer outside the contract: %.200q", raw)}
 		}
 		return *d, nil
 	}
-	e := &Error{Kind: ErrUnavailable, Status: status}
+	e := &Error{Kind: ErrUnavailable, Status: resp.StatusCode}
 	if jsonErr == nil && env.Error != nil {
 		e.Code, e.Message = env.Error.Code, env.Error.Message
 	}
 	switch {
-	case status == http.StatusNotFound && e.Code == "customer_not_found":
+	case resp.StatusCode == http.StatusNotFound && e.Code == "customer_not_found":
 		e.Kind = ErrCustomerNotFound
-	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusRequestEntityTooLarge:
 		e.Kind = ErrInvalid
 	}
 	// Anything else (401: our token is not tracking's; 503
 	// not_configured; 5xx; a 409, which tracking never answers since it
 	// keeps decisions per program; a 404 without tracking's code, i.e. a
 	// TRACKING_URL that is not tracking) stays ErrUnavailable.
-	return Decision{}, e
+	return nil, e
 }

@@ -1,17 +1,14 @@
 package attribution_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -308,141 +305,6 @@ func TestAttributeAgainstTracking(t *testing.T) {
 		e := wantKind(t, err, attribution.ErrUnavailable, errkind.Unavailable)
 		if e.Status != 0 || took > client.Timeout() {
 			t.Fatalf("after %s: %+v", took, e)
-		}
-	})
-}
-
-// Concurrent calls share one batch request, each answered its own, and a
-// tracking without the batch route is asked one request at a time.
-func TestAttributeBatches(t *testing.T) {
-	t.Parallel()
-	st := stacktest.Start(t, nil, tracking.Name, accounts.Name)
-	trackingURL := st.URL(tracking.Name)
-	admin := &seed.Client{BaseURL: st.URL(accounts.Name), AdminToken: stacktest.AdminToken, HTTP: http.DefaultClient}
-	w := newWorld(t, trackingURL, admin)
-	target, _ := url.Parse(trackingURL)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	ctx := context.Background()
-	paid := time.Now().Add(-time.Hour).Truncate(time.Second)
-	req := func(program int64, click, key, currency string) attribution.Request {
-		return attribution.Request{ProgramID: program, TransactionID: txn(), ClickID: click, CustomerKey: key, AmountCents: 2500,
-			Currency: currency, OccurredAt: paid, Source: attribution.SourceAPI}
-	}
-
-	t.Run("calls that wait go as one batch, each answered its own", func(t *testing.T) {
-		var mu sync.Mutex
-		var sizes []int
-		hold := make(chan struct{})
-		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != attribution.BatchPath {
-				t.Errorf("request to %s, want only batches", r.URL.Path)
-			}
-			body, _ := io.ReadAll(r.Body)
-			var b struct{ Requests []json.RawMessage }
-			_ = json.Unmarshal(body, &b)
-			mu.Lock()
-			sizes = append(sizes, len(b.Requests))
-			first := len(sizes) <= 2
-			mu.Unlock()
-			if first {
-				<-hold // the first two batches are in flight while the others wait
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			proxy.ServeHTTP(rw, r)
-		}))
-		defer srv.Close()
-		client, err := attribution.New(srv.URL, stacktest.InternalToken, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fresh1, fresh2, other := w.click("ATTRA"), w.click("ATTRA"), w.click("ATTRB")
-		calls := []attribution.Request{
-			req(w.progA, w.click("ATTRA"), "", "USD"), // in flight
-			req(w.progA, w.click("ATTRA"), "", "USD"), // in flight
-			req(w.progA, fresh1, "", "USD"),
-			req(w.progA, "", "nobody-at-all", "USD"),
-			req(w.progA, fresh2, "", "EUR"),
-			req(w.progA, fresh1, "", "GBP"),
-			req(w.progA, other, "", "USD"),
-		}
-		type answer struct {
-			d   attribution.Decision
-			err error
-		}
-		answers := make([]answer, len(calls))
-		var wg sync.WaitGroup
-		start := func(i int) {
-			wg.Go(func() { d, err := client.Attribute(ctx, calls[i]); answers[i] = answer{d, err} })
-		}
-		waitFor := func(cond func() bool) {
-			t.Helper()
-			deadline := time.Now().Add(10 * time.Second)
-			for !cond() {
-				if time.Now().After(deadline) {
-					t.Fatal("condition never held")
-				}
-				time.Sleep(time.Millisecond)
-			}
-		}
-		start(0)
-		waitFor(func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 })
-		start(1)
-		waitFor(func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 2 })
-		for i := 2; i < len(calls); i++ {
-			start(i)
-		}
-		waitFor(func() bool { return attribution.Waiting(client) == len(calls)-2 })
-		close(hold)
-		wg.Wait()
-		if !slices.Equal(sizes, []int{1, 1, len(calls) - 2}) {
-			t.Fatalf("batches of %v, want [1 1 %d]", sizes, len(calls)-2)
-		}
-		for i := range 3 {
-			if a := answers[i]; a.err != nil || !a.d.Attributed() || a.d.ClickID != calls[i].ClickID || a.d.PartnerID != w.partnerA || a.d.Replayed {
-				t.Errorf("call %d: %+v %v, want attributed to its customer", i, a.d, a.err)
-			}
-		}
-		if a := answers[4]; a.err != nil || !a.d.Attributed() || a.d.ClickID != fresh2 {
-			t.Errorf("call 4: %+v %v", a.d, a.err)
-		}
-		if e := wantKind(t, answers[3].err, attribution.ErrCustomerNotFound, errkind.NotFound); e.Status != 404 || e.Code != "customer_not_found" {
-			t.Errorf("call 3: %+v", e)
-		}
-		if e := wantKind(t, answers[5].err, attribution.ErrInvalid, errkind.Invalid); e.Status != 400 || e.Message != "currency is required: one of USD, EUR, VND" {
-			t.Errorf("call 5: %+v", e)
-		}
-		if a := answers[6]; a.err != nil || a.d.Attributed() || a.d.Refusal == nil || a.d.Refusal.Code != "no_attribution" || a.d.ClickID != other {
-			t.Errorf("call 6: %+v %v, want refused", a.d, a.err)
-		}
-	})
-
-	t.Run("a tracking without the batch route: each call alone", func(t *testing.T) {
-		var mu sync.Mutex
-		var paths []string
-		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			paths = append(paths, r.URL.Path)
-			mu.Unlock()
-			if r.URL.Path == attribution.BatchPath {
-				http.NotFound(rw, r)
-				return
-			}
-			proxy.ServeHTTP(rw, r)
-		}))
-		defer srv.Close()
-		client, err := attribution.New(srv.URL, stacktest.InternalToken, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cid := w.click("ATTRA")
-		d, err := client.Attribute(ctx, req(w.progA, cid, "", "USD"))
-		if err != nil || !d.Attributed() || d.ClickID != cid {
-			t.Fatalf("%+v %v", d, err)
-		}
-		_, err = client.Attribute(ctx, req(w.progA, "", "nobody-at-all", "USD"))
-		wantKind(t, err, attribution.ErrCustomerNotFound, errkind.NotFound)
-		if want := []string{attribution.BatchPath, attribution.Path, attribution.BatchPath, attribution.Path}; !slices.Equal(paths, want) {
-			t.Fatalf("paths %v, want %v", paths, want)
 		}
 	})
 }

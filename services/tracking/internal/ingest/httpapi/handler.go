@@ -121,12 +121,8 @@ func Routes(set endpoints.Set, cfg Config) []httpkit.Route {
 	}
 	// Internal: on tracking's own port only (neither the gateway nor the
 	// Ingress routes /internal/), for the commissions service.
-	single := server(set.Attribution, decodeAttribution(cfg.Now), attributionErrors)
-	attribution := bearer.InternalGuard(cfg.InternalToken, single)
-	batch := bearer.InternalGuard(cfg.InternalToken, batchAttributions(single, errorEncoder{logger: cfg.Logger, route: attributionErrors}))
-	routes = append(routes,
-		httpkit.Route{Pattern: "POST " + AttributionsPath, Name: "internal_attribution", Handler: attribution},
-		httpkit.Route{Pattern: "POST " + AttributionsBatchPath, Name: "internal_attribution_batch", Handler: batch})
+	attribution := bearer.InternalGuard(cfg.InternalToken, server(set.Attribution, decodeAttribution(cfg.Now), attributionErrors))
+	routes = append(routes, httpkit.Route{Pattern: "POST " + AttributionsPath, Name: "internal_attribution", Handler: attribution})
 	return append(routes, cfg.Extra...)
 }
 
