@@ -128,44 +128,25 @@ func (w *Writes) Queue(b *pgx.Batch) ([]string, error) {
 func column(typ string, rows [][]any, c int) (any, error) {
 	switch typ {
 	case "bigint":
-		return typedColumn[int64](rows, c)
+		return typedColumn(rows, c, refuse[int64])
 	case "text":
-		return typedColumn[string](rows, c)
+		return typedColumn(rows, c, refuse[string])
 	case "jsonb":
-		return jsonColumn(rows, c)
+		// A string is JSON text already; any other value is encoded
+		// now, when the writes are queued (a row whose value is
+		// replaced before then is never encoded).
+		return typedColumn(rows, c, encodeJSON)
 	case "boolean":
-		return typedColumn[bool](rows, c)
+		return typedColumn(rows, c, refuse[bool])
 	case "timestamptz":
-		return typedColumn[time.Time](rows, c)
+		return typedColumn(rows, c, refuse[time.Time])
 	}
 	return nil, fmt.Errorf("bulk column %d: type %q not handled", c+1, typ)
 }
 
-// jsonColumn is a jsonb column: a string is JSON text already, any other
-// value is encoded now, when the writes are queued (a row whose value is
-// replaced before then is never encoded).
-func jsonColumn(rows [][]any, c int) ([]*string, error) {
-	out := make([]*string, len(rows))
-	for r, row := range rows {
-		switch v := row[c].(type) {
-		case nil:
-		case string:
-			out[r] = &v
-		case *string:
-			out[r] = v
-		default:
-			raw, err := json.Marshal(v)
-			if err != nil {
-				return nil, fmt.Errorf("bulk column %d: %w", c+1, err)
-			}
-			text := string(raw)
-			out[r] = &text
-		}
-	}
-	return out, nil
-}
-
-func typedColumn[T any](rows [][]any, c int) ([]*T, error) {
+// typedColumn is column c of rows as []*T: a T or *T is taken as it is,
+// nil is NULL, and other makes anything else a value or an error.
+func typedColumn[T any](rows [][]any, c int, other func(any) (*T, error)) ([]*T, error) {
 	out := make([]*T, len(rows))
 	for r, row := range rows {
 		switch v := row[c].(type) {
@@ -175,10 +156,27 @@ func typedColumn[T any](rows [][]any, c int) ([]*T, error) {
 		case *T:
 			out[r] = v
 		default:
-			return nil, fmt.Errorf("bulk column %d: a %T, not a %T", c+1, v, out[r])
+			p, err := other(v)
+			if err != nil {
+				return nil, fmt.Errorf("bulk column %d: %w", c+1, err)
+			}
+			out[r] = p
 		}
 	}
 	return out, nil
+}
+
+// refuse is typedColumn's other for a column that takes only its type.
+func refuse[T any](v any) (*T, error) { return nil, fmt.Errorf("a %T, not a %T", v, (*T)(nil)) }
+
+// encodeJSON is a jsonb column's other: the value encoded.
+func encodeJSON(v any) (*string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	text := string(raw)
+	return &text, nil
 }
 
 // UpdateByID is a bulk UPDATE of table's rows by id: $1 the ids (bigint),

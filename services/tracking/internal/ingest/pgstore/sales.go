@@ -92,7 +92,7 @@ func (r rowWith) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.extr
 // applyPayment writes an attribution decision for the locked customer c:
 // the settled lead at once (it reads what it writes), then the sale's part
 // (the customer's conversion or its sale_recorded_at, a processor customer
-// id it has none of, and the conversion's event) queued on b, for the
+// id it has none of, and the conversion's event) kept in w, for the
 // caller to send with its own last writes in one round trip. The sale
 // itself is the commissions service's to record.
 func (s *Store) applyPayment(ctx context.Context, tx pg.Querier, w *decisionWrites, c ingest.Customer, d ingest.PaymentDecision, ref ingest.SaleRef, at time.Time, res *ingest.PaymentResult) error {
